@@ -1,0 +1,120 @@
+//! The hvsim guest ABI: everything a guest and the VMM must agree on.
+//!
+//! This crate has no dependencies so that every side of the contract (the VMM,
+//! the built-in raw guests, the Linux guest's init and kernel patches, the SDKs)
+//! can share one definition. Changing a value here is a breaking change of the
+//! guest ABI and of every snapshot taken with the old value.
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// Legacy PC I/O ports that the VMM emulates.
+pub mod port {
+    /// 8259 master PIC command/data ports.
+    pub const PIC_MASTER: u16 = 0x20;
+    /// 8259 slave PIC command/data ports.
+    pub const PIC_SLAVE: u16 = 0xA0;
+    /// 8254 PIT: channel 0..2 data ports, then the mode/command port (0x43).
+    pub const PIT_BASE: u16 = 0x40;
+    /// Port B (NMI status and control): PIT channel 2 gate and output.
+    pub const PORT_B: u16 = 0x61;
+    /// 8259 edge/level control registers (master, slave).
+    pub const ELCR: u16 = 0x4D0;
+    /// COM1 8250 UART base.
+    pub const COM1: u16 = 0x3F8;
+}
+
+/// Legacy IRQ lines on the PIC pair.
+pub mod irq {
+    pub const PIT: u8 = 0;
+    pub const COM1: u8 = 4;
+    /// The hvsim alarm (see [`crate::hc::ALARM_HI`]); on the slave PIC.
+    pub const ALARM: u8 = 8;
+}
+
+/// The hvsim paravirtual port block: hypercalls, the byte channel and the
+/// virtual clock. Every access is a VM exit handled synchronously.
+pub mod hc {
+    /// First port of the block.
+    pub const BASE: u16 = 0x0F00;
+    /// 32-bit OUT: a command word (`op << 24 | arg`); 32-bit IN: [`STATUS`] word.
+    pub const CMD: u16 = BASE;
+    /// 8-bit stream port. OUT (usually `rep outsb`) appends to the transmit
+    /// buffer; IN (usually `rep insb`) pops bytes that a command queued.
+    pub const DATA: u16 = BASE + 4;
+    /// 32-bit IN: latches the virtual clock (nanoseconds) and returns its low half.
+    pub const CLOCK_LO: u16 = BASE + 8;
+    /// 32-bit IN: high half of the value latched by the last [`CLOCK_LO`] read.
+    pub const CLOCK_HI: u16 = BASE + 12;
+    /// 32-bit OUT: low half of an alarm deadline (absolute virtual ns), held
+    /// until [`ALARM_HI`] is written. IN reads the armed deadline's low half.
+    pub const ALARM_LO: u16 = BASE + 16;
+    /// 32-bit OUT: high half of the alarm deadline; arms the one-shot alarm
+    /// (deadline 0 disarms it). When virtual time reaches the deadline,
+    /// IRQ [`crate::irq::ALARM`] pulses. Unlike the 8254, whose longest period
+    /// is 55 ms, one alarm can sleep for any length of virtual time.
+    pub const ALARM_HI: u16 = BASE + 20;
+    /// Number of ports in the block.
+    pub const LEN: u16 = 24;
+
+    /// Builds a command word.
+    pub const fn cmd(op: u8, arg: u32) -> u32 {
+        ((op as u32) << 24) | (arg & ARG_MASK)
+    }
+    /// Mask of the argument bits of a command word.
+    pub const ARG_MASK: u32 = 0x00FF_FFFF;
+
+    /// Command opcodes (the top byte of a command word).
+    pub mod op {
+        /// End the run: the guest powered off with exit status `arg & 0xFF`.
+        pub const EXIT: u8 = 0x01;
+        /// The transmit buffer holds one complete message: deliver it.
+        pub const SEND: u8 = 0x02;
+        /// Queue `arg` bytes (1..=[`super::MAX_RANDOM`]) from the guest's
+        /// seeded entropy stream for reading from [`super::DATA`].
+        pub const RANDOM: u8 = 0x03;
+        /// The guest hit a fatal condition it detected itself; `arg` is a code
+        /// (raw guests report an unexpected exception vector here).
+        pub const PANIC: u8 = 0x04;
+        /// Discard the transmit buffer and any unread receive bytes.
+        pub const RESET: u8 = 0x05;
+    }
+
+    /// Largest `RANDOM` request.
+    pub const MAX_RANDOM: u32 = 64 * 1024;
+    /// Largest message; longer ones are dropped (and counted) at `SEND`.
+    pub const MAX_MESSAGE: usize = 1024 * 1024;
+}
+
+/// Memory layout that the VMM sets up for raw (non-Linux) guests, which start
+/// in 64-bit long mode at [`raw::LOAD_ADDR`] with paging identity-mapping
+/// the first GiB (2 MiB pages, user-accessible).
+pub mod raw {
+    /// Global descriptor table (see [`selector`]).
+    pub const GDT_ADDR: u64 = 0x1000;
+    /// 64-bit task state segment; `rsp0` = [`KERNEL_STACK_TOP`].
+    pub const TSS_ADDR: u64 = 0x2000;
+    /// PML4, then one PDPT, then one page directory of 2 MiB pages.
+    pub const PAGE_TABLES_ADDR: u64 = 0x10000;
+    /// Initial ring-0 stack pointer; also where interrupts from ring 3 land.
+    pub const KERNEL_STACK_TOP: u64 = 0x80000;
+    /// Where the program image is loaded and entered.
+    pub const LOAD_ADDR: u64 = 0x10_0000;
+    /// Bytes identity-mapped by the initial page tables.
+    pub const IDENTITY_MAPPED: u64 = 1 << 30;
+
+    /// GDT selectors. The layout is Linux's (x86-64 `__KERNEL_CS` etc.), and
+    /// must be: nested hypervisors such as `kvm_pvm` derive the kernel and
+    /// user segments from `MSR_STAR` and only accept Linux's user selectors.
+    pub mod selector {
+        pub const KERNEL32_CODE: u16 = 0x08;
+        pub const KERNEL_CODE: u16 = 0x10;
+        pub const KERNEL_DATA: u16 = 0x18;
+        /// Ring-3 32-bit code (RPL 3 included).
+        pub const USER32_CODE: u16 = 0x23;
+        /// Ring-3 data (RPL 3 included).
+        pub const USER_DATA: u16 = 0x2B;
+        /// Ring-3 64-bit code (RPL 3 included).
+        pub const USER_CODE: u16 = 0x33;
+        pub const TSS: u16 = 0x40;
+    }
+}

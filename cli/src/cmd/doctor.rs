@@ -1,0 +1,90 @@
+//! `hvsim doctor`: what this host can do, and what hvsim can promise on it.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use hvsim_vmm::cpuid::{self, Why};
+use hvsim_vmm::host::{open_kvm, HostProfile, PmuStatus};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: Args) -> Result<ExitCode> {
+    let kvm = match open_kvm() {
+        Ok(k) => k,
+        Err(e) => {
+            if args.json {
+                println!("{}", serde_json::json!({ "kvm": false, "error": e.to_string() }));
+            } else {
+                println!("/dev/kvm: NOT usable: {e}");
+                println!("hvsim cannot run guests on this host.");
+            }
+            return Ok(ExitCode::from(crate::util::EXIT_ERROR));
+        }
+    };
+    let host = HostProfile::detect(&kvm);
+    let guarantees = guarantees(&host);
+    if args.json {
+        let mut v = serde_json::to_value(&host)?;
+        v["kvm"] = true.into();
+        v["guarantees"] = serde_json::to_value(&guarantees)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("/dev/kvm: usable (KVM API version {})", host.kvm_api_version);
+        println!("capabilities:");
+        for c in &host.capabilities {
+            println!(
+                "  {:<28} {:<8} {}{}",
+                c.name,
+                if c.present { "yes" } else { "no" },
+                c.used_for,
+                if c.required && !c.present { "  (REQUIRED)" } else { "" }
+            );
+        }
+        match &host.pmu {
+            PmuStatus::Available => println!("PMU: available (exact preemption is possible)"),
+            PmuStatus::Unavailable(why) => println!("PMU: unavailable: {why}"),
+        }
+        if host.nested_pvm {
+            let hidden: Vec<_> = cpuid::HIDDEN_BITS.iter().filter(|h| h.why == Why::NestedHost).map(|h| h.name).collect();
+            println!("nested host: kvm_pvm detected; guest kernel mode is emulated (slow).");
+            println!("  hiding from guests here only: {}", hidden.join(", "));
+        } else {
+            println!("nested host: no (no guest-kernel workarounds applied)");
+        }
+        println!("guarantees:");
+        for g in &guarantees {
+            println!("  - {g}");
+        }
+    }
+    Ok(ExitCode::from(if host.missing().is_empty() { 0 } else { crate::util::EXIT_ERROR }))
+}
+
+fn guarantees(host: &HostProfile) -> Vec<String> {
+    let mut g = vec![
+        "virtual time, interrupts and entropy are functions of the seed and the guest's exits".to_string(),
+    ];
+    match host.pmu {
+        PmuStatus::Available => g.push(
+            "a PMU exists, but hvsim does not yet use it: a guest that runs without exits is still \
+             preempted by the wall-clock watchdog, and such runs are marked non-replayable"
+                .into(),
+        ),
+        PmuStatus::Unavailable(_) => g.push(
+            "no PMU: a guest that runs without exits is preempted only by the wall-clock watchdog; \
+             such runs are marked non-replayable (never silently)"
+                .into(),
+        ),
+    }
+    if !host.missing().is_empty() {
+        g.push(format!("cannot run guests: missing {}", host.missing().join(", ")));
+    }
+    if host.nested_pvm {
+        g.push("timings here are not representative of a bare-metal KVM host (guest ring 0 is ~1000x slower)".into());
+    }
+    g
+}

@@ -1,0 +1,107 @@
+//! Small pieces shared by the subcommands.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+/// The run completed normally: exit status 0, or the virtual-time limit.
+pub const EXIT_OK: u8 = 0;
+/// hvsim itself failed (bad input, no KVM, I/O error).
+pub const EXIT_ERROR: u8 = 1;
+/// The guest powered off with a non-zero status.
+pub const EXIT_GUEST_STATUS: u8 = 3;
+/// The run ended abnormally (guest error or panic, triple fault, KVM error...).
+pub const EXIT_ABNORMAL: u8 = 4;
+
+/// Panics are bugs in hvsim; report them on one line, never with a backtrace.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("hvsim: internal error (a bug in hvsim, please report it): {msg}{at}");
+    }));
+}
+
+/// Parses a seed: decimal or 0x-prefixed hex.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("`{s}` is not a u64 seed (decimal or 0x hex): {e}"))
+}
+
+/// Parses a duration like `1h`, `250ms`, `3600s`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration (e.g. 10s, 1h): {e}"))
+}
+
+/// A file that appears at `path` only when complete: written to a temporary
+/// file in the same directory, renamed on [`AtomicFile::commit`].
+pub struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl AtomicFile {
+    pub fn create(path: &Path) -> Result<AtomicFile> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".hvsim-")
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        Ok(AtomicFile { tmp, path: path.to_owned() })
+    }
+
+    pub fn tmp_path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn commit(self) -> Result<()> {
+        self.tmp
+            .persist(&self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    f.tmp.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    f.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds() {
+        assert_eq!(parse_seed("42"), Ok(42));
+        assert_eq!(parse_seed("0xff"), Ok(255));
+        assert!(parse_seed("-1").is_err());
+        assert!(parse_seed("banana").is_err());
+    }
+
+    #[test]
+    fn atomic_file_appears_only_on_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let f = AtomicFile::create(&path).unwrap();
+        std::fs::write(f.tmp_path(), b"x").unwrap();
+        assert!(!path.exists());
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"x");
+    }
+}

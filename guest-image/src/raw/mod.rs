@@ -1,0 +1,143 @@
+//! The built-in raw test guests.
+//!
+//! Each is a few dozen instructions assembled on the fly with the runtime in
+//! [`rt`]. They are the fast test bed for the machine: on a nested host where
+//! guest kernel mode is emulated ~1000x slower, they keep ring-0 work tiny
+//! and do their computing in ring 3.
+
+mod entropy;
+mod faults;
+mod idle;
+pub mod rt;
+mod serial;
+mod spin;
+mod timer;
+
+use hvsim_vmm::boot::raw::RawImage;
+
+/// A built-in guest: name, one-line description, builder.
+pub struct Guest {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Whether its runs are expected to be exactly replayable.
+    pub deterministic: bool,
+    build: fn() -> RawImage,
+}
+
+impl Guest {
+    pub fn build(&self) -> RawImage {
+        (self.build)()
+    }
+}
+
+pub const GUESTS: &[Guest] = &[
+    Guest {
+        name: "timer",
+        about: "computes in ring 3 while PIT interrupts arrive, then sleeps on a PIT one-shot",
+        deterministic: true,
+        build: timer::build,
+    },
+    Guest {
+        name: "idle",
+        about: "sleeps one hour of virtual time in HLT",
+        deterministic: true,
+        build: idle::build,
+    },
+    Guest {
+        name: "entropy",
+        about: "branches on random bytes from the seed and prints them",
+        deterministic: true,
+        build: entropy::build,
+    },
+    Guest {
+        name: "spin",
+        about: "spins in ring 3 with no exits until the watchdog forces one",
+        deterministic: false,
+        build: spin::build,
+    },
+    Guest {
+        name: "serial",
+        about: "prints text on the serial console",
+        deterministic: true,
+        build: serial::build,
+    },
+    Guest {
+        name: "bad-port",
+        about: "writes to a port no device claims (ends with guest-error)",
+        deterministic: true,
+        build: faults::bad_port,
+    },
+    Guest {
+        name: "bad-hypercall",
+        about: "sends an unknown hypercall command (ends with guest-error)",
+        deterministic: true,
+        build: faults::bad_hypercall,
+    },
+    Guest {
+        name: "wild-memory",
+        about: "writes to a physical address beyond RAM (ends with guest-error)",
+        deterministic: true,
+        build: faults::wild_memory,
+    },
+    Guest {
+        name: "page-fault",
+        about: "touches an unmapped address; its exception handler panics (ends with guest-panic)",
+        deterministic: true,
+        build: faults::page_fault,
+    },
+    Guest {
+        name: "triple-fault",
+        about: "faults with no usable IDT (ends with triple-fault)",
+        deterministic: true,
+        build: faults::triple_fault,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Guest> {
+    GUESTS.iter().find(|g| g.name == name)
+}
+
+/// A guest for `hvsim bench exits`: `n` port reads of the virtual clock from
+/// ring 0 in a tight loop, then exit 0.
+pub fn exit_loop(n: u32) -> RawImage {
+    use dynasmrt::{dynasm, DynasmApi, DynasmLabelApi};
+    let mut p = rt::Program::new("exit-loop");
+    dynasm!(p.a
+        ; mov ecx, n as i32
+        ; mov dx, hvsim_abi::hc::CLOCK_LO as i16
+        ; again:
+        ; in eax, dx
+        ; dec ecx
+        ; jnz <again
+    );
+    p.exit(0);
+    p.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guest_assembles_and_fits() {
+        for g in GUESTS {
+            let img = g.build();
+            assert_eq!(img.name, g.name);
+            assert!(!img.code.is_empty() && img.code.len() < 64 * 1024, "{}", g.name);
+        }
+    }
+
+    #[test]
+    fn assembly_is_reproducible() {
+        for g in GUESTS {
+            assert_eq!(g.build().code, g.build().code, "{}", g.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, g) in GUESTS.iter().enumerate() {
+            assert!(GUESTS[i + 1..].iter().all(|o| o.name != g.name));
+        }
+    }
+}

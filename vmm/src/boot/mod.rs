@@ -1,0 +1,3 @@
+//! Getting a guest from nothing to its first instruction.
+
+pub mod raw;

@@ -1,0 +1,302 @@
+//! The hvsim paravirtual port block: commands, a byte channel both ways, the
+//! virtual clock and a one-shot alarm (see `hvsim_abi::hc` for the layout).
+//!
+//! The guest is untrusted: every malformed access (wrong width, reading past
+//! the queued bytes, an unknown command) is reported as a [`GuestError`],
+//! which ends the run with that reason; nothing here can panic on guest input.
+
+use std::collections::VecDeque;
+
+use hvsim_abi::hc;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Vtime;
+use crate::entropy::Stream;
+
+/// A guest protocol violation; ends the run with this text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestError(pub String);
+
+/// What a command asks of the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    Exit(u8),
+    Message(Vec<u8>),
+    Panic(u32),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelStats {
+    pub messages: u64,
+    /// Messages longer than `hc::MAX_MESSAGE`, dropped at `SEND`.
+    pub oversized: u64,
+    pub random_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Hypercall {
+    tx: Vec<u8>,
+    /// Bytes of the current message beyond `MAX_MESSAGE` (not kept).
+    tx_overflow: u64,
+    rx: VecDeque<u8>,
+    clock_latch: u64,
+    alarm_lo: u32,
+    alarm: Option<Vtime>,
+    /// The guest's entropy stream (`RANDOM`).
+    entropy: Stream,
+    stats: ChannelStats,
+}
+
+fn u32_of(data: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(data.try_into().ok()?))
+}
+
+impl Hypercall {
+    pub fn new(seed: u64) -> Hypercall {
+        Hypercall {
+            tx: Vec::new(),
+            tx_overflow: 0,
+            rx: VecDeque::new(),
+            clock_latch: 0,
+            alarm_lo: 0,
+            alarm: None,
+            entropy: Stream::new(seed, "guest"),
+            stats: ChannelStats::default(),
+        }
+    }
+
+    pub fn claims(port: u16) -> bool {
+        (hc::BASE..hc::BASE + hc::LEN).contains(&port)
+    }
+
+    pub fn stats(&self) -> &ChannelStats {
+        &self.stats
+    }
+
+    pub fn entropy_mut(&mut self) -> &mut Stream {
+        &mut self.entropy
+    }
+
+    /// The armed alarm, if any.
+    pub fn deadline(&self) -> Option<Vtime> {
+        self.alarm
+    }
+
+    /// Returns whether the alarm went off (it is one-shot).
+    pub fn fire(&mut self, now: Vtime) -> bool {
+        match self.alarm {
+            Some(t) if t <= now => {
+                self.alarm = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn pio_write(&mut self, port: u16, data: &[u8]) -> Result<Option<Effect>, GuestError> {
+        match port {
+            hc::DATA => {
+                let room = hc::MAX_MESSAGE.saturating_sub(self.tx.len());
+                let keep = data.len().min(room);
+                self.tx.extend_from_slice(&data[..keep]);
+                self.tx_overflow += (data.len() - keep) as u64;
+                Ok(None)
+            }
+            hc::CMD => {
+                let word = u32_of(data).ok_or_else(|| width_error(port, data.len(), "OUT"))?;
+                self.command(word)
+            }
+            hc::ALARM_LO => {
+                self.alarm_lo = u32_of(data).ok_or_else(|| width_error(port, data.len(), "OUT"))?;
+                Ok(None)
+            }
+            hc::ALARM_HI => {
+                let hi = u32_of(data).ok_or_else(|| width_error(port, data.len(), "OUT"))?;
+                let t = (u64::from(hi) << 32) | u64::from(self.alarm_lo);
+                self.alarm = (t != 0).then_some(Vtime(t));
+                Ok(None)
+            }
+            _ => Err(GuestError(format!("OUT to unassigned hvsim port {port:#x}"))),
+        }
+    }
+
+    fn command(&mut self, word: u32) -> Result<Option<Effect>, GuestError> {
+        let arg = word & hc::ARG_MASK;
+        match (word >> 24) as u8 {
+            hc::op::EXIT => Ok(Some(Effect::Exit(arg as u8))),
+            hc::op::PANIC => Ok(Some(Effect::Panic(arg))),
+            hc::op::SEND => {
+                let msg = std::mem::take(&mut self.tx);
+                if std::mem::take(&mut self.tx_overflow) > 0 {
+                    self.stats.oversized += 1;
+                    return Ok(None);
+                }
+                self.stats.messages += 1;
+                Ok(Some(Effect::Message(msg)))
+            }
+            hc::op::RANDOM => {
+                if arg == 0 || arg > hc::MAX_RANDOM {
+                    return Err(GuestError(format!(
+                        "RANDOM of {arg} bytes (allowed: 1..={})",
+                        hc::MAX_RANDOM
+                    )));
+                }
+                if self.rx.len() + arg as usize > 2 * hc::MAX_RANDOM as usize {
+                    return Err(GuestError(format!(
+                        "RANDOM while {} earlier bytes are still unread",
+                        self.rx.len()
+                    )));
+                }
+                let mut buf = vec![0; arg as usize];
+                self.entropy.fill(&mut buf);
+                self.rx.extend(buf);
+                self.stats.random_bytes += u64::from(arg);
+                Ok(None)
+            }
+            hc::op::RESET => {
+                self.tx.clear();
+                self.tx_overflow = 0;
+                self.rx.clear();
+                Ok(None)
+            }
+            op => Err(GuestError(format!("unknown hypercall command {op:#04x} (word {word:#010x})"))),
+        }
+    }
+
+    pub fn pio_read(&mut self, port: u16, data: &mut [u8], now: Vtime) -> Result<(), GuestError> {
+        let word = match port {
+            hc::DATA => {
+                if data.len() > self.rx.len() {
+                    return Err(GuestError(format!(
+                        "read of {} bytes from the hvsim channel with {} queued",
+                        data.len(),
+                        self.rx.len()
+                    )));
+                }
+                for b in data.iter_mut() {
+                    *b = self.rx.pop_front().expect("length checked above");
+                }
+                return Ok(());
+            }
+            hc::CMD => self.rx.len() as u32,
+            hc::CLOCK_LO => {
+                self.clock_latch = now.0;
+                now.0 as u32
+            }
+            hc::CLOCK_HI => (self.clock_latch >> 32) as u32,
+            hc::ALARM_LO => self.alarm.map_or(0, |t| t.0 as u32),
+            hc::ALARM_HI => self.alarm.map_or(0, |t| (t.0 >> 32) as u32),
+            _ => return Err(GuestError(format!("IN from unassigned hvsim port {port:#x}"))),
+        };
+        if data.len() != 4 {
+            return Err(width_error(port, data.len(), "IN"));
+        }
+        data.copy_from_slice(&word.to_le_bytes());
+        Ok(())
+    }
+}
+
+fn width_error(port: u16, len: usize, dir: &str) -> GuestError {
+    GuestError(format!("{len}-byte {dir} at hvsim port {port:#x}, which takes 32-bit accesses"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cmd(h: &mut Hypercall, op: u8, arg: u32) -> Result<Option<Effect>, GuestError> {
+        h.pio_write(hc::CMD, &hc::cmd(op, arg).to_le_bytes())
+    }
+
+    #[test]
+    fn message_round_trip() {
+        let mut h = Hypercall::new(1);
+        h.pio_write(hc::DATA, b"hello ").unwrap();
+        h.pio_write(hc::DATA, b"world").unwrap();
+        assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(b"hello world".to_vec()))));
+        assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(vec![]))));
+        assert_eq!(h.stats().messages, 2);
+    }
+
+    #[test]
+    fn oversized_message_is_dropped_and_counted() {
+        let mut h = Hypercall::new(1);
+        let chunk = vec![b'x'; 4096];
+        for _ in 0..=(hc::MAX_MESSAGE / chunk.len()) {
+            h.pio_write(hc::DATA, &chunk).unwrap();
+        }
+        assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(None));
+        assert_eq!(h.stats().oversized, 1);
+        h.pio_write(hc::DATA, b"ok").unwrap();
+        assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(b"ok".to_vec()))));
+    }
+
+    #[test]
+    fn random_bytes_come_from_the_seed() {
+        let draw = |seed| {
+            let mut h = Hypercall::new(seed);
+            cmd(&mut h, hc::op::RANDOM, 8).unwrap();
+            let mut status = [0; 4];
+            h.pio_read(hc::CMD, &mut status, Vtime(0)).unwrap();
+            assert_eq!(u32::from_le_bytes(status), 8);
+            let mut b = [0; 8];
+            h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+            b
+        };
+        assert_eq!(draw(5), draw(5));
+        assert_ne!(draw(5), draw(6));
+    }
+
+    #[test]
+    fn protocol_violations_are_errors() {
+        let mut h = Hypercall::new(1);
+        assert!(cmd(&mut h, hc::op::RANDOM, 0).is_err());
+        assert!(cmd(&mut h, hc::op::RANDOM, hc::MAX_RANDOM + 1).is_err());
+        assert!(cmd(&mut h, 0x7F, 0).is_err());
+        assert!(h.pio_read(hc::DATA, &mut [0; 1], Vtime(0)).is_err());
+        assert!(h.pio_read(hc::CLOCK_LO, &mut [0; 2], Vtime(0)).is_err());
+        assert!(h.pio_write(hc::CMD, &[1]).is_err());
+        assert!(h.pio_write(hc::BASE + 2, &[1]).is_err());
+    }
+
+    #[test]
+    fn clock_latches_both_halves() {
+        let mut h = Hypercall::new(1);
+        let t = Vtime(0x1_2345_6789);
+        let mut lo = [0; 4];
+        let mut hi = [0; 4];
+        h.pio_read(hc::CLOCK_LO, &mut lo, t).unwrap();
+        h.pio_read(hc::CLOCK_HI, &mut hi, Vtime(u64::MAX)).unwrap();
+        assert_eq!(u32::from_le_bytes(lo), 0x2345_6789);
+        assert_eq!(u32::from_le_bytes(hi), 1);
+    }
+
+    #[test]
+    fn alarm_is_one_shot() {
+        let mut h = Hypercall::new(1);
+        h.pio_write(hc::ALARM_LO, &5000u32.to_le_bytes()).unwrap();
+        h.pio_write(hc::ALARM_HI, &0u32.to_le_bytes()).unwrap();
+        assert_eq!(h.deadline(), Some(Vtime(5000)));
+        assert!(!h.fire(Vtime(4999)));
+        assert!(h.fire(Vtime(6000)));
+        assert!(!h.fire(Vtime(7000)));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_guest_traffic_never_panics(
+            ops in prop::collection::vec((0u16..24, any::<bool>(), prop::collection::vec(any::<u8>(), 0..9)), 0..100)
+        ) {
+            let mut h = Hypercall::new(9);
+            for (off, write, mut data) in ops {
+                let port = hc::BASE + off;
+                if write {
+                    let _ = h.pio_write(port, &data);
+                } else {
+                    let _ = h.pio_read(port, &mut data, Vtime(1));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The machine's devices and the port bus that routes exits to them.
+//!
+//! Every device is a plain serializable state machine driven synchronously
+//! from the vCPU thread; none has a thread or a host timer. Time enters only
+//! as the `now` argument, and interrupts leave only through the PIC.
+
+pub mod hypercall;
+pub mod pic;
+pub mod pit;
+pub mod serial;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Vtime;
+use hypercall::{Effect, GuestError, Hypercall};
+use pic::PicPair;
+use pit::Pit;
+use serial::Serial;
+
+/// What happens on an access to a port or address no device claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnclaimedPolicy {
+    /// End the run: the guest is a test program that must know its machine.
+    Strict,
+    /// Reads return all ones, writes are dropped, both are counted: what an
+    /// operating system probing for absent legacy hardware expects.
+    Lenient,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusStats {
+    pub unclaimed_reads: u64,
+    pub unclaimed_writes: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Devices {
+    pub pic: PicPair,
+    pub pit: Pit,
+    pub serial: Serial,
+    pub hc: Hypercall,
+    pub policy: UnclaimedPolicy,
+    pub stats: BusStats,
+}
+
+impl Devices {
+    pub fn new(seed: u64, policy: UnclaimedPolicy) -> Devices {
+        Devices {
+            pic: PicPair::default(),
+            pit: Pit::default(),
+            serial: Serial::default(),
+            hc: Hypercall::new(seed),
+            policy,
+            stats: BusStats::default(),
+        }
+    }
+
+    /// An `OUT` of `size`-byte units (`data.len() / size` of them, more than
+    /// one for `rep outs`).
+    pub fn pio_write(
+        &mut self,
+        port: u16,
+        size: usize,
+        data: &[u8],
+        now: Vtime,
+    ) -> Result<Option<Effect>, GuestError> {
+        if Hypercall::claims(port) {
+            if port == hvsim_abi::hc::DATA {
+                return self.hc.pio_write(port, data);
+            }
+            let mut effect = None;
+            for unit in data.chunks(size.max(1)) {
+                if let Some(e) = self.hc.pio_write(port, unit)? {
+                    // A later unit of the same `rep outs` cannot undo an
+                    // exit or a message; keep the first effect.
+                    effect.get_or_insert(e);
+                }
+            }
+            return Ok(effect);
+        }
+        // Byte-wide devices: a wide access covers consecutive ports; a string
+        // access repeats on the same port.
+        for unit in data.chunks(size.max(1)) {
+            for (i, &byte) in unit.iter().enumerate() {
+                self.write_byte(port.wrapping_add(i as u16), byte, now)?;
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn pio_read(
+        &mut self,
+        port: u16,
+        size: usize,
+        data: &mut [u8],
+        now: Vtime,
+    ) -> Result<(), GuestError> {
+        if Hypercall::claims(port) {
+            if port == hvsim_abi::hc::DATA {
+                return self.hc.pio_read(port, data, now);
+            }
+            for unit in data.chunks_mut(size.max(1)) {
+                self.hc.pio_read(port, unit, now)?;
+            }
+            return Ok(());
+        }
+        for unit in data.chunks_mut(size.max(1)) {
+            for (i, byte) in unit.iter_mut().enumerate() {
+                *byte = self.read_byte(port.wrapping_add(i as u16), now)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_byte(&mut self, port: u16, val: u8, now: Vtime) -> Result<(), GuestError> {
+        if PicPair::claims(port) {
+            self.pic.pio_write(port, val);
+        } else if Pit::claims(port) {
+            self.pit.pio_write(port, val, now);
+        } else if Serial::claims(port) {
+            self.serial.pio_write(port, val);
+            self.sync_serial_irq();
+        } else {
+            self.unclaimed(format_args!("OUT {val:#04x} to unclaimed port {port:#x}"))?;
+            self.stats.unclaimed_writes += 1;
+        }
+        Ok(())
+    }
+
+    fn read_byte(&mut self, port: u16, now: Vtime) -> Result<u8, GuestError> {
+        Ok(if PicPair::claims(port) {
+            self.pic.pio_read(port)
+        } else if Pit::claims(port) {
+            self.pit.pio_read(port, now)
+        } else if Serial::claims(port) {
+            let v = self.serial.pio_read(port);
+            self.sync_serial_irq();
+            v
+        } else {
+            self.unclaimed(format_args!("IN from unclaimed port {port:#x}"))?;
+            self.stats.unclaimed_reads += 1;
+            0xFF
+        })
+    }
+
+    pub fn mmio_read(&mut self, addr: u64, data: &mut [u8]) -> Result<(), GuestError> {
+        self.unclaimed(format_args!("{}-byte read of unclaimed address {addr:#x}", data.len()))?;
+        self.stats.unclaimed_reads += 1;
+        data.fill(0xFF);
+        Ok(())
+    }
+
+    pub fn mmio_write(&mut self, addr: u64, data: &[u8]) -> Result<(), GuestError> {
+        self.unclaimed(format_args!("{}-byte write to unclaimed address {addr:#x}", data.len()))?;
+        self.stats.unclaimed_writes += 1;
+        Ok(())
+    }
+
+    fn unclaimed(&self, what: std::fmt::Arguments<'_>) -> Result<(), GuestError> {
+        match self.policy {
+            UnclaimedPolicy::Strict => Err(GuestError(what.to_string())),
+            UnclaimedPolicy::Lenient => Ok(()),
+        }
+    }
+
+    fn sync_serial_irq(&mut self) {
+        let level = self.serial.irq_level();
+        self.pic.set_irq(hvsim_abi::irq::COM1, level);
+    }
+
+    /// The earliest future timer deadline, if any timer is armed.
+    pub fn next_deadline(&self) -> Option<Vtime> {
+        [self.pit.deadline(), self.hc.deadline()].into_iter().flatten().min()
+    }
+
+    /// Fires every timer due at `now` into its IRQ line.
+    pub fn fire_timers(&mut self, now: Vtime) {
+        if self.pit.fire(now) {
+            self.pic.pulse_irq(hvsim_abi::irq::PIT);
+        }
+        if self.hc.fire(now) {
+            self.pic.pulse_irq(hvsim_abi::irq::ALARM);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_policy_rejects_unclaimed_ports_lenient_counts_them() {
+        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        assert!(d.pio_write(0x80, 1, &[0], Vtime(0)).is_err());
+        let mut d = Devices::new(1, UnclaimedPolicy::Lenient);
+        let mut b = [0; 2];
+        d.pio_read(0x2F8, 2, &mut b, Vtime(0)).unwrap();
+        assert_eq!(b, [0xFF, 0xFF]);
+        assert_eq!(d.stats.unclaimed_reads, 2);
+    }
+
+    #[test]
+    fn string_output_repeats_on_one_port() {
+        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        d.pio_write(hvsim_abi::port::COM1, 1, b"abc", Vtime(0)).unwrap();
+        assert_eq!(d.serial.console(), b"abc");
+    }
+
+    #[test]
+    fn serial_interrupt_reaches_the_pic() {
+        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        for (p, v) in [(0x20, 0x11), (0x21, 0x20), (0x21, 0x04), (0x21, 0x01), (0x21, 0x00)] {
+            d.pio_write(p, 1, &[v], Vtime(0)).unwrap();
+        }
+        d.pio_write(hvsim_abi::port::COM1 + 1, 1, &[0x02], Vtime(0)).unwrap();
+        assert!(d.pic.has_interrupt());
+        assert_eq!(d.pic.acknowledge(), 0x24);
+    }
+}

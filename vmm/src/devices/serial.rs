@@ -1,0 +1,192 @@
+//! A 16550A UART at COM1, transmit side captured into the run's console.
+//!
+//! Transmission completes instantly (the transmitter is always empty), so the
+//! only interrupt the guest sees is "transmitter holding register empty"
+//! (IRQ 4), which Linux's interrupt-driven tty output relies on. There is no
+//! input: a run never depends on a host terminal. Enough of the modem
+//! registers and loopback mode is modelled for Linux's probe to find a 16550A.
+
+use serde::{Deserialize, Serialize};
+
+/// Console bytes kept per run; beyond this they are counted, not stored.
+pub const CONSOLE_LIMIT: usize = 16 << 20;
+
+const IER_RDI: u8 = 0x01;
+const IER_THRI: u8 = 0x02;
+const IIR_NO_INT: u8 = 0x01;
+const IIR_THRI: u8 = 0x02;
+const IIR_RDI: u8 = 0x04;
+const IIR_FIFO: u8 = 0xC0;
+const LSR_DR: u8 = 0x01;
+const LSR_THRE: u8 = 0x20;
+const LSR_TEMT: u8 = 0x40;
+const MCR_LOOP: u8 = 0x10;
+const LCR_DLAB: u8 = 0x80;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Serial {
+    ier: u8,
+    lcr: u8,
+    mcr: u8,
+    scr: u8,
+    dll: u8,
+    dlm: u8,
+    fifo: bool,
+    thr_pending: bool,
+    /// A byte looped back in loopback mode, waiting to be read.
+    rbr: Option<u8>,
+    console: Vec<u8>,
+    dropped: u64,
+}
+
+impl Serial {
+    pub fn claims(port: u16) -> bool {
+        (hvsim_abi::port::COM1..hvsim_abi::port::COM1 + 8).contains(&port)
+    }
+
+    pub fn console(&self) -> &[u8] {
+        &self.console
+    }
+
+    /// Bytes written beyond [`CONSOLE_LIMIT`].
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Level of the IRQ 4 line.
+    pub fn irq_level(&self) -> bool {
+        self.iir() & IIR_NO_INT == 0
+    }
+
+    fn iir(&self) -> u8 {
+        let id = if self.ier & IER_RDI != 0 && self.rbr.is_some() {
+            IIR_RDI
+        } else if self.ier & IER_THRI != 0 && self.thr_pending {
+            IIR_THRI
+        } else {
+            IIR_NO_INT
+        };
+        id | if self.fifo { IIR_FIFO } else { 0 }
+    }
+
+    fn transmit(&mut self, byte: u8) {
+        if self.mcr & MCR_LOOP != 0 {
+            self.rbr = Some(byte);
+        } else if self.console.len() < CONSOLE_LIMIT {
+            self.console.push(byte);
+        } else {
+            self.dropped += 1;
+        }
+        self.thr_pending = true;
+    }
+
+    pub fn pio_write(&mut self, port: u16, val: u8) {
+        let dlab = self.lcr & LCR_DLAB != 0;
+        match (port - hvsim_abi::port::COM1, dlab) {
+            (0, false) => self.transmit(val),
+            (0, true) => self.dll = val,
+            (1, false) => {
+                let enabling_thri = val & IER_THRI != 0 && self.ier & IER_THRI == 0;
+                self.ier = val & 0x0F;
+                if enabling_thri {
+                    self.thr_pending = true;
+                }
+            }
+            (1, true) => self.dlm = val,
+            (2, _) => self.fifo = val & 0x01 != 0,
+            (3, _) => self.lcr = val,
+            (4, _) => self.mcr = val & 0x1F,
+            (7, _) => self.scr = val,
+            _ => {} // LSR and MSR are read-only
+        }
+    }
+
+    pub fn pio_read(&mut self, port: u16) -> u8 {
+        let dlab = self.lcr & LCR_DLAB != 0;
+        match (port - hvsim_abi::port::COM1, dlab) {
+            (0, false) => self.rbr.take().unwrap_or(0),
+            (0, true) => self.dll,
+            (1, false) => self.ier,
+            (1, true) => self.dlm,
+            (2, _) => {
+                let iir = self.iir();
+                if iir & 0x0F == IIR_THRI {
+                    self.thr_pending = false;
+                }
+                iir
+            }
+            (3, _) => self.lcr,
+            (4, _) => self.mcr,
+            (5, _) => LSR_THRE | LSR_TEMT | if self.rbr.is_some() { LSR_DR } else { 0 },
+            (6, _) => {
+                if self.mcr & MCR_LOOP != 0 {
+                    // CTS=RTS, DSR=DTR, RI=OUT1, DCD=OUT2.
+                    let m = self.mcr;
+                    ((m & 0x02) << 3) | ((m & 0x01) << 5) | ((m & 0x04) << 4) | ((m & 0x08) << 4)
+                } else {
+                    0xB0 // DCD, DSR, CTS: a terminal is always there
+                }
+            }
+            _ => self.scr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COM1: u16 = hvsim_abi::port::COM1;
+
+    #[test]
+    fn output_is_captured() {
+        let mut s = Serial::default();
+        for b in b"hi\n" {
+            assert_ne!(s.pio_read(COM1 + 5) & LSR_THRE, 0);
+            s.pio_write(COM1, *b);
+        }
+        assert_eq!(s.console(), b"hi\n");
+    }
+
+    #[test]
+    fn thre_interrupt_raised_and_cleared_by_iir_read() {
+        let mut s = Serial::default();
+        assert!(!s.irq_level());
+        s.pio_write(COM1 + 1, IER_THRI);
+        assert!(s.irq_level(), "enabling THRI with an empty transmitter interrupts");
+        assert_eq!(s.pio_read(COM1 + 2) & 0x0F, IIR_THRI);
+        assert!(!s.irq_level());
+        s.pio_write(COM1, b'x');
+        assert!(s.irq_level());
+    }
+
+    #[test]
+    fn loopback_as_linux_probes_it() {
+        let mut s = Serial::default();
+        s.pio_write(COM1 + 4, MCR_LOOP | 0x0A); // loop, RTS, OUT2
+        assert_eq!(s.pio_read(COM1 + 6) & 0xF0, 0x90);
+        s.pio_write(COM1, 0x5A);
+        assert_eq!(s.pio_read(COM1 + 5) & LSR_DR, LSR_DR);
+        assert_eq!(s.pio_read(COM1), 0x5A);
+        assert!(s.console().is_empty());
+    }
+
+    #[test]
+    fn dlab_switches_to_divisor_latch() {
+        let mut s = Serial::default();
+        s.pio_write(COM1 + 3, LCR_DLAB);
+        s.pio_write(COM1, 0x01);
+        s.pio_write(COM1 + 1, 0x00);
+        s.pio_write(COM1 + 3, 0x03);
+        assert!(s.console().is_empty());
+        s.pio_write(COM1 + 3, LCR_DLAB);
+        assert_eq!(s.pio_read(COM1), 0x01);
+    }
+
+    #[test]
+    fn fifo_reported_in_iir() {
+        let mut s = Serial::default();
+        s.pio_write(COM1 + 2, 0x07);
+        assert_eq!(s.pio_read(COM1 + 2) & 0xC0, 0xC0);
+    }
+}

@@ -1,0 +1,138 @@
+//! What this host can do: KVM access and capabilities, a PMU for exact
+//! preemption, and whether it is a nested hypervisor that needs workarounds.
+//! `hvsim doctor` prints this; the machine consults it when it configures the
+//! guest.
+
+use std::path::Path;
+
+use kvm_ioctls::{Cap, Kvm};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// A KVM capability hvsim relies on, and whether this host has it.
+#[derive(Clone, Debug, Serialize)]
+pub struct CapabilityCheck {
+    pub name: &'static str,
+    pub present: bool,
+    pub required: bool,
+    pub used_for: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostProfile {
+    pub kvm_api_version: i32,
+    /// `kvm_pvm`, a page-table-based nested hypervisor: guest ring 0 is
+    /// emulated, some instructions fail there, user-mode SYSCALL is misdelivered.
+    pub nested_pvm: bool,
+    /// Hardware branch counters usable for exact preemption (rr's technique).
+    pub pmu: PmuStatus,
+    pub capabilities: Vec<CapabilityCheck>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "kebab-case")]
+pub enum PmuStatus {
+    Available,
+    Unavailable(String),
+}
+
+/// A capability, by kvm-ioctls name or raw number (for those it does not name).
+#[derive(Clone, Copy)]
+enum CapId {
+    Named(Cap),
+    Raw(u32),
+}
+use CapId::{Named, Raw};
+
+const CAPS: &[(CapId, &str, bool, &str)] = &[
+    (Named(Cap::UserMemory), "USER_MEMORY", true, "guest RAM"),
+    (Named(Cap::ExtCpuid), "EXT_CPUID", true, "the CPUID policy"),
+    (Named(Cap::ImmediateExit), "IMMEDIATE_EXIT", true, "completing I/O before snapshots"),
+    (Named(Cap::X86UserSpaceMsr), "X86_USER_SPACE_MSR", true, "the MSR policy"),
+    (Named(Cap::X86MsrFilter), "X86_MSR_FILTER", true, "the MSR policy"),
+    (Named(Cap::VcpuEvents), "VCPU_EVENTS", true, "snapshots"),
+    (Named(Cap::Debugregs), "DEBUGREGS", true, "snapshots"),
+    (Named(Cap::Xsave), "XSAVE", false, "snapshots of extended FPU state"),
+    (Named(Cap::Xcrs), "XCRS", false, "snapshots of XCR0"),
+    (Raw(kvm_bindings::KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2), "MANUAL_DIRTY_LOG_PROTECT2", false, "fast snapshot reset"),
+    (Named(Cap::TscControl), "TSC_CONTROL", false, "a fixed guest TSC rate (informational)"),
+];
+
+/// Opens /dev/kvm with a one-line, actionable error.
+pub fn open_kvm() -> Result<Kvm> {
+    Kvm::new().map_err(|e| Error::KvmUnavailable(std::io::Error::from_raw_os_error(e.errno())))
+}
+
+impl HostProfile {
+    pub fn detect(kvm: &Kvm) -> HostProfile {
+        let capabilities = CAPS
+            .iter()
+            .map(|&(cap, name, required, used_for)| CapabilityCheck {
+                name,
+                present: match cap {
+                    Named(c) => kvm.check_extension(c),
+                    Raw(n) => kvm.check_extension_raw(n.into()) > 0,
+                },
+                required,
+                used_for,
+            })
+            .collect();
+        HostProfile {
+            kvm_api_version: kvm.get_api_version(),
+            nested_pvm: Path::new("/sys/module/kvm_pvm").exists(),
+            pmu: detect_pmu(),
+            capabilities,
+        }
+    }
+
+    /// Required capabilities this host lacks.
+    pub fn missing(&self) -> Vec<&'static str> {
+        self.capabilities.iter().filter(|c| c.required && !c.present).map(|c| c.name).collect()
+    }
+}
+
+/// Tries to open a hardware branch counter for this thread.
+fn detect_pmu() -> PmuStatus {
+    if !Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        return PmuStatus::Unavailable("no `cpu` PMU in /sys/bus/event_source/devices".into());
+    }
+    // perf_event_attr, version 0 layout (64 bytes): the kernel accepts it.
+    #[repr(C)]
+    #[derive(Default)]
+    struct PerfEventAttr {
+        type_: u32,
+        size: u32,
+        config: u64,
+        sample_period: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        config1: u64,
+    }
+    const PERF_TYPE_HARDWARE: u32 = 0;
+    const PERF_COUNT_HW_BRANCH_INSTRUCTIONS: u64 = 4;
+    const DISABLED: u64 = 1;
+    const EXCLUDE_KERNEL: u64 = 1 << 5;
+    let attr = PerfEventAttr {
+        type_: PERF_TYPE_HARDWARE,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
+        flags: DISABLED | EXCLUDE_KERNEL,
+        ..Default::default()
+    };
+    // SAFETY: perf_event_open reads `attr` (valid for the call); the returned
+    // fd is closed right away.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0)
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        return PmuStatus::Unavailable(format!("perf_event_open(branch-instructions): {err}"));
+    }
+    // SAFETY: fd was just returned by the kernel and is owned by nobody else.
+    unsafe { libc::close(fd as i32) };
+    PmuStatus::Available
+}

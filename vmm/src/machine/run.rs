@@ -1,0 +1,286 @@
+//! The run loop: enter the guest, handle its exit, advance the clock, fire
+//! timers, inject an interrupt if one is due and the guest can take it, and
+//! log the exit. This is where every VM exit is handled.
+
+use crate::clock::{ExitKind, Vtime};
+use crate::devices::hypercall::{Effect, GuestError};
+use crate::error::Result;
+use crate::msr::{self, MsrAnswer};
+use crate::trace::Event;
+use crate::vcpu::Exit;
+use crate::watchdog::Watchdog;
+
+use super::{End, Machine, Message};
+
+/// Why `run_until` returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Virtual time reached the requested deadline; the guest can resume.
+    Deadline,
+    /// The guest sent a message (only with `set_stop_on_message(true)`).
+    Message,
+    /// The run is over.
+    Ended(End),
+}
+
+/// What handling one exit decided, beyond the bytes moved.
+enum Outcome {
+    Continue,
+    Halt,
+    Effect(Effect),
+    End(End),
+}
+
+impl Machine {
+    /// Runs the guest until virtual time reaches `deadline`, the run ends, or
+    /// (if asked) the guest sends a message.
+    pub fn run_until(&mut self, deadline: Vtime) -> Result<Stop> {
+        self.ensure_watchdog()?;
+        loop {
+            if let Some(end) = &self.state.ended {
+                self.trace.flush()?;
+                return Ok(Stop::Ended(end.clone()));
+            }
+            if self.state.halted {
+                if !self.wake_from_halt(deadline)? {
+                    return Ok(Stop::Deadline);
+                }
+                continue;
+            }
+            if self.now() >= deadline {
+                self.trace.flush()?;
+                return Ok(Stop::Deadline);
+            }
+            if self.step()? {
+                return Ok(Stop::Message);
+            }
+        }
+    }
+
+    /// (Re)starts the watchdog on the calling thread, which runs the vCPU.
+    fn ensure_watchdog(&mut self) -> Result<()> {
+        let Some(timeout) = self.watchdog_timeout else { return Ok(()) };
+        // SAFETY: pthread_self and pthread_equal have no preconditions.
+        let me = unsafe { libc::pthread_self() };
+        let current = matches!(&self.watchdog, Some((_, t)) if unsafe { libc::pthread_equal(*t, me) } != 0);
+        if !current {
+            self.watchdog = Some((Watchdog::start(timeout)?, me));
+        }
+        Ok(())
+    }
+
+    /// One guest entry and exit. Returns whether a message stop is due.
+    fn step(&mut self) -> Result<bool> {
+        let now = self.now();
+        self.scratch.clear();
+        let watchdog = self.watchdog.as_ref().map(|(w, _)| w);
+        if let Some(w) = watchdog {
+            w.entering_guest();
+        }
+        let result = self.vcpu.run();
+        if let Some(w) = watchdog {
+            w.left_guest();
+        }
+        let devices = &mut self.state.devices;
+        let scratch = &mut self.scratch;
+        let (kind, addr, outcome) = match result {
+            Err(e) => (
+                ExitKind::Shutdown,
+                0,
+                Outcome::End(End::KvmError { reason: format!("KVM_RUN failed: {e}") }),
+            ),
+            Ok(exit) => match exit {
+                Exit::IoOut { port, size, data } => {
+                    scratch.extend_from_slice(data);
+                    let r = devices.pio_write(port, usize::from(size), data, now);
+                    (ExitKind::PioOut, u64::from(port), guest_result(r.map(|e| e.map_or(Outcome::Continue, Outcome::Effect))))
+                }
+                Exit::IoIn { port, size, data } => {
+                    let r = devices.pio_read(port, usize::from(size), data, now);
+                    scratch.extend_from_slice(data);
+                    (ExitKind::PioIn, u64::from(port), guest_result(r.map(|()| Outcome::Continue)))
+                }
+                Exit::MmioRead { addr, data } => {
+                    let r = devices.mmio_read(addr, data);
+                    scratch.extend_from_slice(data);
+                    (ExitKind::MmioRead, addr, guest_result(r.map(|()| Outcome::Continue)))
+                }
+                Exit::MmioWrite { addr, data } => {
+                    scratch.extend_from_slice(data);
+                    let r = devices.mmio_write(addr, data);
+                    (ExitKind::MmioWrite, addr, guest_result(r.map(|()| Outcome::Continue)))
+                }
+                Exit::MsrRead { index, value, error, .. } => {
+                    match msr::read(index, now.nanos()) {
+                        MsrAnswer::Value(v) => *value = v,
+                        MsrAnswer::Ignored => *value = 0,
+                        MsrAnswer::Fault => {
+                            *error = 1;
+                            self.state.counters.msr_faults += 1;
+                        }
+                    }
+                    scratch.extend_from_slice(&value.to_le_bytes());
+                    (ExitKind::MsrRead, u64::from(index), Outcome::Continue)
+                }
+                Exit::MsrWrite { index, value, error, .. } => {
+                    if msr::write(index) == MsrAnswer::Fault {
+                        *error = 1;
+                        self.state.counters.msr_faults += 1;
+                    }
+                    scratch.extend_from_slice(&value.to_le_bytes());
+                    (ExitKind::MsrWrite, u64::from(index), Outcome::Continue)
+                }
+                Exit::Hlt => (ExitKind::Halt, 0, Outcome::Halt),
+                Exit::IrqWindowOpen => (ExitKind::IrqWindow, 0, Outcome::Continue),
+                Exit::Interrupted => {
+                    self.state.counters.watchdog_kicks += 1;
+                    let reason = format!(
+                        "watchdog: the guest ran {:?} of wall time without a VM exit; \
+                         forced exit at virtual time {now}",
+                        self.watchdog_timeout.unwrap_or_default()
+                    );
+                    if self.state.nonreplayable.len() < 16 {
+                        self.state.nonreplayable.push(reason);
+                    }
+                    (ExitKind::WatchdogKick, 0, Outcome::Continue)
+                }
+                Exit::Shutdown => (ExitKind::Shutdown, 0, Outcome::End(End::TripleFault)),
+                Exit::InternalError { suberror, data } => (
+                    ExitKind::Shutdown,
+                    0,
+                    Outcome::End(End::KvmError {
+                        reason: format!(
+                            "internal error, suberror {suberror} ({}), data {data:x?}",
+                            internal_error_name(suberror)
+                        ),
+                    }),
+                ),
+                Exit::FailEntry { reason } => (
+                    ExitKind::Shutdown,
+                    0,
+                    Outcome::End(End::KvmError { reason: format!("VM entry failed, reason {reason:#x}") }),
+                ),
+                Exit::Other(r) => (
+                    ExitKind::Shutdown,
+                    0,
+                    Outcome::End(End::KvmError { reason: format!("unhandled KVM exit reason {r}") }),
+                ),
+            },
+        };
+        self.state.clock.charge(kind);
+        let now = self.now();
+        self.state.devices.fire_timers(now);
+
+        match outcome {
+            Outcome::Halt => {
+                if self.vcpu.if_flag() {
+                    // Logged when the halt resolves, with the time it woke at.
+                    self.state.halted = true;
+                    return Ok(false);
+                }
+                self.record(kind, addr, None)?;
+                self.state.ended = Some(End::Halted);
+                Ok(false)
+            }
+            Outcome::End(end) => {
+                self.record(kind, addr, None)?;
+                self.state.ended = Some(end);
+                Ok(false)
+            }
+            Outcome::Continue => {
+                let inject = self.inject_if_ready()?;
+                self.record(kind, addr, inject)?;
+                Ok(false)
+            }
+            Outcome::Effect(effect) => {
+                let inject = match effect {
+                    Effect::Exit(_) | Effect::Panic(_) => None,
+                    Effect::Message(_) => self.inject_if_ready()?,
+                };
+                self.record(kind, addr, inject)?;
+                match effect {
+                    Effect::Exit(status) => self.state.ended = Some(End::Exit { status }),
+                    Effect::Panic(code) => self.state.ended = Some(End::GuestPanic { code }),
+                    Effect::Message(bytes) => {
+                        self.outbox.push(Message { vtime: now, bytes });
+                        return Ok(self.stop_on_message);
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// The guest is halted with interrupts enabled: deliver a pending
+    /// interrupt, or jump the clock to the next timer deadline. Returns false
+    /// if `deadline` comes first (the guest stays halted).
+    fn wake_from_halt(&mut self, deadline: Vtime) -> Result<bool> {
+        if !self.state.devices.pic.has_interrupt() {
+            match self.state.devices.next_deadline() {
+                None => {
+                    self.record(ExitKind::Halt, 0, None)?;
+                    self.state.ended = Some(End::Idle);
+                    return Ok(true);
+                }
+                Some(t) if t > deadline => {
+                    if deadline > self.now() {
+                        self.state.clock.jump_to(deadline);
+                    }
+                    return Ok(false);
+                }
+                Some(t) => {
+                    if t > self.now() {
+                        self.state.clock.jump_to(t);
+                    }
+                    let now = self.now();
+                    self.state.devices.fire_timers(now);
+                    if !self.state.devices.pic.has_interrupt() {
+                        // The timer fired into a masked line: keep sleeping.
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        // Halted with IF set, so KVM can take the interrupt now.
+        let vector = self.state.devices.pic.acknowledge();
+        self.vcpu.inject(vector)?;
+        self.state.counters.injected += 1;
+        self.state.halted = false;
+        self.record(ExitKind::Halt, 0, Some(vector))?;
+        Ok(true)
+    }
+
+    /// Injects the PIC's pending interrupt if the guest can take it now;
+    /// otherwise asks KVM for an interrupt-window exit.
+    fn inject_if_ready(&mut self) -> Result<Option<u8>> {
+        let pending = self.state.devices.pic.has_interrupt();
+        if pending && self.vcpu.ready_for_interrupt() {
+            let vector = self.state.devices.pic.acknowledge();
+            self.vcpu.inject(vector)?;
+            self.state.counters.injected += 1;
+            self.vcpu.request_interrupt_window(false);
+            return Ok(Some(vector));
+        }
+        self.vcpu.request_interrupt_window(pending);
+        Ok(None)
+    }
+
+    fn record(&mut self, kind: ExitKind, addr: u64, inject: Option<u8>) -> Result<()> {
+        let ev = Event { kind, addr, data: &self.scratch, vtime: self.state.clock.now(), inject };
+        self.trace.record(&ev)
+    }
+}
+
+fn guest_result(r: std::result::Result<Outcome, GuestError>) -> Outcome {
+    r.unwrap_or_else(|GuestError(reason)| Outcome::End(End::GuestError { reason }))
+}
+
+fn internal_error_name(suberror: u32) -> &'static str {
+    match suberror {
+        1 => "emulation failure: the host could not emulate a guest instruction",
+        2 => "simultaneous exceptions",
+        3 => "delivery event",
+        4 => "unexpected exit reason",
+        _ => "unknown",
+    }
+}

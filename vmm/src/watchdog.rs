@@ -1,0 +1,117 @@
+//! Forward progress without a PMU.
+//!
+//! A guest that computes or spins without ever exiting gets no timer
+//! interrupt: interrupts are only injected at exits. Where a PMU exists, a
+//! branch counter could force an exit at an exact, replayable point (rr's
+//! technique); this host has none, so a wall-clock watchdog thread kicks the
+//! vCPU out of `KVM_RUN` with a signal when it has not exited for `timeout`.
+//! Such an exit happens at a point that depends on host timing, so the run
+//! loop marks the run non-replayable when it sees one. The watchdog touches
+//! nothing but two counters and the signal: it is not a device thread.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Once};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use vmm_sys_util::signal::{register_signal_handler, SIGRTMIN};
+
+use crate::error::{Error, Result};
+
+/// The real-time signal used to kick the vCPU thread.
+fn kick_signal() -> libc::c_int {
+    SIGRTMIN()
+}
+
+extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // Nothing to do: delivery alone makes KVM_RUN return EINTR.
+}
+
+fn install_handler() -> Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        result = register_signal_handler(kick_signal(), on_kick).map_err(|e| {
+            Error::Host("registering the watchdog signal", std::io::Error::from_raw_os_error(e.errno()))
+        });
+    });
+    result
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Incremented by the vCPU thread at every return from `KVM_RUN`.
+    progress: AtomicU64,
+    in_guest: AtomicBool,
+    kicks: AtomicU64,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+pub struct Watchdog {
+    shared: Arc<Shared>,
+    timeout: Duration,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts watching the calling thread, which must be the vCPU thread.
+    pub fn start(timeout: Duration) -> Result<Watchdog> {
+        install_handler()?;
+        // SAFETY: pthread_self has no preconditions.
+        let target = unsafe { libc::pthread_self() };
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("hvsim-watchdog".into())
+            .spawn(move || watch(&s, target, timeout))
+            .map_err(|e| Error::Host("starting the watchdog thread", e))?;
+        Ok(Watchdog { shared, timeout, thread: Some(thread) })
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn entering_guest(&self) {
+        self.shared.in_guest.store(true, Ordering::SeqCst);
+    }
+
+    pub fn left_guest(&self) {
+        self.shared.in_guest.store(false, Ordering::SeqCst);
+        self.shared.progress.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn kicks(&self) -> u64 {
+        self.shared.kicks.load(Ordering::SeqCst)
+    }
+}
+
+fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration) {
+    let mut last = s.progress.load(Ordering::SeqCst);
+    let mut stop = s.stop.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        stop = s.wake.wait_timeout(stop, timeout).unwrap_or_else(|p| p.into_inner()).0;
+        if *stop {
+            return;
+        }
+        let now = s.progress.load(Ordering::SeqCst);
+        if now == last && s.in_guest.load(Ordering::SeqCst) {
+            s.kicks.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: `target` is the vCPU thread, alive until `Drop` below
+            // has joined this thread.
+            unsafe { libc::pthread_kill(target, kick_signal()) };
+        }
+        last = now;
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        *self.shared.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
