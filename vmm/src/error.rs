@@ -6,8 +6,8 @@ use std::io;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot open /dev/kvm: {0} (is KVM enabled, and may this user open /dev/kvm?)")]
-    KvmUnavailable(io::Error),
+    #[error("cannot open {path}: {err} (is KVM enabled, and may this user open it?)")]
+    KvmUnavailable { path: String, err: io::Error },
     #[error("KVM {op} failed: {err}")]
     Kvm { op: &'static str, err: vmm_sys_util::errno::Error },
     #[error("host {0} failed: {1}")]

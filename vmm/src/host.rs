@@ -59,9 +59,19 @@ const CAPS: &[(CapId, &str, bool, &str)] = &[
     (Named(Cap::TscControl), "TSC_CONTROL", false, "a fixed guest TSC rate (informational)"),
 ];
 
-/// Opens /dev/kvm with a one-line, actionable error.
+/// Environment variable naming the KVM device instead of `/dev/kvm`
+/// (for tests of hosts without KVM, and for unusual setups).
+pub const KVM_PATH_ENV: &str = "HVSIM_KVM_PATH";
+
+/// Opens the KVM device with a one-line, actionable error.
 pub fn open_kvm() -> Result<Kvm> {
-    Kvm::new().map_err(|e| Error::KvmUnavailable(std::io::Error::from_raw_os_error(e.errno())))
+    let path = std::env::var_os(KVM_PATH_ENV).unwrap_or_else(|| "/dev/kvm".into());
+    let cpath = std::ffi::CString::new(path.as_encoded_bytes())
+        .map_err(|_| Error::Config(format!("{KVM_PATH_ENV} contains a NUL byte")))?;
+    Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable {
+        path: path.to_string_lossy().into_owned(),
+        err: std::io::Error::from_raw_os_error(e.errno()),
+    })
 }
 
 impl HostProfile {
