@@ -21,6 +21,8 @@ pub mod port {
     pub const ELCR: u16 = 0x4D0;
     /// COM1 8250 UART base.
     pub const COM1: u16 = 0x3F8;
+    /// MC146818 CMOS/RTC index and data ports.
+    pub const RTC: u16 = 0x70;
 }
 
 /// Legacy IRQ lines on the PIC pair.
@@ -53,8 +55,12 @@ pub mod hc {
     /// IRQ [`crate::irq::ALARM`] pulses. Unlike the 8254, whose longest period
     /// is 55 ms, one alarm can sleep for any length of virtual time.
     pub const ALARM_HI: u16 = BASE + 20;
+    /// 8-bit OUT, value ignored: "I just enabled interrupts". An exit at a
+    /// point of the guest's choosing where a waiting interrupt can be injected
+    /// (see [`op::IRQ_FLAG`]).
+    pub const POKE: u16 = BASE + 24;
     /// Number of ports in the block.
-    pub const LEN: u16 = 24;
+    pub const LEN: u16 = 28;
 
     /// Builds a command word.
     pub const fn cmd(op: u8, arg: u32) -> u32 {
@@ -77,6 +83,15 @@ pub mod hc {
         pub const PANIC: u8 = 0x04;
         /// Discard the transmit buffer and any unread receive bytes.
         pub const RESET: u8 = 0x05;
+        /// End the run: the guest asked to reboot.
+        pub const REBOOT: u8 = 0x06;
+        /// `arg` is the page frame number of a page whose first `u32` hvsim
+        /// sets to 1 while an interrupt waits for the guest to enable
+        /// interrupts, and to 0 otherwise. A guest that then writes to
+        /// [`super::POKE`] right after enabling interrupts receives every
+        /// interrupt at an exact instruction, even on hosts whose
+        /// interrupt-window exits are imprecise.
+        pub const IRQ_FLAG: u8 = 0x07;
     }
 
     /// Largest `RANDOM` request.

@@ -1,6 +1,7 @@
 //! `hvsim`: the command line of the deterministic simulation VMM.
 
 mod cmd;
+mod session;
 mod util;
 
 use std::process::ExitCode;
@@ -19,12 +20,18 @@ struct Cli {
 enum Command {
     /// Run a guest once, as a pure function of its seed.
     Run(cmd::run::Args),
+    /// Resume a saved snapshot (optionally with a new seed).
+    Replay(cmd::replay::Args),
+    /// Inspect snapshot files.
+    Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
     DiffLog(cmd::diff_log::Args),
     /// Report what this host can and cannot guarantee.
     Doctor(cmd::doctor::Args),
     /// Measure hvsim against a baseline taken in the same run.
     Bench(cmd::bench::Args),
+    /// Build or locate hvsim's guest kernel.
+    Kernel(cmd::kernel::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,9 +39,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(a),
+        Command::Replay(a) => cmd::replay::main(a),
+        Command::Snapshot(a) => cmd::snapshot::main(a),
         Command::DiffLog(a) => cmd::diff_log::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Bench(a) => cmd::bench::main(a),
+        Command::Kernel(a) => cmd::kernel::main(a),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,5 @@
 //! Small pieces shared by the subcommands.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -43,6 +42,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration (e.g. 10s, 1h): {e}"))
 }
 
+/// Parses a size like `128M`, `1G`, `4096` (bytes), `512K`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("`{s}`: unknown size unit `{unit}` (use K, M or G)")),
+    };
+    let n: usize = digits.parse().map_err(|_| format!("`{s}` is not a size (e.g. 128M)"))?;
+    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("`{s}` is too large"))
+}
+
 /// A file that appears at `path` only when complete: written to a temporary
 /// file in the same directory, renamed on [`AtomicFile::commit`].
 pub struct AtomicFile {
@@ -75,13 +91,6 @@ impl AtomicFile {
     }
 }
 
-/// Writes `bytes` to `path` atomically.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(path)?;
-    f.tmp.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    f.commit()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +101,16 @@ mod tests {
         assert_eq!(parse_seed("0xff"), Ok(255));
         assert!(parse_seed("-1").is_err());
         assert!(parse_seed("banana").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("128M"), Ok(128 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("M").is_err());
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! host whose nested hypervisor cannot execute some instructions in guest
 //! kernel mode (`kvm_pvm`), those are hidden too, and only there.
 
-use kvm_bindings::kvm_cpuid_entry2;
+use kvm_bindings::{kvm_cpuid_entry2, CpuId, KVM_MAX_CPUID_ENTRIES};
+use kvm_ioctls::Kvm;
+
+use crate::error::{KvmResultExt, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reg {
@@ -50,6 +53,9 @@ use Why::*;
 /// Feature bits cleared (leaf 7 means subleaf 0).
 pub const HIDDEN_BITS: &[HiddenBit] = &[
     bit(0x1, Ecx, 30, "rdrand", Determinism),
+    // The TSC runs on host time and KVM cannot trap RDTSC. Without the bit,
+    // Linux keeps it out of sched_clock, delay loops and clocksources.
+    bit(0x1, Edx, 4, "tsc", Determinism),
     bit(0x1, Ecx, 24, "tsc-deadline", Determinism),
     bit(0x1, Ecx, 3, "monitor/mwait", Determinism),
     bit(0x1, Ecx, 5, "vmx", NotEmulated),
@@ -94,6 +100,13 @@ pub const HIDDEN_LEAVES: &[(u32, &str, Why)] = &[
     (0x80000022, "AMD PMU v2", Determinism),
     (0xD, "XSAVE state components", NestedHost),
 ];
+
+/// The CPUID the guest is given: KVM's supported set under this policy.
+pub fn guest_cpuid(kvm: &Kvm, nested_host: bool) -> Result<CpuId> {
+    let mut cpuid = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).kvm("KVM_GET_SUPPORTED_CPUID")?;
+    apply(cpuid.as_mut_slice(), nested_host);
+    Ok(cpuid)
+}
 
 /// Rewrites KVM's supported CPUID into the guest's.
 pub fn apply(entries: &mut [kvm_cpuid_entry2], nested_host: bool) {

@@ -102,6 +102,35 @@ impl HostProfile {
     }
 }
 
+/// The lowest-numbered CPU this process may run on.
+pub fn first_allowed_cpu() -> usize {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            if let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) {
+                return cpu;
+            }
+        }
+    }
+    0
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) targets this thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Error::Host("pinning the vCPU thread to a CPU", std::io::Error::last_os_error()))
+    }
+}
+
 /// Tries to open a hardware branch counter for this thread.
 fn detect_pmu() -> PmuStatus {
     if !Path::new("/sys/bus/event_source/devices/cpu").exists() {

@@ -29,6 +29,7 @@ pub mod msr;
 pub mod summary;
 pub mod trace;
 pub mod vcpu;
+pub mod vcpu_state;
 pub mod watchdog;
 
 pub use clock::Vtime;

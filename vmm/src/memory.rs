@@ -103,6 +103,28 @@ impl GuestRam {
         unsafe { std::slice::from_raw_parts(region.as_ptr(), region.len() as usize) }
     }
 
+    /// The bytes of page `index`.
+    pub fn page(&self, index: usize) -> &[u8] {
+        &self.as_slice()[index * PAGE_SIZE..(index + 1) * PAGE_SIZE]
+    }
+
+    pub fn pages(&self) -> usize {
+        self.size / PAGE_SIZE
+    }
+
+    /// Overwrites page `index` without marking it dirty: for putting back a
+    /// snapshot's contents, which is not a change to track. The vCPU must
+    /// not be running (it is not: only the vCPU thread calls this).
+    pub fn restore_page(&self, index: usize, data: &[u8]) {
+        assert!(index < self.pages() && data.len() == PAGE_SIZE, "page {index} of {}", self.pages());
+        let region = self.mem.iter().next().expect("guest RAM has one region");
+        // SAFETY: the destination lies inside the mapping (checked above),
+        // and no vCPU runs while the VMM restores memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), region.as_ptr().add(index * PAGE_SIZE), PAGE_SIZE);
+        }
+    }
+
     /// SHA-256 of all of guest RAM.
     pub fn hash(&self) -> [u8; 32] {
         Sha256::digest(self.as_slice()).into()

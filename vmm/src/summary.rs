@@ -23,6 +23,9 @@ pub struct Summary {
     pub vtime_ns: u64,
     pub replayable: bool,
     pub nonreplayable_reasons: Vec<String>,
+    /// What this host cannot keep from the guest (see `hvsim doctor`): the
+    /// run is replayable only if the guest does not rely on these.
+    pub host_limits: Vec<String>,
     /// Everything the guest wrote to its serial console (lossy UTF-8).
     pub console: String,
     pub console_dropped_bytes: u64,
@@ -36,7 +39,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(machine: &Machine, guest: &str, seed: u64, end: &End, messages: &[Vec<u8>], wall_ms: u64) -> Summary {
+    pub fn of(machine: &Machine, guest: &str, seed: u64, end: &End, wall_ms: u64) -> Summary {
         let state = machine.state();
         let devices = &state.devices;
         Summary {
@@ -54,9 +57,10 @@ impl Summary {
             vtime_ns: machine.now().nanos(),
             replayable: state.nonreplayable.is_empty(),
             nonreplayable_reasons: state.nonreplayable.clone(),
+            host_limits: Vec::new(),
             console: String::from_utf8_lossy(devices.serial.console()).into_owned(),
             console_dropped_bytes: devices.serial.dropped(),
-            messages: messages.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect(),
+            messages: machine.messages().iter().map(|m| String::from_utf8_lossy(&m.bytes).into_owned()).collect(),
             counters: state.counters.clone(),
             channel: devices.hc.stats().clone(),
             bus: devices.stats.clone(),

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use hvsim_vmm::cpuid::{self, Why};
+use hvsim_guest_image::raw::probes::HostProbes;
 use hvsim_vmm::host::{open_kvm, HostProfile, PmuStatus};
 
 #[derive(clap::Args)]
@@ -27,10 +28,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
     };
     let host = HostProfile::detect(&kvm);
-    let guarantees = guarantees(&host);
+    let probes = if host.missing().is_empty() { Some(HostProbes::run(&host)?) } else { None };
+    let guarantees = guarantees(&host, probes.as_ref());
     if args.json {
         let mut v = serde_json::to_value(&host)?;
         v["kvm"] = true.into();
+        v["probes"] = serde_json::to_value(&probes)?;
         v["guarantees"] = serde_json::to_value(&guarantees)?;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -56,6 +59,13 @@ pub fn main(args: Args) -> Result<ExitCode> {
         } else {
             println!("nested host: no (no guest-kernel workarounds applied)");
         }
+        if let Some(p) = &probes {
+            let yes_no = |b: bool| if b { "yes" } else { "NO" };
+            println!("probed by running tiny guests:");
+            println!("  CPUID policy reaches the guest:         {}", yes_no(p.cpuid_virtualized));
+            println!("  user-mode RDTSC traps under CR4.TSD:    {}", yes_no(p.user_rdtsc_traps));
+            println!("  interrupt-window exits are exact:       {}", yes_no(p.precise_irq_window));
+        }
         println!("guarantees:");
         for g in &guarantees {
             println!("  - {g}");
@@ -64,7 +74,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::from(if host.missing().is_empty() { 0 } else { crate::util::EXIT_ERROR }))
 }
 
-fn guarantees(host: &HostProfile) -> Vec<String> {
+fn guarantees(host: &HostProfile, probes: Option<&HostProbes>) -> Vec<String> {
     let mut g = vec![
         "virtual time, interrupts and entropy are functions of the seed and the guest's exits".to_string(),
     ];
@@ -82,6 +92,9 @@ fn guarantees(host: &HostProfile) -> Vec<String> {
     }
     if !host.missing().is_empty() {
         g.push(format!("cannot run guests: missing {}", host.missing().join(", ")));
+    }
+    if let Some(p) = probes {
+        g.extend(p.limits());
     }
     if host.nested_pvm {
         g.push("timings here are not representative of a bare-metal KVM host (guest ring 0 is ~1000x slower)".into());

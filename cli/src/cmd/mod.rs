@@ -1,4 +1,7 @@
 pub mod bench;
 pub mod diff_log;
 pub mod doctor;
+pub mod kernel;
+pub mod replay;
 pub mod run;
+pub mod snapshot;

@@ -8,6 +8,7 @@
 mod entropy;
 mod faults;
 mod idle;
+pub mod probes;
 pub mod rt;
 mod serial;
 mod spin;

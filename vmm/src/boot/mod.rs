@@ -1,3 +1,5 @@
 //! Getting a guest from nothing to its first instruction.
 
+pub mod linux;
+pub mod mptable;
 pub mod raw;

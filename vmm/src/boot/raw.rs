@@ -89,6 +89,13 @@ pub fn load(ram: &GuestRam, image: &RawImage) -> Result<()> {
             ram.size()
         )));
     }
+    write_long_mode_structures(ram)?;
+    ram.write(raw::LOAD_ADDR, &image.code)
+}
+
+/// The GDT, TSS and identity page tables that [`initial_sregs`] points at
+/// (also used to enter a Linux kernel in 64-bit mode).
+pub fn write_long_mode_structures(ram: &GuestRam) -> Result<()> {
     let mut gdt: Vec<u8> = GDT.iter().flat_map(|d| d.to_le_bytes()).collect();
     gdt.extend(tss_descriptor(raw::TSS_ADDR).iter().flat_map(|d| d.to_le_bytes()));
     ram.write(raw::GDT_ADDR, &gdt)?;
@@ -108,9 +115,7 @@ pub fn load(ram: &GuestRam, image: &RawImage) -> Result<()> {
     let pdes: Vec<u8> = (0..raw::IDENTITY_MAPPED >> 21)
         .flat_map(|i| ((i << 21) | table_flags | PTE_HUGE).to_le_bytes())
         .collect();
-    ram.write(pd, &pdes)?;
-
-    ram.write(raw::LOAD_ADDR, &image.code)
+    ram.write(pd, &pdes)
 }
 
 /// Register state at the first instruction.

@@ -23,6 +23,9 @@ pub enum Effect {
     Exit(u8),
     Message(Vec<u8>),
     Panic(u32),
+    Reboot,
+    /// The guest registered its interrupt-pending flag at this page frame.
+    IrqFlag(u64),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +119,8 @@ impl Hypercall {
                 self.alarm = (t != 0).then_some(Vtime(t));
                 Ok(None)
             }
+            // The exit itself is the point: the run loop injects after it.
+            hc::POKE => Ok(None),
             _ => Err(GuestError(format!("OUT to unassigned hvsim port {port:#x}"))),
         }
     }
@@ -125,6 +130,8 @@ impl Hypercall {
         match (word >> 24) as u8 {
             hc::op::EXIT => Ok(Some(Effect::Exit(arg as u8))),
             hc::op::PANIC => Ok(Some(Effect::Panic(arg))),
+            hc::op::REBOOT => Ok(Some(Effect::Reboot)),
+            hc::op::IRQ_FLAG => Ok(Some(Effect::IrqFlag(u64::from(arg)))),
             hc::op::SEND => {
                 let msg = std::mem::take(&mut self.tx);
                 if std::mem::take(&mut self.tx_overflow) > 0 {

@@ -7,6 +7,7 @@
 pub mod hypercall;
 pub mod pic;
 pub mod pit;
+pub mod rtc;
 pub mod serial;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::clock::Vtime;
 use hypercall::{Effect, GuestError, Hypercall};
 use pic::PicPair;
 use pit::Pit;
+use rtc::Rtc;
 use serial::Serial;
 
 /// What happens on an access to a port or address no device claims.
@@ -37,6 +39,7 @@ pub struct BusStats {
 pub struct Devices {
     pub pic: PicPair,
     pub pit: Pit,
+    pub rtc: Rtc,
     pub serial: Serial,
     pub hc: Hypercall,
     pub policy: UnclaimedPolicy,
@@ -44,10 +47,11 @@ pub struct Devices {
 }
 
 impl Devices {
-    pub fn new(seed: u64, policy: UnclaimedPolicy) -> Devices {
+    pub fn new(seed: u64, epoch: u64, policy: UnclaimedPolicy) -> Devices {
         Devices {
             pic: PicPair::default(),
             pit: Pit::default(),
+            rtc: Rtc::new(epoch),
             serial: Serial::default(),
             hc: Hypercall::new(seed),
             policy,
@@ -117,6 +121,8 @@ impl Devices {
             self.pic.pio_write(port, val);
         } else if Pit::claims(port) {
             self.pit.pio_write(port, val, now);
+        } else if Rtc::claims(port) {
+            self.rtc.pio_write(port, val);
         } else if Serial::claims(port) {
             self.serial.pio_write(port, val);
             self.sync_serial_irq();
@@ -132,6 +138,8 @@ impl Devices {
             self.pic.pio_read(port)
         } else if Pit::claims(port) {
             self.pit.pio_read(port, now)
+        } else if Rtc::claims(port) {
+            self.rtc.pio_read(port, now)
         } else if Serial::claims(port) {
             let v = self.serial.pio_read(port);
             self.sync_serial_irq();
@@ -190,9 +198,9 @@ mod tests {
 
     #[test]
     fn strict_policy_rejects_unclaimed_ports_lenient_counts_them() {
-        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
         assert!(d.pio_write(0x80, 1, &[0], Vtime(0)).is_err());
-        let mut d = Devices::new(1, UnclaimedPolicy::Lenient);
+        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Lenient);
         let mut b = [0; 2];
         d.pio_read(0x2F8, 2, &mut b, Vtime(0)).unwrap();
         assert_eq!(b, [0xFF, 0xFF]);
@@ -201,14 +209,14 @@ mod tests {
 
     #[test]
     fn string_output_repeats_on_one_port() {
-        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
         d.pio_write(hvsim_abi::port::COM1, 1, b"abc", Vtime(0)).unwrap();
         assert_eq!(d.serial.console(), b"abc");
     }
 
     #[test]
     fn serial_interrupt_reaches_the_pic() {
-        let mut d = Devices::new(1, UnclaimedPolicy::Strict);
+        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
         for (p, v) in [(0x20, 0x11), (0x21, 0x20), (0x21, 0x04), (0x21, 0x01), (0x21, 0x00)] {
             d.pio_write(p, 1, &[v], Vtime(0)).unwrap();
         }

@@ -2,27 +2,36 @@
 //! serializable state that, together with RAM and the vCPU registers, is the
 //! whole of a running guest. The run loop and exit handling are in `run.rs`.
 
+mod dirty;
+mod profile;
 mod run;
+mod snapshot;
 
 use std::path::Path;
 use std::time::Duration;
 
-use kvm_bindings::{Msrs, kvm_msr_entry, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES};
+use kvm_bindings::{kvm_cpuid_entry2, kvm_msr_entry, Msrs};
 use kvm_ioctls::{Kvm, VmFd};
 use serde::{Deserialize, Serialize};
 
+use crate::boot::linux::{self, LinuxImage, RNG_SEED_LEN};
 use crate::boot::raw::{self, RawImage};
 use crate::clock::{Clock, Vtime};
+use crate::devices::rtc::DEFAULT_EPOCH;
 use crate::devices::{Devices, UnclaimedPolicy};
+use crate::entropy::Stream;
 use crate::error::{Error, KvmResultExt, Result};
 use crate::host::{open_kvm, HostProfile};
 use crate::memory::GuestRam;
 use crate::trace::{Trace, TraceState};
 use crate::vcpu::Vcpu;
+use crate::vcpu_state::saveable_msrs;
 use crate::watchdog::Watchdog;
 use crate::{cpuid, msr};
 
+pub use profile::{Stretch, WallProfile};
 pub use run::Stop;
+pub use snapshot::MachineSnapshot;
 
 /// Default guest RAM for raw guests.
 pub const DEFAULT_RAW_RAM: usize = 32 << 20;
@@ -33,18 +42,50 @@ pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug)]
 pub enum Boot {
     Raw(RawImage),
+    Linux(LinuxImage),
+}
+
+/// What the guest sees of its machine, beyond RAM and registers: fixed for a
+/// run, saved in snapshots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineSpec {
+    pub ram_size: usize,
+    /// Apply the CPUID workarounds for nested `kvm_pvm` hosts.
+    pub nested_workarounds: bool,
+    pub unclaimed: UnclaimedPolicy,
+}
+
+/// How this host runs the machine. Not part of the guest's world: taken from
+/// the current host, also when a snapshot is restored.
+#[derive(Clone, Debug)]
+pub struct HostSettings {
+    /// `None` disables the watchdog (a spinning guest then hangs the run).
+    pub watchdog: Option<Duration>,
+    /// Whether this host's interrupt-window exits land exactly where the
+    /// guest enables interrupts. Where they do not (nested `kvm_pvm`), hvsim
+    /// never requests them and injects only at other exits, helped by the
+    /// guest's interrupt-pending flag (`hc::op::IRQ_FLAG`).
+    pub precise_irq_window: bool,
+    /// Pin the vCPU thread to this host CPU: where CPUID is not virtualized,
+    /// the guest reads the APIC ID of whichever CPU runs it.
+    pub pin_cpu: Option<usize>,
+}
+
+impl HostSettings {
+    /// Defaults for this host (before `raw::probes` refine them).
+    pub fn for_host(host: &HostProfile) -> HostSettings {
+        HostSettings { watchdog: Some(DEFAULT_WATCHDOG), precise_irq_window: !host.nested_pvm, pin_cpu: None }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct MachineConfig {
     pub seed: u64,
-    pub ram_size: usize,
+    /// Unix time the guest's RTC shows at virtual time zero.
+    pub epoch: u64,
     pub boot: Boot,
-    /// Apply the CPUID workarounds for nested `kvm_pvm` hosts.
-    pub nested_workarounds: bool,
-    /// `None` disables the watchdog (a spinning guest then hangs the run).
-    pub watchdog: Option<Duration>,
-    pub unclaimed: UnclaimedPolicy,
+    pub spec: MachineSpec,
+    pub host: HostSettings,
 }
 
 impl MachineConfig {
@@ -52,11 +93,30 @@ impl MachineConfig {
     pub fn raw(image: RawImage, seed: u64, host: &HostProfile) -> MachineConfig {
         MachineConfig {
             seed,
-            ram_size: DEFAULT_RAW_RAM,
+            epoch: DEFAULT_EPOCH,
             boot: Boot::Raw(image),
-            nested_workarounds: host.nested_pvm,
-            watchdog: Some(DEFAULT_WATCHDOG),
-            unclaimed: UnclaimedPolicy::Strict,
+            spec: MachineSpec {
+                ram_size: DEFAULT_RAW_RAM,
+                nested_workarounds: host.nested_pvm,
+                unclaimed: UnclaimedPolicy::Strict,
+            },
+            host: HostSettings::for_host(host),
+        }
+    }
+
+    /// A Linux guest with defaults taken from this host.
+    pub fn linux(image: LinuxImage, seed: u64, ram_size: usize, host: &HostProfile) -> MachineConfig {
+        MachineConfig {
+            seed,
+            epoch: DEFAULT_EPOCH,
+            boot: Boot::Linux(image),
+            spec: MachineSpec {
+                ram_size,
+                nested_workarounds: host.nested_pvm,
+                // An OS probes for legacy hardware that is not there.
+                unclaimed: UnclaimedPolicy::Lenient,
+            },
+            host: HostSettings::for_host(host),
         }
     }
 }
@@ -69,6 +129,8 @@ pub enum End {
     VtimeLimit,
     /// The guest powered off through the hvsim port with this status.
     Exit { status: u8 },
+    /// The guest asked to reboot (a run does not survive a reboot).
+    Reboot,
     /// The guest halted with interrupts disabled: nothing can wake it.
     Halted,
     /// The guest halted waiting for an interrupt, but no timer is armed.
@@ -89,6 +151,7 @@ impl End {
         match self {
             End::VtimeLimit => "vtime-limit",
             End::Exit { .. } => "exit",
+            End::Reboot => "reboot",
             End::Halted => "halted",
             End::Idle => "idle",
             End::TripleFault => "triple-fault",
@@ -103,6 +166,7 @@ impl End {
         match self {
             End::VtimeLimit => "virtual-time limit reached".into(),
             End::Exit { status } => format!("guest powered off with status {status}"),
+            End::Reboot => "guest requested a reboot".into(),
             End::Halted => "guest halted with interrupts disabled".into(),
             End::Idle => "guest halted waiting for an interrupt with no timer armed".into(),
             End::TripleFault => "triple fault (KVM_EXIT_SHUTDOWN)".into(),
@@ -120,6 +184,14 @@ pub struct Message {
     pub bytes: Vec<u8>,
 }
 
+/// The guest's interrupt-pending flag (`hc::op::IRQ_FLAG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqFlag {
+    pub gpa: u64,
+    /// What hvsim last wrote there.
+    pub raised: bool,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     pub injected: u64,
@@ -130,54 +202,92 @@ pub struct Counters {
 /// Everything about the machine that is neither RAM nor vCPU registers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MachineState {
+    /// Every message the guest sent, in order.
+    pub messages: Vec<Message>,
     pub clock: Clock,
     pub devices: Devices,
     /// The guest executed HLT and waits for an interrupt.
     pub halted: bool,
+    /// An interrupt-window exit is requested (part of the vCPU's run state).
+    pub irq_window_requested: bool,
+    pub irq_flag: Option<IrqFlag>,
     pub ended: Option<End>,
     /// Why this run can no longer be replayed exactly (empty: it can).
     pub nonreplayable: Vec<String>,
     pub counters: Counters,
 }
 
+impl MachineState {
+    fn new(seed: u64, epoch: u64, unclaimed: UnclaimedPolicy) -> MachineState {
+        MachineState {
+            messages: Vec::new(),
+            clock: Clock::default(),
+            devices: Devices::new(seed, epoch, unclaimed),
+            halted: false,
+            irq_window_requested: false,
+            irq_flag: None,
+            ended: None,
+            nonreplayable: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Re-seeds every entropy stream from `seed`, for what happens from now on.
+    pub fn reseed(&mut self, seed: u64) {
+        self.devices.hc.entropy_mut().reseed(seed);
+    }
+}
+
 pub struct Machine {
+    _kvm: Kvm,
     vm: VmFd,
     pub(crate) vcpu: Vcpu,
     ram: GuestRam,
+    spec: MachineSpec,
+    host: HostSettings,
+    /// The CPUID the guest was given (saved in snapshots to detect a
+    /// restore on a different CPU).
+    cpuid: Vec<kvm_cpuid_entry2>,
+    /// MSRs to save in snapshots (probed once: readable and writable).
+    saveable_msrs: Vec<u32>,
     state: MachineState,
     trace: Trace,
-    watchdog_timeout: Option<Duration>,
-    watchdog: Option<(Watchdog, libc::pthread_t)>,
-    outbox: Vec<Message>,
+    /// The watchdog, and the thread it and the CPU pinning were set up for.
+    watchdog: Option<Watchdog>,
+    vcpu_thread: Option<libc::pthread_t>,
+    /// How many of `state.messages` `take_messages` has handed out.
+    messages_taken: usize,
     stop_on_message: bool,
     /// Copy of the current exit's data, for the log.
     scratch: Vec<u8>,
-    _kvm: Kvm,
+    profile: Option<WallProfile>,
+    dirty_log: bool,
 }
 
 impl Machine {
+    /// A new machine, booted from `config.boot`.
     pub fn new(config: &MachineConfig) -> Result<Machine> {
+        let state = MachineState::new(config.seed, config.epoch, config.spec.unclaimed);
+        let mut m = Machine::create(&config.spec, &config.host, state)?;
+        m.boot(&config.boot, config.seed)?;
+        Ok(m)
+    }
+
+    /// The VM, RAM (all zero) and vCPU with its CPUID and boot MSRs: a
+    /// machine with nothing loaded, in `state`.
+    fn create(spec: &MachineSpec, host: &HostSettings, state: MachineState) -> Result<Machine> {
         let kvm = open_kvm()?;
         let vm = kvm.create_vm().kvm("KVM_CREATE_VM")?;
-        let ram = GuestRam::new(config.ram_size)?;
-        let region = kvm_userspace_memory_region {
-            slot: 0,
-            flags: 0,
-            guest_phys_addr: 0,
-            memory_size: ram.size() as u64,
-            userspace_addr: ram.host_base(),
-        };
-        // SAFETY: the region maps exactly `ram.size()` bytes owned by `ram`,
-        // which the Machine keeps alive as long as the VM.
-        unsafe { vm.set_user_memory_region(region) }.kvm("KVM_SET_USER_MEMORY_REGION")?;
+        let ram = GuestRam::new(spec.ram_size)?;
+        dirty::enable_manual_protect(&vm);
+        dirty::register_ram(&vm, &ram, false)?;
         msr::install_filter(&vm)?;
 
         let vcpu_fd = vm.create_vcpu(0).kvm("KVM_CREATE_VCPU")?;
         let vcpu = Vcpu::new(vcpu_fd, vm.run_size());
-        let mut cpuid =
-            kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).kvm("KVM_GET_SUPPORTED_CPUID")?;
-        cpuid::apply(cpuid.as_mut_slice(), config.nested_workarounds);
+        let cpuid = cpuid::guest_cpuid(&kvm, spec.nested_workarounds)?;
         vcpu.fd().set_cpuid2(&cpuid).kvm("KVM_SET_CPUID2")?;
+        let saveable_msrs = saveable_msrs(&kvm, vcpu.fd())?;
 
         let entries: Vec<kvm_msr_entry> = msr::BOOT_MSRS
             .iter()
@@ -194,36 +304,48 @@ impl Machine {
             )));
         }
 
-        match &config.boot {
-            Boot::Raw(image) => {
-                raw::load(&ram, image)?;
-                let sregs = vcpu.fd().get_sregs().kvm("KVM_GET_SREGS")?;
-                vcpu.fd().set_sregs(&raw::initial_sregs(sregs)).kvm("KVM_SET_SREGS")?;
-                vcpu.fd().set_regs(&raw::initial_regs(ram.size() as u64)).kvm("KVM_SET_REGS")?;
-                vcpu.fd().set_fpu(&raw::initial_fpu()).kvm("KVM_SET_FPU")?;
-            }
-        }
-
         Ok(Machine {
+            _kvm: kvm,
             vm,
             vcpu,
             ram,
-            state: MachineState {
-                clock: Clock::default(),
-                devices: Devices::new(config.seed, config.unclaimed),
-                halted: false,
-                ended: None,
-                nonreplayable: Vec::new(),
-                counters: Counters::default(),
-            },
+            spec: spec.clone(),
+            host: host.clone(),
+            cpuid: cpuid.as_slice().to_vec(),
+            saveable_msrs,
+            state,
             trace: Trace::new(),
-            watchdog_timeout: config.watchdog,
             watchdog: None,
-            outbox: Vec::new(),
+            vcpu_thread: None,
+            messages_taken: 0,
             stop_on_message: false,
             scratch: Vec::with_capacity(4096),
-            _kvm: kvm,
+            profile: None,
+            dirty_log: false,
         })
+    }
+
+    /// Loads the guest and sets the registers of its first instruction.
+    fn boot(&mut self, boot: &Boot, seed: u64) -> Result<()> {
+        let ram = &self.ram;
+        let regs = match boot {
+            Boot::Raw(image) => {
+                raw::load(ram, image)?;
+                raw::initial_regs(ram.size() as u64)
+            }
+            Boot::Linux(image) => {
+                let mut rng_seed = [0u8; RNG_SEED_LEN];
+                Stream::new(seed, "linux-boot-rng").fill(&mut rng_seed);
+                linux::load(ram, image, &rng_seed)?.regs
+            }
+        };
+        // Both boot paths enter in 64-bit mode on the same long-mode tables.
+        let fd = self.vcpu.fd();
+        let sregs = fd.get_sregs().kvm("KVM_GET_SREGS")?;
+        fd.set_sregs(&raw::initial_sregs(sregs)).kvm("KVM_SET_SREGS")?;
+        fd.set_regs(&regs).kvm("KVM_SET_REGS")?;
+        fd.set_fpu(&raw::initial_fpu()).kvm("KVM_SET_FPU")?;
+        Ok(())
     }
 
     pub fn now(&self) -> Vtime {
@@ -232,6 +354,10 @@ impl Machine {
 
     pub fn state(&self) -> &MachineState {
         &self.state
+    }
+
+    pub fn spec(&self) -> &MachineSpec {
+        &self.spec
     }
 
     pub fn ram(&self) -> &GuestRam {
@@ -258,7 +384,19 @@ impl Machine {
 
     /// Messages received since the last call.
     pub fn take_messages(&mut self) -> Vec<Message> {
-        std::mem::take(&mut self.outbox)
+        let new = self.state.messages[self.messages_taken..].to_vec();
+        self.messages_taken = self.state.messages.len();
+        new
+    }
+
+    /// Re-seeds every entropy stream from `seed` for what happens from now on.
+    pub fn reseed(&mut self, seed: u64) {
+        self.state.reseed(seed);
+    }
+
+    /// Every message of the run so far (including before a restored snapshot).
+    pub fn messages(&self) -> &[Message] {
+        &self.state.messages
     }
 
     pub fn console(&self) -> &[u8] {
@@ -270,6 +408,15 @@ impl Machine {
         if self.state.ended.is_none() {
             self.state.ended = Some(end);
         }
+    }
+
+    /// Starts measuring where wall time goes (see [`WallProfile`]).
+    pub fn enable_wall_profile(&mut self, keep: usize) {
+        self.profile = Some(WallProfile::new(keep));
+    }
+
+    pub fn wall_profile(&self) -> Option<&WallProfile> {
+        self.profile.as_ref()
     }
 
     pub fn flush_log(&mut self) -> Result<()> {

@@ -35,7 +35,7 @@ impl Machine {
     /// Runs the guest until virtual time reaches `deadline`, the run ends, or
     /// (if asked) the guest sends a message.
     pub fn run_until(&mut self, deadline: Vtime) -> Result<Stop> {
-        self.ensure_watchdog()?;
+        self.prepare_vcpu_thread()?;
         loop {
             if let Some(end) = &self.state.ended {
                 self.trace.flush()?;
@@ -57,15 +57,19 @@ impl Machine {
         }
     }
 
-    /// (Re)starts the watchdog on the calling thread, which runs the vCPU.
-    fn ensure_watchdog(&mut self) -> Result<()> {
-        let Some(timeout) = self.watchdog_timeout else { return Ok(()) };
+    /// Sets up the calling thread, which runs the vCPU, the first time it
+    /// runs it: pins it to a CPU if asked, and (re)starts the watchdog on it.
+    fn prepare_vcpu_thread(&mut self) -> Result<()> {
         // SAFETY: pthread_self and pthread_equal have no preconditions.
         let me = unsafe { libc::pthread_self() };
-        let current = matches!(&self.watchdog, Some((_, t)) if unsafe { libc::pthread_equal(*t, me) } != 0);
-        if !current {
-            self.watchdog = Some((Watchdog::start(timeout)?, me));
+        if matches!(self.vcpu_thread, Some(t) if unsafe { libc::pthread_equal(t, me) } != 0) {
+            return Ok(());
         }
+        if let Some(cpu) = self.host.pin_cpu {
+            crate::host::pin_current_thread(cpu)?;
+        }
+        self.watchdog = self.host.watchdog.map(Watchdog::start).transpose()?;
+        self.vcpu_thread = Some(me);
         Ok(())
     }
 
@@ -73,11 +77,13 @@ impl Machine {
     fn step(&mut self) -> Result<bool> {
         let now = self.now();
         self.scratch.clear();
-        let watchdog = self.watchdog.as_ref().map(|(w, _)| w);
+        let watchdog = self.watchdog.as_ref();
         if let Some(w) = watchdog {
             w.entering_guest();
         }
+        let entered = self.profile.is_some().then(std::time::Instant::now);
         let result = self.vcpu.run();
+        let in_guest = entered.map(|t| t.elapsed());
         if let Some(w) = watchdog {
             w.left_guest();
         }
@@ -137,7 +143,7 @@ impl Machine {
                     let reason = format!(
                         "watchdog: the guest ran {:?} of wall time without a VM exit; \
                          forced exit at virtual time {now}",
-                        self.watchdog_timeout.unwrap_or_default()
+                        self.host.watchdog.unwrap_or_default()
                     );
                     if self.state.nonreplayable.len() < 16 {
                         self.state.nonreplayable.push(reason);
@@ -169,6 +175,10 @@ impl Machine {
         };
         self.state.clock.charge(kind);
         let now = self.now();
+        if let (Some(profile), Some(wall)) = (&mut self.profile, in_guest) {
+            let event = self.trace.state().events;
+            profile.record(super::Stretch { event, vtime: now, wall, ended_by: kind });
+        }
         self.state.devices.fire_timers(now);
 
         match outcome {
@@ -194,15 +204,17 @@ impl Machine {
             }
             Outcome::Effect(effect) => {
                 let inject = match effect {
-                    Effect::Exit(_) | Effect::Panic(_) => None,
-                    Effect::Message(_) => self.inject_if_ready()?,
+                    Effect::Exit(_) | Effect::Panic(_) | Effect::Reboot => None,
+                    Effect::Message(_) | Effect::IrqFlag(_) => self.inject_if_ready()?,
                 };
                 self.record(kind, addr, inject)?;
                 match effect {
                     Effect::Exit(status) => self.state.ended = Some(End::Exit { status }),
                     Effect::Panic(code) => self.state.ended = Some(End::GuestPanic { code }),
+                    Effect::Reboot => self.state.ended = Some(End::Reboot),
+                    Effect::IrqFlag(pfn) => self.register_irq_flag(pfn)?,
                     Effect::Message(bytes) => {
-                        self.outbox.push(Message { vtime: now, bytes });
+                        self.state.messages.push(Message { vtime: now, bytes });
                         return Ok(self.stop_on_message);
                     }
                 }
@@ -246,23 +258,55 @@ impl Machine {
         self.vcpu.inject(vector)?;
         self.state.counters.injected += 1;
         self.state.halted = false;
+        self.set_irq_flag(false)?;
         self.record(ExitKind::Halt, 0, Some(vector))?;
         Ok(true)
     }
 
-    /// Injects the PIC's pending interrupt if the guest can take it now;
-    /// otherwise asks KVM for an interrupt-window exit.
+    /// Injects the PIC's pending interrupt if the guest can take it now.
+    /// Otherwise the interrupt waits: for an interrupt-window exit where the
+    /// host's are exact, and, where the guest registered one, with its
+    /// interrupt-pending flag raised so it pokes us once it enables interrupts.
     fn inject_if_ready(&mut self) -> Result<Option<u8>> {
         let pending = self.state.devices.pic.has_interrupt();
-        if pending && self.vcpu.ready_for_interrupt() {
+        let injected = if pending && self.vcpu.ready_for_interrupt() {
             let vector = self.state.devices.pic.acknowledge();
             self.vcpu.inject(vector)?;
             self.state.counters.injected += 1;
-            self.vcpu.request_interrupt_window(false);
-            return Ok(Some(vector));
+            Some(vector)
+        } else {
+            None
+        };
+        let waiting = pending && injected.is_none();
+        let request = waiting && self.host.precise_irq_window;
+        self.vcpu.request_interrupt_window(request);
+        self.state.irq_window_requested = request;
+        self.set_irq_flag(waiting)?;
+        Ok(injected)
+    }
+
+    fn register_irq_flag(&mut self, pfn: u64) -> Result<()> {
+        let gpa = pfn << 12;
+        if !self.ram.contains(gpa, 4) {
+            self.state.ended = Some(End::GuestError {
+                reason: format!("IRQ_FLAG page frame {pfn:#x} is outside guest RAM"),
+            });
+            return Ok(());
         }
-        self.vcpu.request_interrupt_window(pending);
-        Ok(None)
+        self.ram.write(gpa, &0u32.to_le_bytes())?;
+        self.state.irq_flag = Some(super::IrqFlag { gpa, raised: false });
+        Ok(())
+    }
+
+    /// Writes the guest's interrupt-pending flag when its value changes.
+    fn set_irq_flag(&mut self, raised: bool) -> Result<()> {
+        if let Some(flag) = &mut self.state.irq_flag {
+            if flag.raised != raised {
+                self.ram.write(flag.gpa, &u32::from(raised).to_le_bytes())?;
+                flag.raised = raised;
+            }
+        }
+        Ok(())
     }
 
     fn record(&mut self, kind: ExitKind, addr: u64, inject: Option<u8>) -> Result<()> {

@@ -1,0 +1,180 @@
+//! What `run` and `replay` share: checking the host, driving a machine to
+//! its end, and reporting the run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hvsim_guest_image::raw::probes::HostProbes;
+use hvsim_vmm::host::{open_kvm, HostProfile};
+use hvsim_vmm::machine::HostSettings;
+use hvsim_vmm::summary::Summary;
+use hvsim_vmm::{End, Machine, Stop, Vtime};
+
+use crate::util::{self, AtomicFile};
+
+/// Default watchdog for Linux guests: on nested hosts the emulated kernel
+/// runs for seconds between exits (e.g. unpacking the initramfs).
+pub const LINUX_WATCHDOG: Duration = Duration::from_secs(60);
+
+/// The host, checked: KVM with what hvsim needs, and what probes found.
+pub struct Host {
+    pub profile: HostProfile,
+    pub probes: HostProbes,
+}
+
+impl Host {
+    pub fn open() -> Result<Host> {
+        let profile = HostProfile::detect(&open_kvm()?);
+        let missing = profile.missing();
+        if !missing.is_empty() {
+            bail!("this host's KVM lacks capabilities hvsim needs: {} (see `hvsim doctor`)", missing.join(", "));
+        }
+        let probes = HostProbes::run(&profile).context("cannot probe the host")?;
+        Ok(Host { profile, probes })
+    }
+
+    /// Settings for running `guest` here, honouring `--watchdog`.
+    pub fn settings(&self, guest: &str, watchdog: Option<Watchdog>) -> HostSettings {
+        let mut s = HostSettings::for_host(&self.profile);
+        if guest == "linux" {
+            s.watchdog = Some(LINUX_WATCHDOG);
+        }
+        self.probes.configure(&mut s);
+        if let Some(w) = watchdog {
+            s.watchdog = w.0;
+        }
+        s
+    }
+}
+
+/// `--watchdog`: a timeout, or `off`.
+#[derive(Clone, Copy, Debug)]
+pub struct Watchdog(pub Option<Duration>);
+
+fn parse_watchdog(s: &str) -> Result<Watchdog, String> {
+    if s == "off" { Ok(Watchdog(None)) } else { util::parse_duration(s).map(|d| Watchdog(Some(d))) }
+}
+
+/// How a run is observed and reported (options of `run` and `replay`).
+#[derive(clap::Args, Debug)]
+pub struct Output {
+    /// Stop the run at this much virtual time (counted from the start of
+    /// the run, also when replaying a snapshot).
+    #[arg(long, default_value = "2h", value_parser = util::parse_duration)]
+    pub vtime_limit: Duration,
+    /// Write the full determinism log (every exit) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Print the run summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Wall time without a VM exit before the watchdog forces one ("off" to
+    /// disable). Default: 2s for raw guests, 60s for Linux (whose kernel
+    /// runs long stretches without exits on nested hosts).
+    #[arg(long, value_parser = parse_watchdog)]
+    pub watchdog: Option<Watchdog>,
+    /// Report on stderr where wall time went: in the guest or the VMM, and
+    /// the longest stretches without an exit (event indices match --log).
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// A machine being driven to the end of its run.
+pub struct Session {
+    pub machine: Machine,
+    guest: String,
+    seed: u64,
+    log: Option<AtomicFile>,
+    start: Instant,
+    host_limits: Vec<String>,
+}
+
+impl Session {
+    pub fn start(mut machine: Machine, guest: &str, seed: u64, out: &Output, host_limits: Vec<String>) -> Result<Session> {
+        if out.profile {
+            machine.enable_wall_profile(10);
+        }
+        let log = match &out.log {
+            Some(path) => {
+                let f = AtomicFile::create(path)?;
+                let header = format!(
+                    "hvsim determinism log v1\nhvsim {}\nguest {guest}\nseed {seed}\nfrom virtual time {}",
+                    env!("CARGO_PKG_VERSION"),
+                    machine.now(),
+                );
+                machine.log_to(f.tmp_path(), &header)?;
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(Session { machine, guest: guest.to_owned(), seed, log, start: Instant::now(), host_limits })
+    }
+
+    /// Runs until virtual time `t`; returns the end if the run ended first.
+    pub fn run_to(&mut self, t: Vtime) -> Result<Option<End>> {
+        Ok(match self.machine.run_until(t)? {
+            Stop::Ended(end) => Some(end),
+            Stop::Deadline => None,
+            Stop::Message => unreachable!("sessions do not stop on messages"),
+        })
+    }
+
+    /// Runs to the end (or `out.vtime_limit`), then reports.
+    pub fn finish(mut self, out: &Output) -> Result<ExitCode> {
+        let limit = Vtime(u64::try_from(out.vtime_limit.as_nanos()).unwrap_or(u64::MAX));
+        let end = match self.run_to(limit)? {
+            Some(end) => end,
+            None => {
+                self.machine.end(End::VtimeLimit);
+                End::VtimeLimit
+            }
+        };
+        self.machine.flush_log()?;
+        if let Some(f) = self.log.take() {
+            f.commit()?;
+        }
+        let wall_ms = self.start.elapsed().as_millis() as u64;
+        let mut summary = Summary::of(&self.machine, &self.guest, self.seed, &end, wall_ms);
+        summary.host_limits = self.host_limits;
+        if let Some(p) = self.machine.wall_profile() {
+            eprintln!(
+                "hvsim: profile: {:.3?} in the guest (KVM_RUN), {:.3?} in the VMM; longest stretches without an exit:",
+                p.in_guest,
+                p.in_vmm()
+            );
+            for s in &p.longest {
+                eprintln!("  {:>10.3?}  ending at event {} ({}) at virtual time {}", s.wall, s.event, s.ended_by.name(), s.vtime);
+            }
+        }
+        if out.json {
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        } else {
+            print!("{}", summary.console);
+            eprintln!(
+                "hvsim: {} ({}) at virtual time {} after {} exits; trace {}{}",
+                summary.end,
+                summary.end_detail,
+                Vtime(summary.vtime_ns),
+                summary.exits,
+                &summary.trace_hash[..16],
+                if summary.replayable {
+                    String::new()
+                } else {
+                    format!("; NOT replayable: {}", summary.nonreplayable_reasons.join("; "))
+                }
+            );
+        }
+        Ok(ExitCode::from(exit_code(&end)))
+    }
+}
+
+/// The process exit status for a run that ended with `end`.
+pub fn exit_code(end: &End) -> u8 {
+    match end {
+        End::Exit { status: 0 } | End::VtimeLimit => util::EXIT_OK,
+        End::Exit { .. } => util::EXIT_GUEST_STATUS,
+        _ => util::EXIT_ABNORMAL,
+    }
+}

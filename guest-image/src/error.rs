@@ -1,0 +1,20 @@
+//! Errors of guest preparation: each says what failed and where.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("{what} ({}): {source}", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("{what} failed ({status}); its output is in {} — last lines:\n{tail}", log.display())]
+    Command { what: String, status: String, log: PathBuf, tail: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+pub type Result<T> = std::result::Result<T, ImageError>;
+
+pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ImageError {
+    let path = path.into();
+    move |source| ImageError::Io { what, path, source }
+}

@@ -1,0 +1,58 @@
+//! Debian packages the guest build needs, installed on demand (idempotent).
+
+use std::process::{Command, Stdio};
+
+use crate::error::{ImageError, Result};
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
+}
+
+/// Installed version of `package`, if any.
+pub fn version(package: &str) -> Option<String> {
+    let o = Command::new("dpkg-query").args(["-W", "-f=${Version}", package]).output().ok()?;
+    let v = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    (o.status.success() && !v.is_empty()).then_some(v)
+}
+
+/// Makes sure every package is installed, running apt-get for the missing
+/// ones (which needs root). A no-op when all are present.
+pub fn ensure(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(ImageError::Setup(format!(
+            "missing Debian packages: {} (install them, or run hvsim as root to let it)",
+            missing.join(" ")
+        )));
+    }
+    eprintln!("hvsim: installing Debian packages: {}", missing.join(" "));
+    let apt = |args: &[&str]| -> Result<()> {
+        let status = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| ImageError::Setup(format!("cannot run apt-get: {e}")))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(ImageError::Setup(format!("apt-get {} failed ({status})", args.join(" "))))
+        }
+    };
+    apt(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    install.extend_from_slice(&missing);
+    apt(&install)?;
+    match missing.iter().find(|p| !installed(p)) {
+        Some(p) => Err(ImageError::Setup(format!("apt-get did not install {p}"))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,72 @@
+//! PID 1 of hvsim's Linux guest.
+//!
+//! As init: mounts /proc, /sys, /dev, /tmp and /run, prints a readiness
+//! line, runs the command hvsim passed on the kernel command line
+//! (`hvsim_cmd=<hex>`) with `/bin/sh -c`, reaps every orphan meanwhile,
+//! then powers the machine off with the command's exit status through
+//! `/dev/hvsim` (falling back to an ordinary power-off outside hvsim).
+//!
+//! Run as any other PID (`/init TOOL ...`), it is a small tool box for
+//! tests: `rdtsc N` prints N readings of the time-stamp counter.
+
+mod cmdline;
+mod sys;
+mod tools;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    if std::process::id() != 1 {
+        return tools::main(std::env::args().skip(1).collect());
+    }
+    let status = init();
+    power_off(status)
+}
+
+/// Everything PID 1 does before powering off; returns the exit status.
+fn init() -> u8 {
+    for (source, target, fstype) in [
+        ("proc", "/proc", "proc"),
+        ("sysfs", "/sys", "sysfs"),
+        ("devtmpfs", "/dev", "devtmpfs"),
+        ("tmpfs", "/tmp", "tmpfs"),
+        ("tmpfs", "/run", "tmpfs"),
+    ] {
+        if let Err(e) = sys::mount(source, target, fstype) {
+            eprintln!("hvsim-init: cannot mount {fstype} on {target}: {e}");
+            return 1;
+        }
+    }
+    let command = match std::env::var("hvsim_cmd") {
+        Ok(hex) => match cmdline::decode_hex(&hex) {
+            Some(c) => c,
+            None => {
+                eprintln!("hvsim-init: hvsim_cmd is not valid hex-encoded UTF-8");
+                return 1;
+            }
+        },
+        Err(_) => "true".to_owned(),
+    };
+    println!("hvsim-init: ready");
+    let status = match sys::run_shell(&command) {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("hvsim-init: cannot run /bin/sh: {e}");
+            127
+        }
+    };
+    println!("hvsim-init: command exited with status {status}");
+    status
+}
+
+fn power_off(status: u8) -> ExitCode {
+    sys::sync();
+    if let Err(e) = sys::hvsim_exit(status) {
+        eprintln!("hvsim-init: /dev/hvsim: {e}; powering off instead");
+    }
+    sys::power_off();
+    // PID 1 must not return: the kernel would panic.
+    loop {
+        std::thread::park();
+    }
+}

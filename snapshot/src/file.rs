@@ -1,0 +1,222 @@
+//! The snapshot file format.
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic "HVSIMSNP"
+//! 8       4     format version (u32 LE), currently 1
+//! 12      4     reserved, 0
+//! 16      8     header length H (u64 LE)
+//! 24      H     header: JSON, see [`Header`] (the machine state, no RAM)
+//! 24+H    8     memory length M (u64 LE)
+//! 32+H    M     memory: zstd stream of records (page index u32 LE, 4096
+//!               bytes), one per page that is not all zero, ascending
+//! 32+H+M  32    SHA-256 of every byte before it
+//! ```
+//!
+//! A reader checks length, checksum, magic and version before it parses
+//! anything: a corrupt, truncated or foreign file is refused with one line
+//! that says which, never half-loaded.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use hvsim_vmm::machine::{HostSettings, MachineSnapshot};
+use hvsim_vmm::memory::PAGE_SIZE;
+use hvsim_vmm::{Machine, Vtime};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub const MAGIC: &[u8; 8] = b"HVSIMSNP";
+pub const VERSION: u32 = 1;
+const PREFIX: usize = 24;
+const CHECKSUM: usize = 32;
+const ZSTD_LEVEL: i32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("snapshot {}: not an hvsim snapshot (bad magic)", path.display())]
+    BadMagic { path: PathBuf },
+    #[error("snapshot {}: format version {found}, but this hvsim reads version {VERSION}", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("snapshot {}: truncated ({len} bytes; {what})", path.display())]
+    Truncated { path: PathBuf, len: usize, what: String },
+    #[error("snapshot {}: checksum mismatch: the file is corrupt", path.display())]
+    Checksum { path: PathBuf },
+    #[error("snapshot {}: corrupt: {what}", path.display())]
+    Corrupt { path: PathBuf, what: String },
+    #[error("snapshot {}: {source}", path.display())]
+    Machine { path: PathBuf, source: hvsim_vmm::Error },
+}
+
+/// Everything in a snapshot file but the memory.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    /// What was running (a raw guest's name, "linux", ...).
+    pub guest: String,
+    /// The master seed the run started with.
+    pub seed: u64,
+    pub hvsim_version: String,
+    pub machine: MachineSnapshot,
+}
+
+impl Header {
+    pub fn vtime(&self) -> Vtime {
+        self.machine.state.clock.now()
+    }
+}
+
+/// What was written.
+#[derive(Clone, Debug)]
+pub struct SaveStats {
+    pub file_bytes: usize,
+    /// Pages stored (the others are all zero).
+    pub pages: usize,
+}
+
+/// Captures `machine` and writes it to `path` atomically (a temporary file
+/// in the same directory, renamed when complete).
+pub fn save(path: &Path, machine: &mut Machine, guest: &str, seed: u64) -> Result<SaveStats, SnapshotError> {
+    let io = |source| SnapshotError::Io { path: path.to_owned(), source };
+    let snap = machine.capture().map_err(|source| SnapshotError::Machine { path: path.to_owned(), source })?;
+    let header = Header { guest: guest.to_owned(), seed, hvsim_version: env!("CARGO_PKG_VERSION").to_owned(), machine: snap };
+    let header_json = serde_json::to_vec(&header).expect("snapshot headers serialize");
+
+    let ram = machine.ram();
+    let mut encoder = zstd::Encoder::new(Vec::new(), ZSTD_LEVEL).map_err(io)?;
+    let mut pages = 0;
+    for index in 0..ram.pages() {
+        let page = ram.page(index);
+        if page.iter().any(|&b| b != 0) {
+            encoder.write_all(&(index as u32).to_le_bytes()).map_err(io)?;
+            encoder.write_all(page).map_err(io)?;
+            pages += 1;
+        }
+    }
+    let memory = encoder.finish().map_err(io)?;
+
+    let mut out = Vec::with_capacity(PREFIX + header_json.len() + 8 + memory.len() + CHECKSUM);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&(header_json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&header_json);
+    out.extend_from_slice(&(memory.len() as u64).to_le_bytes());
+    out.extend_from_slice(&memory);
+    let digest = Sha256::digest(&out);
+    out.extend_from_slice(&digest);
+
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.partial",
+        path.file_name().map_or("snapshot".into(), |n| n.to_string_lossy().into_owned())
+    ));
+    std::fs::write(&tmp, &out).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(SaveStats { file_bytes: out.len(), pages })
+}
+
+/// A verified snapshot file.
+pub struct Loaded {
+    pub header: Header,
+    path: PathBuf,
+    memory: Vec<u8>,
+}
+
+/// Reads and verifies `path` (length, checksum, magic, version, header).
+pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
+    let p = || path.to_owned();
+    let bytes = std::fs::read(path).map_err(|source| SnapshotError::Io { path: p(), source })?;
+    let len = bytes.len();
+    if len < PREFIX + 8 + CHECKSUM {
+        return Err(SnapshotError::Truncated { path: p(), len, what: "shorter than any snapshot".into() });
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic { path: p() });
+    }
+    let (body, digest) = bytes.split_at(len - CHECKSUM);
+    if Sha256::digest(body).as_slice() != digest {
+        // A cut-short file fails here too; say so when the lengths show it.
+        let header_len = u64_at(&bytes, 16) as usize;
+        if header_len.checked_add(PREFIX + 8 + CHECKSUM).is_none_or(|need| need > len) {
+            return Err(SnapshotError::Truncated { path: p(), len, what: "cut short".into() });
+        }
+        return Err(SnapshotError::Checksum { path: p() });
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(SnapshotError::Version { path: p(), found: version });
+    }
+    let corrupt = |what: String| SnapshotError::Corrupt { path: p(), what };
+    let header_len = u64_at(&bytes, 16) as usize;
+    let header_end = PREFIX.checked_add(header_len).filter(|&e| e + 8 <= body.len());
+    let header_end = header_end.ok_or_else(|| corrupt("header length points past the end".into()))?;
+    let header: Header = serde_json::from_slice(&bytes[PREFIX..header_end])
+        .map_err(|e| corrupt(format!("header: {e}")))?;
+    let memory_len = u64_at(&bytes, header_end) as usize;
+    if header_end + 8 + memory_len != body.len() {
+        return Err(corrupt("memory length does not match the file".into()));
+    }
+    let memory = bytes[header_end + 8..body.len()].to_vec();
+    Ok(Loaded { header, path: p(), memory })
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    bytes.get(at..at + 8).map_or(u64::MAX, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+impl Loaded {
+    /// Decompresses the memory and calls `page(index, bytes)` for every
+    /// stored page, in order; fails on a page outside RAM.
+    pub fn for_each_page(&self, mut page: impl FnMut(usize, &[u8])) -> Result<usize, SnapshotError> {
+        let corrupt = |what: String| SnapshotError::Corrupt { path: self.path.clone(), what };
+        let ram_pages = self.header.machine.spec.ram_size / PAGE_SIZE;
+        let mut decoder = zstd::Decoder::new(&self.memory[..]).map_err(|e| corrupt(format!("memory: {e}")))?;
+        let mut record = vec![0u8; 4 + PAGE_SIZE];
+        let mut count = 0;
+        loop {
+            match read_record(&mut decoder, &mut record) {
+                Ok(false) => return Ok(count),
+                Ok(true) => {}
+                Err(e) => return Err(corrupt(format!("memory: {e}"))),
+            }
+            let index = u32::from_le_bytes(record[..4].try_into().expect("4 bytes")) as usize;
+            if index >= ram_pages {
+                return Err(corrupt(format!("page {index} is outside the {ram_pages} pages of RAM")));
+            }
+            page(index, &record[4..]);
+            count += 1;
+        }
+    }
+
+    /// A new machine in this snapshot's state (RAM included), run with this
+    /// host's `host` settings.
+    pub fn restore(&self, host: &HostSettings) -> Result<Machine, SnapshotError> {
+        let machine = Machine::restore(&self.header.machine, host)
+            .map_err(|source| SnapshotError::Machine { path: self.path.clone(), source })?;
+        let ram = machine.ram();
+        self.for_each_page(|index, bytes| ram.restore_page(index, bytes))?;
+        Ok(machine)
+    }
+
+    pub fn compressed_memory_bytes(&self) -> usize {
+        self.memory.len()
+    }
+}
+
+/// Reads one whole record; `Ok(false)` at a clean end of stream.
+fn read_record(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..])? {
+            0 if filled == 0 => return Ok(false),
+            0 => return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "partial page record")),
+            n => filled += n,
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,93 @@
+//! Capturing and restoring everything about a machine except RAM contents
+//! (which the `snapshot` crate stores and copies): vCPU state, devices,
+//! clock, entropy streams, the trace hash.
+
+use kvm_bindings::kvm_cpuid_entry2;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::trace::TraceState;
+use crate::vcpu_state::VcpuState;
+
+use super::{HostSettings, Machine, MachineSpec, MachineState};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MachineSnapshot {
+    pub spec: MachineSpec,
+    /// The CPUID the guest was given: a restore refuses a host whose differs.
+    pub cpuid: Vec<kvm_cpuid_entry2>,
+    pub vcpu: VcpuState,
+    pub state: MachineState,
+    pub trace: TraceState,
+}
+
+impl Machine {
+    /// Completes an exit's pending port or MMIO input without running the
+    /// guest (`KVM_RUN` with `immediate_exit`): until then part of that
+    /// instruction's effect lives only inside KVM, invisible to a capture,
+    /// and would be applied on top of a restored state.
+    fn complete_pending_io(&mut self) -> Result<()> {
+        self.vcpu.set_immediate_exit(true);
+        let r = self.vcpu.fd_mut().run().map(|_| ());
+        self.vcpu.set_immediate_exit(false);
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.errno() == libc::EINTR => Ok(()),
+            Err(e) => Err(Error::Kvm { op: "KVM_RUN (completing I/O)", err: e }),
+        }
+    }
+
+    /// Everything but RAM, at the current point (between exits).
+    pub fn capture(&mut self) -> Result<MachineSnapshot> {
+        self.complete_pending_io()?;
+        Ok(MachineSnapshot {
+            spec: self.spec.clone(),
+            cpuid: self.cpuid.clone(),
+            vcpu: VcpuState::capture(self.vcpu.fd(), &self.saveable_msrs, self.has_xsave())?,
+            state: self.state.clone(),
+            trace: self.trace.state().clone(),
+        })
+    }
+
+    /// A new machine in `snap`'s state, with RAM all zero for the caller to
+    /// fill (before running it).
+    pub fn restore(snap: &MachineSnapshot, host: &HostSettings) -> Result<Machine> {
+        let mut m = Machine::create(&snap.spec, host, snap.state.clone())?;
+        if m.cpuid != snap.cpuid {
+            let leaf = m
+                .cpuid
+                .iter()
+                .zip(&snap.cpuid)
+                .find(|(a, b)| a != b)
+                .map_or("the number of leaves".to_owned(), |(a, _)| format!("leaf {:#x}.{}", a.function, a.index));
+            return Err(Error::Config(format!(
+                "the snapshot was taken on a host with a different CPU (CPUID differs at {leaf}); \
+                 it can only be restored where its CPUID can be given to the guest"
+            )));
+        }
+        m.reset_to(snap)?;
+        Ok(m)
+    }
+
+    /// Puts the vCPU, devices, clock, streams and trace back to `snap`
+    /// (RAM is the caller's: see `take_dirty_pages`).
+    pub fn reset_to(&mut self, snap: &MachineSnapshot) -> Result<()> {
+        if snap.spec != self.spec {
+            return Err(Error::Config(format!(
+                "snapshot of a different machine ({:?}) than this one ({:?})",
+                snap.spec, self.spec
+            )));
+        }
+        self.complete_pending_io()?;
+        snap.vcpu.restore(self.vcpu.fd())?;
+        self.state = snap.state.clone();
+        self.vcpu.request_interrupt_window(self.state.irq_window_requested);
+        self.trace.set_state(snap.trace.clone());
+        self.messages_taken = self.state.messages.len();
+        Ok(())
+    }
+
+    fn has_xsave(&self) -> bool {
+        self._kvm.check_extension(kvm_ioctls::Cap::Xsave)
+    }
+}
