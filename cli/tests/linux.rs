@@ -1,8 +1,9 @@
-//! Booting hvsim's Linux guest (issue: "Boot a real Linux kernel
-//! deterministically"). The first run on a machine builds the guest kernel
-//! (a few minutes, then cached); each boot takes ~25 s on the nested
-//! development host, so these tests boot as few times as their assertions
-//! need: three.
+//! Booting hvsim's Linux guest (issues: "Boot a real Linux kernel
+//! deterministically", and the Linux part of "Whole-VM snapshots"). The
+//! first run on a machine builds the guest kernel (a few minutes, then
+//! cached); each boot takes ~25 s on the nested development host, so these
+//! tests boot as few times as their assertions need: three, plus a replay
+//! of the tail of one from a snapshot.
 
 mod common;
 
@@ -35,9 +36,21 @@ fn linux_boots_replays_and_follows_the_seed() {
     assert_eq!(code, 0, "{a1}");
     assert_eq!((a1["end"].as_str(), a1["exit_status"].as_u64()), (Some("exit"), Some(0)));
     assert_eq!(a1["replayable"], true, "{}", a1["nonreplayable_reasons"]);
-    let (a2, _) = boot("1", &format!("{COMMAND}; true"));
-    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns"] {
+    // The second run of seed 1 also saves a snapshot in the middle of
+    // `sleep 2`: saving must change nothing, and a new process restoring it
+    // must finish the run exactly as the uninterrupted one did.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("linux.snap");
+    let (a2, _) = run_json(&[
+        "--linux", "--seed", "1", "--init-cmd", &format!("{COMMAND}; true"),
+        "--snapshot-at", "1s", "--save-snapshot", snap.to_str().unwrap(),
+    ]);
+    let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
+    let replayed: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "end"] {
         assert_eq!(a1[field], a2[field], "{field} differs between two runs of seed 1");
+        assert_eq!(a1[field], replayed[field], "{field} differs after restoring the snapshot");
     }
 
     let (b, code) = boot("2", &format!("{COMMAND}; exit 7"));

@@ -141,8 +141,7 @@ pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
     let (body, digest) = bytes.split_at(len - CHECKSUM);
     if Sha256::digest(body).as_slice() != digest {
         // A cut-short file fails here too; say so when the lengths show it.
-        let header_len = u64_at(&bytes, 16) as usize;
-        if header_len.checked_add(PREFIX + 8 + CHECKSUM).is_none_or(|need| need > len) {
+        if expected_len(&bytes).is_none_or(|need| need > len) {
             return Err(SnapshotError::Truncated { path: p(), len, what: "cut short".into() });
         }
         return Err(SnapshotError::Checksum { path: p() });
@@ -163,6 +162,17 @@ pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
     }
     let memory = bytes[header_end + 8..body.len()].to_vec();
     Ok(Loaded { header, path: p(), memory })
+}
+
+/// The file length the length fields announce (None if they overflow or
+/// point beyond what is there to read).
+fn expected_len(bytes: &[u8]) -> Option<usize> {
+    let header_end = PREFIX.checked_add(u64_at(bytes, 16) as usize)?;
+    let memory_len = u64_at(bytes, header_end);
+    if memory_len == u64::MAX {
+        return None;
+    }
+    header_end.checked_add(8)?.checked_add(memory_len as usize)?.checked_add(CHECKSUM)
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use hvsim_guest_image::raw;
-use hvsim_vmm::host::{open_kvm, HostProfile};
-use hvsim_vmm::{Machine, MachineConfig, Stop, Vtime};
+use hvsim_snapshot::SnapshotTree;
+use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
+
+use crate::session::Host;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,11 +30,21 @@ enum What {
         #[arg(long)]
         json: bool,
     },
+    /// Snapshot capture to a file, restore from a file, and in-process reset
+    /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
+    Snapshot {
+        /// Resets measured per dirty-page count (medians are reported).
+        #[arg(long, default_value = "20")]
+        repeat: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
+        What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
     }
 }
 
@@ -42,8 +54,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn bench_exits(n: u32, repeat: usize, json: bool) -> Result<ExitCode> {
-    let host = HostProfile::detect(&open_kvm()?);
-    let config = MachineConfig::raw(raw::exit_loop(n), 0, &host);
+    let host = Host::open()?;
+    let mut config = MachineConfig::raw(raw::exit_loop(n), 0, &host.profile);
+    config.host = host.settings("exit-loop", None);
     let mut hvsim_ns = Vec::new();
     let mut bare_ns = Vec::new();
     // Alternate the two loops so drift on a shared host hits both alike.
@@ -73,7 +86,7 @@ fn bench_exits(n: u32, repeat: usize, json: bool) -> Result<ExitCode> {
                 "hvsim_ns_per_exit": h,
                 "bare_kvm_ns_per_exit": b,
                 "ratio": ratio,
-                "nested_host": host.nested_pvm,
+                "nested_host": host.profile.nested_pvm,
             })
         );
     } else {
@@ -81,8 +94,78 @@ fn bench_exits(n: u32, repeat: usize, json: bool) -> Result<ExitCode> {
         println!("  bare KVM_RUN loop (baseline): {b:>10.0} ns/exit");
         println!("  hvsim run loop:               {h:>10.0} ns/exit");
         println!("  ratio hvsim / bare:           {ratio:>10.3}");
-        if host.nested_pvm {
+        if host.profile.nested_pvm {
             println!("  (host: nested kvm_pvm; absolute numbers are not representative)");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+const BENCH_RAM: usize = 128 << 20;
+const WRITE_BASE: u64 = 8 << 20;
+
+fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
+    let host = Host::open()?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("bench.snap");
+    let mut rows = Vec::new();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for pages in [1u32, 64, 1024, 8192, 30_000] {
+        let mut config = MachineConfig::raw(raw::page_writer(pages, WRITE_BASE), 0, &host.profile);
+        config.spec.ram_size = BENCH_RAM;
+        config.host = host.settings("page-writer", None);
+        let mut m = Machine::new(&config)?;
+        let mut tree = SnapshotTree::new(&mut m)?;
+        let mut reset = Vec::new();
+        let mut copied = 0;
+        for _ in 0..repeat {
+            if !matches!(m.run_until(Vtime::MAX)?, Stop::Ended(End::Exit { status: 0 })) {
+                bail!("page-writer guest did not finish");
+            }
+            let t = Instant::now();
+            copied = tree.reset(&mut m, tree.root())?.pages_copied;
+            reset.push(ms(t.elapsed()));
+        }
+        m.run_until(Vtime::MAX)?;
+        let t = Instant::now();
+        let saved = hvsim_snapshot::file::save(&file, &mut m, "page-writer", 0)?;
+        let capture = ms(t.elapsed());
+        let t = Instant::now();
+        drop(hvsim_snapshot::file::load(&file)?.restore(&config.host)?);
+        let restore = ms(t.elapsed());
+        // The naive baseline: copy all of RAM.
+        let mut copy = Vec::new();
+        let mut buf = vec![0u8; BENCH_RAM];
+        for _ in 0..repeat.min(5) {
+            let t = Instant::now();
+            buf.copy_from_slice(m.ram().as_slice());
+            copy.push(ms(t.elapsed()));
+        }
+        std::hint::black_box(&buf);
+        let (reset, copy) = (median(reset), median(copy));
+        rows.push(serde_json::json!({
+            "dirty_pages": pages,
+            "pages_copied_per_reset": copied,
+            "reset_ms": reset,
+            "full_copy_ms": copy,
+            "reset_vs_full_copy": reset / copy,
+            "capture_to_file_ms": capture,
+            "restore_from_file_ms": restore,
+            "file_bytes": saved.file_bytes,
+        }));
+    }
+    if json {
+        println!("{}", serde_json::json!({ "benchmark": "snapshot", "ram_bytes": BENCH_RAM, "rows": rows }));
+    } else {
+        println!("snapshot costs, {} MiB guest RAM (medians; baseline: copying all of RAM)", BENCH_RAM >> 20);
+        println!("  dirty pages | reset ms | full copy ms | reset/copy | capture-to-file ms | restore-from-file ms | file bytes");
+        for r in &rows {
+            println!(
+                "  {:>11} | {:>8.3} | {:>12.3} | {:>10.3} | {:>18.1} | {:>20.1} | {:>10}",
+                r["dirty_pages"].as_u64().unwrap(), r["reset_ms"].as_f64().unwrap(), r["full_copy_ms"].as_f64().unwrap(),
+                r["reset_vs_full_copy"].as_f64().unwrap(), r["capture_to_file_ms"].as_f64().unwrap(),
+                r["restore_from_file_ms"].as_f64().unwrap(), r["file_bytes"].as_u64().unwrap()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -115,6 +115,27 @@ pub fn exit_loop(n: u32) -> RawImage {
     p.finish()
 }
 
+/// A guest for `hvsim bench snapshot`: writes one word to each of `pages`
+/// consecutive pages from `base`, then exits 0.
+pub fn page_writer(pages: u32, base: u64) -> RawImage {
+    use dynasmrt::{dynasm, DynasmApi, DynasmLabelApi};
+    let mut p = rt::Program::new("page-writer");
+    dynasm!(p.a
+        ; mov rdi, QWORD base as i64
+        ; mov ecx, pages as i32
+        ; test ecx, ecx
+        ; jz >done
+        ; next:
+        ; mov [rdi], rcx
+        ; add rdi, 4096
+        ; dec ecx
+        ; jnz <next
+        ; done:
+    );
+    p.exit(0);
+    p.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
