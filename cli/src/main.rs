@@ -18,9 +18,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Explore a target's timelines for bugs (default: the built-in demo).
+    Explore(cmd::explore::Args),
     /// Run a guest once, as a pure function of its seed.
     Run(cmd::run::Args),
-    /// Resume a saved snapshot (optionally with a new seed).
+    /// Reproduce a bug found by `explore`, or resume a saved snapshot.
     Replay(cmd::replay::Args),
     /// Inspect snapshot files.
     Snapshot(cmd::snapshot::Args),
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     util::install_panic_hook();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Explore(a) => cmd::explore::main(a),
         Command::Run(a) => cmd::run::main(a),
         Command::Replay(a) => cmd::replay::main(a),
         Command::Snapshot(a) => cmd::snapshot::main(a),

@@ -5,49 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use hvsim_guest_image::raw::probes::HostProbes;
-use hvsim_vmm::host::{open_kvm, HostProfile};
-use hvsim_vmm::machine::HostSettings;
+use anyhow::Result;
 use hvsim_vmm::summary::Summary;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::util::{self, AtomicFile};
-
-/// Default watchdog for Linux guests: on nested hosts the emulated kernel
-/// runs for seconds between exits (e.g. unpacking the initramfs).
-pub const LINUX_WATCHDOG: Duration = Duration::from_secs(60);
-
-/// The host, checked: KVM with what hvsim needs, and what probes found.
-pub struct Host {
-    pub profile: HostProfile,
-    pub probes: HostProbes,
-}
-
-impl Host {
-    pub fn open() -> Result<Host> {
-        let profile = HostProfile::detect(&open_kvm()?);
-        let missing = profile.missing();
-        if !missing.is_empty() {
-            bail!("this host's KVM lacks capabilities hvsim needs: {} (see `hvsim doctor`)", missing.join(", "));
-        }
-        let probes = HostProbes::run(&profile).context("cannot probe the host")?;
-        Ok(Host { profile, probes })
-    }
-
-    /// Settings for running `guest` here, honouring `--watchdog`.
-    pub fn settings(&self, guest: &str, watchdog: Option<Watchdog>) -> HostSettings {
-        let mut s = HostSettings::for_host(&self.profile);
-        if guest == "linux" {
-            s.watchdog = Some(LINUX_WATCHDOG);
-        }
-        self.probes.configure(&mut s);
-        if let Some(w) = watchdog {
-            s.watchdog = w.0;
-        }
-        s
-    }
-}
 
 /// `--watchdog`: a timeout, or `off`.
 #[derive(Clone, Copy, Debug)]

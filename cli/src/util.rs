@@ -13,6 +13,8 @@ pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_GUEST_STATUS: u8 = 3;
 /// The run ended abnormally (guest error or panic, triple fault, KVM error...).
 pub const EXIT_ABNORMAL: u8 = 4;
+/// `hvsim replay BUG`: the bug did not reproduce.
+pub const EXIT_NOT_REPRODUCED: u8 = 5;
 
 /// Panics are bugs in hvsim; report them on one line, never with a backtrace.
 pub fn install_panic_hook() {

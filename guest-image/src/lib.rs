@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod host;
 pub mod linux;
 pub mod raw;
 

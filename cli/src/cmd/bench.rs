@@ -9,7 +9,7 @@ use hvsim_guest_image::raw;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
-use crate::session::Host;
+use hvsim_guest_image::host::Host;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -56,7 +56,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn bench_exits(n: u32, repeat: usize, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let mut config = MachineConfig::raw(raw::exit_loop(n), 0, &host.profile);
-    config.host = host.settings("exit-loop", None);
+    config.host = host.settings(false, None);
     let mut hvsim_ns = Vec::new();
     let mut bare_ns = Vec::new();
     // Alternate the two loops so drift on a shared host hits both alike.
@@ -113,7 +113,7 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
     for pages in [1u32, 64, 1024, 8192, 30_000] {
         let mut config = MachineConfig::raw(raw::page_writer(pages, WRITE_BASE), 0, &host.profile);
         config.spec.ram_size = BENCH_RAM;
-        config.host = host.settings("page-writer", None);
+        config.host = host.settings(false, None);
         let mut m = Machine::new(&config)?;
         let mut tree = SnapshotTree::new(&mut m)?;
         let mut reset = Vec::new();

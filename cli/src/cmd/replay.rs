@@ -1,23 +1,30 @@
-//! `hvsim replay --snapshot FILE`: resume a saved machine.
+//! `hvsim replay`: reproduce a bug from its record, or resume a snapshot.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use hvsim_explorer::bug::{self, BugRecord};
+use hvsim_guest_image::host::Host;
 use hvsim_snapshot::file;
 
-use crate::session::{Host, Output, Session};
+use crate::session::{Output, Session};
 use crate::util;
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("what").args(["bug", "snapshot"]).required(true)))]
 pub struct Args {
-    /// A snapshot saved by `hvsim run --snapshot-at T --save-snapshot FILE`.
+    /// A bug record written by `hvsim explore` (hvsim-out/bugs/BUG-n.json):
+    /// boots the target, follows the bug's timeline, and says whether the
+    /// same failure happens at the same point.
+    bug: Option<PathBuf>,
+    /// Instead: a snapshot saved by `hvsim run --snapshot-at T --save-snapshot FILE`.
     #[arg(long, value_name = "FILE")]
-    snapshot: PathBuf,
-    /// Re-seed every entropy stream from N for everything after the
-    /// snapshot. Without it, the streams continue exactly as saved, so the
-    /// result equals the uninterrupted run.
-    #[arg(long, value_parser = util::parse_seed)]
+    snapshot: Option<PathBuf>,
+    /// With --snapshot: re-seed every entropy stream from N for everything
+    /// after the snapshot. Without it, the streams continue exactly as
+    /// saved, so the result equals the uninterrupted run.
+    #[arg(long, value_parser = util::parse_seed, requires = "snapshot")]
     seed: Option<u64>,
     #[command(flatten)]
     out: Output,
@@ -25,9 +32,37 @@ pub struct Args {
 
 pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
-    let loaded = file::load(&args.snapshot)?;
+    if let Some(path) = &args.bug {
+        let record = BugRecord::load(path)?;
+        let outcome = bug::replay(&record, &host)?;
+        if args.out.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "bug": record.id,
+                    "reproduced": outcome.reproduced,
+                    "assertion": outcome.observed,
+                    "expected": outcome.expected,
+                    "vtime_ns": outcome.vtime_ns,
+                    "events": outcome.at.events,
+                }))?
+            );
+        } else {
+            println!(
+                "{}: {} — {} at virtual time {} ns (event {})",
+                record.id,
+                if outcome.reproduced { "reproduced" } else { "NOT reproduced" },
+                outcome.observed.as_deref().unwrap_or("no failure observed"),
+                outcome.vtime_ns,
+                outcome.at.events
+            );
+        }
+        return Ok(ExitCode::from(if outcome.reproduced { util::EXIT_OK } else { util::EXIT_NOT_REPRODUCED }));
+    }
+    let path = args.snapshot.as_ref().expect("clap requires a bug or a snapshot");
+    let loaded = file::load(path)?;
     let guest = loaded.header.guest.clone();
-    let mut machine = loaded.restore(&host.settings(&guest, args.out.watchdog))?;
+    let mut machine = loaded.restore(&host.settings(guest == "linux", args.out.watchdog.map(|w| w.0)))?;
     if let Some(seed) = args.seed {
         machine.reseed(seed);
     }

@@ -9,7 +9,9 @@ use hvsim_guest_image::linux::{self, LinuxOptions};
 use hvsim_guest_image::raw;
 use hvsim_vmm::{Machine, MachineConfig, Vtime};
 
-use crate::session::{Host, Output, Session};
+use hvsim_guest_image::host::Host;
+
+use crate::session::{Output, Session};
 use crate::util;
 
 #[derive(clap::Args)]
@@ -74,7 +76,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         (guest.name, MachineConfig::raw(guest.build(), args.seed, &host.profile), Vec::new())
     };
     let mut config = config;
-    config.host = host.settings(name, args.out.watchdog);
+    config.host = host.settings(args.linux, args.out.watchdog.map(|w| w.0));
 
     let machine = Machine::new(&config).context("cannot create the virtual machine")?;
     let mut session = Session::start(machine, name, args.seed, &args.out, host_limits)?;

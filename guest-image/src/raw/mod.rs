@@ -5,6 +5,7 @@
 //! guest kernel mode is emulated ~1000x slower, they keep ring-0 work tiny
 //! and do their computing in ring 3.
 
+pub mod demo;
 mod entropy;
 mod faults;
 mod idle;
@@ -32,6 +33,12 @@ impl Guest {
 }
 
 pub const GUESTS: &[Guest] = &[
+    Guest {
+        name: "demo",
+        about: "guesses a vault's 3-digit code (the default target of `hvsim explore`)",
+        deterministic: true,
+        build: demo::build,
+    },
     Guest {
         name: "timer",
         about: "computes in ring 3 while PIT interrupts arrive, then sleeps on a PIT one-shot",

@@ -35,11 +35,22 @@ impl Machine {
     /// Runs the guest until virtual time reaches `deadline`, the run ends, or
     /// (if asked) the guest sends a message.
     pub fn run_until(&mut self, deadline: Vtime) -> Result<Stop> {
+        self.run_until_point(deadline, u64::MAX)
+    }
+
+    /// Like [`run_until`](Self::run_until), also stopping ([`Stop::Deadline`])
+    /// once the trace holds `max_events` events: a point that, unlike a
+    /// virtual time, no two exits share.
+    pub fn run_until_point(&mut self, deadline: Vtime, max_events: u64) -> Result<Stop> {
         self.prepare_vcpu_thread()?;
         loop {
             if let Some(end) = &self.state.ended {
                 self.trace.flush()?;
                 return Ok(Stop::Ended(end.clone()));
+            }
+            if self.trace.state().events >= max_events {
+                self.trace.flush()?;
+                return Ok(Stop::Deadline);
             }
             if self.state.halted {
                 if !self.wake_from_halt(deadline)? {

@@ -1,0 +1,190 @@
+//! What the explorer knows about each assertion: the catalog (including
+//! assertions registered but never reached) and counts over every timeline
+//! explored, from which each gets its verdict.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sdk::{AssertKind, Assertion, Demand, Location};
+
+/// The outcome for one assertion, over the whole exploration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Its demand was met.
+    Held,
+    /// An always-type hit did not hold, or an unreachable point was reached.
+    Failed,
+    /// It was never reached (and had to be, or it could not be judged).
+    NeverReached,
+    /// A sometimes-type assertion was reached but never held.
+    SometimesNeverSatisfied,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Held => "held",
+            Verdict::Failed => "FAILED",
+            Verdict::NeverReached => "never reached",
+            Verdict::SometimesNeverSatisfied => "sometimes, never satisfied",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AssertionRecord {
+    pub id: String,
+    pub message: String,
+    pub kind: AssertKind,
+    pub location: Location,
+    /// The SDK announced it before it was reached.
+    pub registered: bool,
+    pub hits: u64,
+    /// Hits where the condition held.
+    pub passes: u64,
+    pub failures: u64,
+    /// The first bug this assertion produced.
+    pub bug: Option<String>,
+}
+
+impl AssertionRecord {
+    pub fn verdict(&self) -> Verdict {
+        match self.kind.demand() {
+            Demand::Every { must_hit } => {
+                if self.failures > 0 {
+                    Verdict::Failed
+                } else if self.hits == 0 && must_hit {
+                    Verdict::NeverReached
+                } else {
+                    Verdict::Held
+                }
+            }
+            Demand::Some => {
+                if self.passes > 0 {
+                    Verdict::Held
+                } else if self.hits > 0 {
+                    Verdict::SometimesNeverSatisfied
+                } else {
+                    Verdict::NeverReached
+                }
+            }
+            Demand::Never => {
+                if self.hits > 0 { Verdict::Failed } else { Verdict::Held }
+            }
+        }
+    }
+
+    /// Whether a hit with `condition` is a bug (an always-type failure or an
+    /// unreachable point reached).
+    pub fn fails(&self, condition: bool) -> bool {
+        match self.kind.demand() {
+            Demand::Every { .. } => !condition,
+            Demand::Never => true,
+            Demand::Some => false,
+        }
+    }
+}
+
+/// What happened when a message about an assertion arrived.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The assertion reached a state (hit, held, failed) it never had before.
+    pub new_state: bool,
+    /// This hit is a bug.
+    pub failed: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Assertions {
+    pub by_id: BTreeMap<String, AssertionRecord>,
+}
+
+impl Assertions {
+    pub fn observe(&mut self, a: &Assertion) -> Observed {
+        let r = self.by_id.entry(a.id.clone()).or_insert_with(|| AssertionRecord {
+            id: a.id.clone(),
+            message: a.message.clone(),
+            kind: a.kind,
+            location: a.location.clone(),
+            registered: false,
+            hits: 0,
+            passes: 0,
+            failures: 0,
+            bug: None,
+        });
+        if !a.hit {
+            r.registered = true;
+            return Observed::default();
+        }
+        let failed = r.fails(a.condition);
+        let before = (r.hits > 0, r.passes > 0, r.failures > 0);
+        r.hits += 1;
+        if a.condition {
+            r.passes += 1;
+        }
+        if failed {
+            r.failures += 1;
+        }
+        let after = (r.hits > 0, r.passes > 0, r.failures > 0);
+        Observed { new_state: before != after, failed }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &AssertionRecord> {
+        self.by_id.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(kind: AssertKind, hit: bool, condition: bool) -> Assertion {
+        Assertion {
+            id: "a".into(),
+            message: "a".into(),
+            kind,
+            hit,
+            condition,
+            location: Location::default(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    fn verdict_after(kind: AssertKind, hits: &[(bool, bool)]) -> Verdict {
+        let mut s = Assertions::default();
+        for &(hit, cond) in hits {
+            s.observe(&a(kind, hit, cond));
+        }
+        s.by_id["a"].verdict()
+    }
+
+    #[test]
+    fn verdicts() {
+        use AssertKind::*;
+        use Verdict::*;
+        let registered = [(false, false)];
+        assert_eq!(verdict_after(Always, &registered), NeverReached);
+        assert_eq!(verdict_after(AlwaysOrUnreachable, &registered), Held);
+        assert_eq!(verdict_after(Sometimes, &registered), NeverReached);
+        assert_eq!(verdict_after(Unreachable, &registered), Held);
+        assert_eq!(verdict_after(Always, &[(true, true), (true, true)]), Held);
+        assert_eq!(verdict_after(Always, &[(true, true), (true, false)]), Failed);
+        assert_eq!(verdict_after(Sometimes, &[(true, false)]), SometimesNeverSatisfied);
+        assert_eq!(verdict_after(Sometimes, &[(true, false), (true, true)]), Held);
+        assert_eq!(verdict_after(Reachable, &[(true, true)]), Held);
+        assert_eq!(verdict_after(Unreachable, &[(true, true)]), Failed);
+        assert_eq!(verdict_after(AlwaysGreaterThan, &[(true, false)]), Failed);
+    }
+
+    #[test]
+    fn new_states_and_failures() {
+        let mut s = Assertions::default();
+        assert_eq!(s.observe(&a(AssertKind::Always, false, false)), Observed::default());
+        assert_eq!(s.observe(&a(AssertKind::Always, true, true)), Observed { new_state: true, failed: false });
+        assert_eq!(s.observe(&a(AssertKind::Always, true, true)), Observed::default());
+        assert_eq!(s.observe(&a(AssertKind::Always, true, false)), Observed { new_state: true, failed: true });
+        assert_eq!(s.observe(&a(AssertKind::Always, true, false)), Observed { new_state: false, failed: true });
+    }
+}

@@ -1,0 +1,386 @@
+//! The exploration loop.
+//!
+//! Boot the target with the master seed and run it until it reports setup
+//! complete: that is the root snapshot. Then, branch after branch: pick a
+//! snapshot (weighted by energy), reset the machine to it, re-seed every
+//! stream from (master seed, branch number), and run a slice of virtual
+//! time. Each SDK message is checked for something new (an assertion state
+//! never seen, a better numeric or boolean watermark, a coverage edge) and
+//! for a bug (an always-type assertion failing, an unreachable point
+//! reached, the guest crashing). Where something is new, the machine is
+//! snapshotted, and that snapshot gets energy to be branched from. Every
+//! decision depends only on the master seed, so an exploration with a
+//! branch budget is itself reproducible.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use hvsim_guest_image::host::Host;
+use hvsim_snapshot::SnapshotTree;
+use hvsim_vmm::entropy::Stream;
+use hvsim_vmm::{End, Machine, Stop, Vtime};
+use serde::{Deserialize, Serialize};
+
+use crate::assertions::Assertions;
+use crate::bug::{BugKind, BugRecord};
+use crate::error::{ExploreError, Result};
+use crate::sdk::{self, SdkMessage};
+use crate::target::Target;
+use crate::timeline::{branch_seed, Point, Segment, Timeline};
+
+/// When to stop exploring. With only a branch budget an exploration is a
+/// pure function of its master seed; a wall-time budget trades that for a
+/// bound on how long it takes.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Budget {
+    pub branches: Option<u64>,
+    pub wall: Option<Duration>,
+    /// Total virtual time run across all branches.
+    pub vtime: Option<Vtime>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ExploreConfig {
+    pub target: Target,
+    pub seed: u64,
+    pub budget: Budget,
+    /// Virtual time each branch runs.
+    pub slice: Vtime,
+    /// How long (virtual) to wait for setup complete before taking the root
+    /// snapshot anyway.
+    pub setup_limit: Vtime,
+    /// `false`: every branch starts from the root (the baseline that
+    /// `hvsim bench explore` compares against).
+    pub branch_from_snapshots: bool,
+}
+
+/// A snapshot the explorer can branch from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Node {
+    pub timeline: Timeline,
+    pub energy: f64,
+    pub picks: u64,
+    #[serde(skip)]
+    tree_id: usize,
+}
+
+/// What was learned from messages, across every timeline.
+#[derive(Debug, Default)]
+struct Signals {
+    numeric: HashMap<String, f64>,
+    boolean: HashMap<String, u64>,
+    edges: BTreeSet<u64>,
+    total: u64,
+}
+
+/// Garbage on the SDK channel: counted, a few kept as examples.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Garbage {
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    pub branch: u64,
+    pub wall_ms: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub bugs: usize,
+}
+
+/// How the root snapshot was reached.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RootInfo {
+    pub point: Point,
+    /// False if the target never reported setup complete within the limit.
+    pub setup_complete: bool,
+}
+
+/// Everything an exploration produced.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Exploration {
+    pub target: Target,
+    pub seed: u64,
+    pub budget: Budget,
+    pub slice_ns: u64,
+    pub branch_from_snapshots: bool,
+    pub root: RootInfo,
+    pub branches: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub wall_ms: u64,
+    pub vtime_ns: u64,
+    pub assertions: Assertions,
+    pub bugs: Vec<BugRecord>,
+    pub events: BTreeMap<String, u64>,
+    pub garbage: Garbage,
+    pub coverage_edges: usize,
+    pub series: Vec<SeriesPoint>,
+    /// Branch at which the first bug appeared, and how long it took.
+    pub first_bug: Option<(u64, u64)>,
+}
+
+/// A view of the exploration so far, for progress displays.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub branches: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub bugs: usize,
+    pub elapsed: Duration,
+}
+
+struct State {
+    assertions: Assertions,
+    signals: Signals,
+    bugs: Vec<BugRecord>,
+    bug_by_signature: HashMap<String, usize>,
+    events: BTreeMap<String, u64>,
+    garbage: Garbage,
+}
+
+/// What one message meant.
+#[derive(Default)]
+struct Outcome {
+    new_signals: u64,
+    bug: Option<BugKind>,
+    setup_complete: bool,
+}
+
+impl State {
+    fn process(&mut self, line: &[u8]) -> Outcome {
+        let mut o = Outcome::default();
+        match sdk::parse(line) {
+            SdkMessage::Assert(a) => {
+                let seen = self.assertions.observe(&a);
+                o.new_signals += u64::from(seen.new_state);
+                if seen.failed {
+                    o.bug = Some(BugKind::from_assertion(&a));
+                }
+            }
+            SdkMessage::Numeric { id, value, maximize } => {
+                let better = |old: f64| if maximize { value > old } else { value < old };
+                let best = self.signals.numeric.entry(id).or_insert(f64::NAN);
+                if best.is_nan() || better(*best) {
+                    *best = value;
+                    o.new_signals += 1;
+                }
+            }
+            SdkMessage::Boolean { id, true_count } => {
+                let best = self.signals.boolean.entry(id).or_insert(0);
+                if true_count > *best {
+                    *best = true_count;
+                    o.new_signals += 1;
+                }
+            }
+            SdkMessage::Coverage { edges } => {
+                for e in edges {
+                    o.new_signals += u64::from(self.signals.edges.insert(e));
+                }
+            }
+            SdkMessage::SetupComplete { .. } => o.setup_complete = true,
+            SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
+            SdkMessage::SdkInfo(_) => {}
+            SdkMessage::Garbage(why) => {
+                self.garbage.count += 1;
+                if self.garbage.examples.len() < 10 {
+                    self.garbage.examples.push(why);
+                }
+            }
+        }
+        self.signals.total += o.new_signals;
+        o
+    }
+
+    /// Records a bug unless one with the same signature exists (then counts it).
+    fn record_bug(&mut self, kind: BugKind, at: Point, timeline: Timeline, target: &Target, seed: u64, branch: u64) -> bool {
+        let signature = kind.signature();
+        if let Some(&i) = self.bug_by_signature.get(&signature) {
+            self.bugs[i].occurrences += 1;
+            return false;
+        }
+        let id = format!("BUG-{}", self.bugs.len() + 1);
+        if let BugKind::Assertion { id: assertion, .. } = &kind {
+            if let Some(r) = self.assertions.by_id.get_mut(assertion) {
+                r.bug.get_or_insert(id.clone());
+            }
+        }
+        self.bug_by_signature.insert(signature, self.bugs.len());
+        self.bugs.push(BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch));
+        true
+    }
+}
+
+fn point(m: &Machine) -> Point {
+    Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
+}
+
+/// Whether a run ending this way is a crash (a bug) rather than a finish.
+pub fn is_crash(end: &End) -> bool {
+    !matches!(end, End::Exit { status: 0 } | End::VtimeLimit)
+}
+
+/// Energy-weighted choice of a node, drawing from the explorer's stream.
+fn pick(nodes: &[Node], stream: &mut Stream) -> usize {
+    let total: f64 = nodes.iter().map(|n| n.energy).sum();
+    let mut x = (stream.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+    for (i, n) in nodes.iter().enumerate() {
+        if x < n.energy {
+            return i;
+        }
+        x -= n.energy;
+    }
+    nodes.len() - 1
+}
+
+const NEW_NODE_ENERGY: f64 = 1.0;
+const ENERGY_PER_SIGNAL: f64 = 2.0;
+const ENERGY_DECAY: f64 = 0.8;
+const MIN_ENERGY: f64 = 0.05;
+
+pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Progress)) -> Result<Exploration> {
+    let start = Instant::now();
+    let target = &config.target;
+    let mut machine = Machine::new(&target.config(config.seed, host)?)?;
+    machine.set_stop_on_message(true);
+    let mut state = State {
+        assertions: Assertions::default(),
+        signals: Signals::default(),
+        bugs: Vec::new(),
+        bug_by_signature: HashMap::new(),
+        events: BTreeMap::new(),
+        garbage: Garbage::default(),
+    };
+
+    // The root: run until setup complete.
+    let mut setup_complete = false;
+    while !setup_complete {
+        match machine.run_until(config.setup_limit)? {
+            Stop::Message => {
+                for msg in machine.take_messages() {
+                    let o = state.process(&msg.bytes);
+                    setup_complete |= o.setup_complete;
+                    if let Some(kind) = o.bug {
+                        let at = point(&machine);
+                        let timeline = Timeline { root: at, segments: vec![] };
+                        state.record_bug(kind, at, timeline, target, config.seed, 0);
+                    }
+                }
+            }
+            Stop::Deadline => break,
+            Stop::Ended(end) => {
+                return Err(ExploreError::Target(format!(
+                    "the target ended before reporting setup complete: {}",
+                    end.detail()
+                )))
+            }
+        }
+    }
+    let root = RootInfo { point: point(&machine), setup_complete };
+    let mut tree = SnapshotTree::new(&mut machine)?;
+    let mut nodes = vec![Node {
+        timeline: Timeline { root: root.point, segments: vec![] },
+        energy: NEW_NODE_ENERGY,
+        picks: 0,
+        tree_id: tree.root(),
+    }];
+
+    let mut picker = Stream::new(config.seed, "explorer");
+    let mut branches = 0u64;
+    let mut vtime_total = 0u64;
+    let mut series = Vec::new();
+    let mut first_bug = (!state.bugs.is_empty()).then_some((0, 0));
+    let exhausted = |branches: u64, vtime: u64| {
+        config.budget.branches.is_some_and(|b| branches >= b)
+            || config.budget.wall.is_some_and(|w| start.elapsed() >= w)
+            || config.budget.vtime.is_some_and(|v| vtime >= v.nanos())
+    };
+    while !exhausted(branches, vtime_total) {
+        branches += 1;
+        let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
+        let seed = branch_seed(config.seed, branches);
+        tree.reset(&mut machine, nodes[ni].tree_id)?;
+        machine.reseed(seed);
+        let base = nodes[ni].timeline.clone();
+        let from = machine.now();
+        let deadline = Vtime(from.nanos().saturating_add(config.slice.nanos()));
+        loop {
+            match machine.run_until(deadline)? {
+                Stop::Message => {
+                    let at = point(&machine);
+                    let timeline = base.then(Segment { seed, until: at });
+                    let mut new_here = 0;
+                    for msg in machine.take_messages() {
+                        let o = state.process(&msg.bytes);
+                        new_here += o.new_signals;
+                        if let Some(kind) = o.bug {
+                            state.record_bug(kind, at, timeline.clone(), target, config.seed, branches);
+                        }
+                    }
+                    if new_here > 0 && config.branch_from_snapshots {
+                        let tree_id = tree.snapshot(&mut machine)?;
+                        nodes.push(Node {
+                            timeline,
+                            energy: NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64,
+                            picks: 0,
+                            tree_id,
+                        });
+                    }
+                }
+                Stop::Deadline => break,
+                Stop::Ended(end) => {
+                    if is_crash(&end) {
+                        let at = point(&machine);
+                        let timeline = base.then(Segment { seed, until: at });
+                        state.record_bug(BugKind::Crash { end }, at, timeline, target, config.seed, branches);
+                    }
+                    break;
+                }
+            }
+        }
+        vtime_total += machine.now().nanos() - from.nanos();
+        let n = &mut nodes[ni];
+        n.picks += 1;
+        n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
+        if first_bug.is_none() && !state.bugs.is_empty() {
+            first_bug = Some((branches, start.elapsed().as_millis() as u64));
+        }
+        let p = Progress {
+            branches,
+            snapshots: nodes.len(),
+            signals: state.signals.total,
+            bugs: state.bugs.len(),
+            elapsed: start.elapsed(),
+        };
+        series.push(SeriesPoint {
+            branch: branches,
+            wall_ms: p.elapsed.as_millis() as u64,
+            snapshots: p.snapshots,
+            signals: p.signals,
+            bugs: p.bugs,
+        });
+        progress(p);
+    }
+
+    Ok(Exploration {
+        target: target.clone(),
+        seed: config.seed,
+        budget: config.budget,
+        slice_ns: config.slice.nanos(),
+        branch_from_snapshots: config.branch_from_snapshots,
+        root,
+        branches,
+        snapshots: nodes.len(),
+        signals: state.signals.total,
+        wall_ms: start.elapsed().as_millis() as u64,
+        vtime_ns: vtime_total,
+        coverage_edges: state.signals.edges.len(),
+        assertions: state.assertions,
+        bugs: state.bugs,
+        events: state.events,
+        garbage: state.garbage,
+        series,
+        first_bug,
+    })
+}

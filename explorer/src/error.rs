@@ -1,0 +1,15 @@
+//! Errors of exploration and replay (not findings: those are bugs).
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    #[error("{0}")]
+    Target(String),
+    #[error(transparent)]
+    Machine(#[from] hvsim_vmm::Error),
+    #[error("{what} ({}): {source}", path.display())]
+    Io { what: &'static str, path: std::path::PathBuf, source: std::io::Error },
+    #[error("bug file {}: {what}", path.display())]
+    BugFile { path: std::path::PathBuf, what: String },
+}
+
+pub type Result<T> = std::result::Result<T, ExploreError>;

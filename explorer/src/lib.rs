@@ -1,0 +1,21 @@
+//! hvsim's explorer: coverage-guided branching of whole-VM timelines.
+//!
+//! - [`sdk`]: the guest's JSON-lines protocol (Antithesis SDK shapes).
+//! - [`assertions`]: the catalog and per-assertion verdicts.
+//! - [`engine`]: the exploration loop over the snapshot tree.
+//! - [`timeline`], [`bug`]: replayable timelines and bug records.
+//! - [`report`]: report.md, report.json and the bug files.
+//! - [`target`]: what is explored.
+
+pub mod assertions;
+pub mod bug;
+pub mod engine;
+pub mod error;
+pub mod report;
+pub mod sdk;
+pub mod target;
+pub mod timeline;
+
+pub use engine::{explore, Budget, ExploreConfig, Exploration, Progress};
+pub use error::{ExploreError, Result};
+pub use target::Target;

@@ -1,0 +1,229 @@
+//! The exploration report: `report.json`, `report.md` and one
+//! `bugs/BUG-n.json` per bug, written atomically into the output directory.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::assertions::Verdict;
+use crate::engine::{Exploration, Garbage, SeriesPoint};
+use crate::error::{ExploreError, Result};
+use crate::sdk::{AssertKind, Location};
+use crate::timeline::Point;
+
+#[derive(Debug, Serialize)]
+pub struct AssertionReport {
+    pub id: String,
+    pub message: String,
+    pub kind: AssertKind,
+    pub verdict: Verdict,
+    pub hits: u64,
+    pub passes: u64,
+    pub failures: u64,
+    pub registered: bool,
+    pub location: Location,
+    pub bug: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BugSummary {
+    pub id: String,
+    pub summary: String,
+    pub at: Point,
+    pub occurrences: u64,
+    pub file: String,
+    pub replay_command: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub target: String,
+    pub seed: u64,
+    pub branches: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub coverage_edges: usize,
+    pub wall_ms: u64,
+    pub vtime_ns: u64,
+    pub setup_complete: bool,
+    pub bugs: usize,
+    /// Branch number and milliseconds at which the first bug appeared.
+    pub first_bug: Option<(u64, u64)>,
+    pub verdicts: BTreeMap<String, usize>,
+    pub garbage: Garbage,
+}
+
+/// What `hvsim explore --json` prints and `report.json` holds.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub summary: Summary,
+    pub assertions: Vec<AssertionReport>,
+    pub bugs: Vec<BugSummary>,
+    pub events: BTreeMap<String, u64>,
+    /// Coverage (signals) and bugs over time; at most 100 points.
+    pub series: Vec<SeriesPoint>,
+}
+
+/// Writes the output directory for `exp` and returns the report.
+pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
+    let bugs_dir = out.join("bugs");
+    std::fs::create_dir_all(&bugs_dir).map_err(io("creating the output directory", &bugs_dir))?;
+    // Bug files of an earlier exploration into the same directory go.
+    for entry in std::fs::read_dir(&bugs_dir).map_err(io("listing", &bugs_dir))?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("BUG-") && name.ends_with(".json") {
+            std::fs::remove_file(entry.path()).map_err(io("removing an old bug file", entry.path()))?;
+        }
+    }
+    let mut bugs = Vec::new();
+    for bug in &mut exp.bugs {
+        let file = bugs_dir.join(format!("{}.json", bug.id));
+        bug.replay_command = format!("hvsim replay {}", file.display());
+        let json = serde_json::to_vec_pretty(&bug).expect("bug records serialize");
+        write_atomic(&file, &json)?;
+        bugs.push(BugSummary {
+            id: bug.id.clone(),
+            summary: bug.summary.clone(),
+            at: bug.at,
+            occurrences: bug.occurrences,
+            file: file.display().to_string(),
+            replay_command: bug.replay_command.clone(),
+        });
+    }
+    let assertions: Vec<AssertionReport> = exp
+        .assertions
+        .iter()
+        .map(|r| AssertionReport {
+            id: r.id.clone(),
+            message: r.message.clone(),
+            kind: r.kind,
+            verdict: r.verdict(),
+            hits: r.hits,
+            passes: r.passes,
+            failures: r.failures,
+            registered: r.registered,
+            location: r.location.clone(),
+            bug: r.bug.clone(),
+        })
+        .collect();
+    let mut verdicts = BTreeMap::new();
+    for a in &assertions {
+        *verdicts.entry(a.verdict.label().to_owned()).or_insert(0) += 1;
+    }
+    let step = exp.series.len().div_ceil(100).max(1);
+    let series: Vec<SeriesPoint> = exp
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % step == 0 || *i + 1 == exp.series.len())
+        .map(|(_, p)| p.clone())
+        .collect();
+    let report = Report {
+        summary: Summary {
+            target: exp.target.name(),
+            seed: exp.seed,
+            branches: exp.branches,
+            snapshots: exp.snapshots,
+            signals: exp.signals,
+            coverage_edges: exp.coverage_edges,
+            wall_ms: exp.wall_ms,
+            vtime_ns: exp.vtime_ns,
+            setup_complete: exp.root.setup_complete,
+            bugs: exp.bugs.len(),
+            first_bug: exp.first_bug,
+            verdicts,
+            garbage: exp.garbage.clone(),
+        },
+        assertions,
+        bugs,
+        events: exp.events.clone(),
+        series,
+    };
+    write_atomic(&out.join("report.json"), &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
+    write_atomic(&out.join("report.md"), markdown(&report, exp).as_bytes())?;
+    Ok(report)
+}
+
+fn markdown(r: &Report, exp: &Exploration) -> String {
+    let s = &r.summary;
+    let mut m = String::new();
+    let _ = writeln!(m, "# hvsim exploration report\n");
+    let _ = writeln!(m, "- target: `{}` ({})", s.target, serde_json::to_string(&exp.target).unwrap_or_default());
+    let _ = writeln!(m, "- master seed: {}", s.seed);
+    let _ = writeln!(
+        m,
+        "- {} branches of {} ms of virtual time from {} snapshots; {} new signals; {:.1} s",
+        s.branches,
+        exp.slice_ns / 1_000_000,
+        s.snapshots,
+        s.signals,
+        s.wall_ms as f64 / 1000.0
+    );
+    let _ = writeln!(
+        m,
+        "- root: {} at virtual time {} ns (event {})",
+        if s.setup_complete { "setup complete" } else { "setup never reported; root taken at the limit" },
+        exp.root.point.vtime_ns,
+        exp.root.point.events
+    );
+    if s.garbage.count > 0 {
+        let _ = writeln!(m, "- {} malformed SDK messages ignored, e.g. {:?}", s.garbage.count, s.garbage.examples.first());
+    }
+    let _ = writeln!(m, "\n## Bugs ({})\n", r.bugs.len());
+    if r.bugs.is_empty() {
+        let _ = writeln!(m, "None found.");
+    }
+    for b in &r.bugs {
+        let _ = writeln!(
+            m,
+            "- **{}**: {} — at virtual time {} ns (event {}), seen {} time(s)\n  - replay: `{}`",
+            b.id, b.summary, b.at.vtime_ns, b.at.events, b.occurrences, b.replay_command
+        );
+    }
+    let _ = writeln!(m, "\n## Properties\n");
+    let _ = writeln!(m, "| verdict | kind | property | hits | held | failed | bug |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- |");
+    for a in &r.assertions {
+        let _ = writeln!(
+            m,
+            "| {} | {:?} | {} | {} | {} | {} | {} |",
+            a.verdict.label(),
+            a.kind,
+            a.message.replace('|', "\\|"),
+            a.hits,
+            a.passes,
+            a.failures,
+            a.bug.as_deref().unwrap_or("")
+        );
+    }
+    if !r.events.is_empty() {
+        let _ = writeln!(m, "\n## Events\n");
+        for (name, n) in &r.events {
+            let _ = writeln!(m, "- {name}: {n}");
+        }
+    }
+    let _ = writeln!(m, "\n## Coverage and bugs over time\n");
+    let _ = writeln!(m, "| branch | wall ms | snapshots | signals | bugs |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- |");
+    for p in &r.series {
+        let _ = writeln!(m, "| {} | {} | {} | {} | {} |", p.branch, p.wall_ms, p.snapshots, p.signals, p.bugs);
+    }
+    m
+}
+
+fn io(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ExploreError {
+    let path = path.into();
+    move |source| ExploreError::Io { what, path, source }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_file_name(format!(
+        ".{}.partial",
+        path.file_name().map_or("out".into(), |n| n.to_string_lossy().into_owned())
+    ));
+    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("writing", path))
+}

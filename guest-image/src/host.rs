@@ -1,0 +1,50 @@
+//! The host a guest runs on: KVM checked for what hvsim needs, probed for
+//! what it really does, and the settings that follow for each kind of guest.
+
+use std::time::Duration;
+
+use hvsim_vmm::host::{open_kvm, HostProfile};
+use hvsim_vmm::machine::HostSettings;
+
+use crate::error::{ImageError, Result};
+use crate::raw::probes::HostProbes;
+
+/// Default watchdog for Linux guests: on nested hosts the emulated kernel
+/// runs for seconds between exits (e.g. unpacking the initramfs).
+pub const LINUX_WATCHDOG: Duration = Duration::from_secs(60);
+
+pub struct Host {
+    pub profile: HostProfile,
+    pub probes: HostProbes,
+}
+
+impl Host {
+    /// Opens KVM, refuses a host without what hvsim needs, runs the probes.
+    pub fn open() -> Result<Host> {
+        let kvm = open_kvm().map_err(|e| ImageError::Setup(e.to_string()))?;
+        let profile = HostProfile::detect(&kvm);
+        let missing = profile.missing();
+        if !missing.is_empty() {
+            return Err(ImageError::Setup(format!(
+                "this host's KVM lacks capabilities hvsim needs: {} (see `hvsim doctor`)",
+                missing.join(", ")
+            )));
+        }
+        let probes = HostProbes::run(&profile).map_err(|e| ImageError::Setup(format!("cannot probe the host: {e}")))?;
+        Ok(Host { profile, probes })
+    }
+
+    /// Settings for running a guest here; `linux` selects the longer
+    /// watchdog; `watchdog` (from the command line) overrides it.
+    pub fn settings(&self, linux: bool, watchdog: Option<Option<Duration>>) -> HostSettings {
+        let mut s = HostSettings::for_host(&self.profile);
+        if linux {
+            s.watchdog = Some(LINUX_WATCHDOG);
+        }
+        self.probes.configure(&mut s);
+        if let Some(w) = watchdog {
+            s.watchdog = w;
+        }
+        s
+    }
+}

@@ -1,0 +1,97 @@
+//! `demo`: the built-in target of `hvsim explore`. A guesser tries to open a
+//! vault with a three-digit code, one random digit at a time (1 in 10 each,
+//! so 1 in 1000 per attempt), one attempt per millisecond of virtual time.
+//! It reports through the SDK protocol on the hypercall channel: progress
+//! as sometimes-assertions, and the bug — the vault opening — as a failing
+//! always-assertion. An explorer that snapshots where a new digit came out
+//! right needs tens of branches to open it; starting every timeline over
+//! needs hundreds.
+
+use dynasmrt::{dynasm, DynasmApi, DynasmLabelApi};
+use hvsim_abi::irq;
+use hvsim_vmm::boot::raw::RawImage;
+
+use super::rt::Program;
+
+/// The vault's code.
+pub const CODE: [u8; 3] = [7, 3, 9];
+/// Virtual time between attempts.
+const ATTEMPT_NS: i64 = 1_000_000;
+
+pub const VAULT_CLOSED: &str = "the vault stays closed";
+pub const FIRST_DIGIT: &str = "the first digit is right";
+pub const TWO_DIGITS: &str = "the first two digits are right";
+pub const STARTED: &str = "the guesser started";
+pub const BAD_DIGIT: &str = "a digit above 9 came up";
+
+fn assertion(display: &str, assert_type: &str, message: &str, must_hit: bool, hit: bool, condition: bool) -> String {
+    format!(
+        r#"{{"antithesis_assert":{{"id":"{message}","message":"{message}","condition":{condition},"hit":{hit},"must_hit":{must_hit},"assert_type":"{assert_type}","display_type":"{display}","location":{{"class":"","function":"demo","file":"guest-image/src/raw/demo.rs","begin_line":0,"begin_column":0}},"details":null}}}}"#
+    )
+}
+
+/// Emits code that sends `json` as one message.
+fn send(p: &mut Program, json: &str) {
+    let (l, n) = p.bytes(json.as_bytes());
+    dynasm!(p.a ; lea rsi, [=>l] ; mov ecx, n as i32);
+    p.send_rsi_rcx();
+}
+
+pub fn build() -> RawImage {
+    let mut p = Program::new("demo");
+    let woke = p.var();
+    let digit = p.var();
+    let alarm = p.on_irq(irq::ALARM);
+    p.pic_init(!((1u16 << 2) | (1 << irq::ALARM)));
+
+    // Register every assertion before any is reached, then report setup.
+    for json in [
+        assertion("Always", "always", VAULT_CLOSED, true, false, false),
+        assertion("Sometimes", "sometimes", FIRST_DIGIT, true, false, false),
+        assertion("Sometimes", "sometimes", TWO_DIGITS, true, false, false),
+        assertion("Reachable", "reachability", STARTED, true, false, false),
+        assertion("Unreachable", "reachability", BAD_DIGIT, false, false, false),
+    ] {
+        send(&mut p, &json);
+    }
+    send(&mut p, r#"{"antithesis_setup":{"status":"complete","details":{"guest":"demo"}}}"#);
+    send(&mut p, &assertion("Reachable", "reachability", STARTED, true, true, true));
+
+    dynasm!(p.a ; attempt:);
+    // Sleep one attempt's worth of virtual time.
+    p.clock_rax();
+    dynasm!(p.a
+        ; mov rdi, QWORD ATTEMPT_NS
+        ; add rdi, rax
+        ; mov QWORD [=>woke], 0
+    );
+    p.alarm_at_rdi();
+    dynasm!(p.a
+        ; sti
+        ; sleep:
+        ; hlt
+        ; cmp QWORD [=>woke], 0
+        ; je <sleep
+        ; cli
+    );
+    for (k, &want) in CODE.iter().enumerate() {
+        p.random(digit, 1);
+        dynasm!(p.a
+            ; movzx eax, BYTE [=>digit]
+            ; xor edx, edx
+            ; mov ecx, 10
+            ; div ecx
+            ; cmp edx, want as i32
+            ; jne <attempt
+        );
+        match k {
+            0 => send(&mut p, &assertion("Sometimes", "sometimes", FIRST_DIGIT, true, true, true)),
+            1 => send(&mut p, &assertion("Sometimes", "sometimes", TWO_DIGITS, true, true, true)),
+            _ => send(&mut p, &assertion("Always", "always", VAULT_CLOSED, true, true, false)),
+        }
+    }
+    dynasm!(p.a ; jmp <attempt);
+
+    dynasm!(p.a ; =>alarm ; mov QWORD [=>woke], 1 ; ret);
+    p.finish()
+}
