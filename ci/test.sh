@@ -20,3 +20,10 @@ done
 export HVSIM_SLOW_TESTS=$slow
 cargo build --workspace --all-targets
 cargo test --workspace -- --test-threads="${HVSIM_TEST_THREADS:-2}"
+
+# The C and Python guest SDKs test themselves outside hvsim.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -std=gnu11 -Wall -Wextra -Werror -O1 -o "$tmp/test_sdk" guest-sdk/c/test_sdk.c
+"$tmp/test_sdk"
+python3 -m unittest discover -s guest-sdk/python

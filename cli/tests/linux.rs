@@ -98,3 +98,47 @@ fn user_rdtsc_is_virtual_time_where_the_host_traps_it() {
         assert!(t <= vtime, "RDTSC {t} is not virtual time (run ended at {vtime} ns)");
     }
 }
+
+#[test]
+fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sdk = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk/c");
+    let binary = dir.path().join("sdk-example");
+    let cc = std::process::Command::new("gcc")
+        .args(["-std=gnu11", "-O1", "-static", "-s", "-I", sdk, "-o"])
+        .arg(&binary)
+        .arg(format!("{sdk}/example.c"))
+        .status()
+        .expect("gcc runs");
+    assert!(cc.success(), "building the SDK example failed");
+    // Any language can speak the protocol: here, the shell.
+    let shell_line = r#"{"antithesis_assert":{"id":"shell: any language can report","message":"shell: any language can report","condition":true,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}"#;
+    let command = format!("/bin/sdk-example && echo '{shell_line}' > $HVSIM_SDK_OUTPUT");
+    let out = dir.path().join("out");
+    let o = output(&[
+        "explore", "--json", "--linux", "--init-cmd", &command,
+        "--guest-file", &format!("{}:/bin/sdk-example", binary.display()),
+        "--branches", "4", "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["summary"]["setup_complete"], true, "{}", r["summary"]);
+    let find = |msg: &str| -> Value {
+        r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == msg).cloned()
+            .unwrap_or_else(|| panic!("{msg} missing from the report: {}", r["assertions"]))
+    };
+    // Later branches may start from snapshots taken after an assertion, so
+    // hits count at least once, not once per branch.
+    assert_eq!(find("example: arithmetic works")["verdict"], "held");
+    assert!(find("example: the random value is sometimes even")["hits"].as_u64().unwrap() >= 1);
+    assert_eq!(find("example: r mod 100 stays below 100")["verdict"], "held");
+    // Registered by hvsim_init() though never reached.
+    let never = find("example: the impossible branch");
+    assert_eq!((never["registered"].as_bool(), never["hits"].as_u64()), (Some(true), Some(0)));
+    assert_eq!(find("shell: any language can report")["verdict"], "held");
+    assert!(r["events"]["example_finished"].as_u64().unwrap() >= 1);
+    assert!(out.join("report.md").exists());
+}

@@ -52,6 +52,8 @@ pub struct ExploreConfig {
     /// `false`: every branch starts from the root (the baseline that
     /// `hvsim bench explore` compares against).
     pub branch_from_snapshots: bool,
+    /// Stop as soon as a bug is found.
+    pub stop_at_first_bug: bool,
 }
 
 /// A snapshot the explorer can branch from.
@@ -291,12 +293,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     let mut vtime_total = 0u64;
     let mut series = Vec::new();
     let mut first_bug = (!state.bugs.is_empty()).then_some((0, 0));
-    let exhausted = |branches: u64, vtime: u64| {
-        config.budget.branches.is_some_and(|b| branches >= b)
+    let exhausted = |branches: u64, vtime: u64, bugs: usize| {
+        (config.stop_at_first_bug && bugs > 0)
+            || config.budget.branches.is_some_and(|b| branches >= b)
             || config.budget.wall.is_some_and(|w| start.elapsed() >= w)
             || config.budget.vtime.is_some_and(|v| vtime >= v.nanos())
     };
-    while !exhausted(branches, vtime_total) {
+    while !exhausted(branches, vtime_total, state.bugs.len()) {
         branches += 1;
         let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
         let seed = branch_seed(config.seed, branches);

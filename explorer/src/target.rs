@@ -2,7 +2,8 @@
 //! a command. Plain data, so a bug record names the exact target to replay.
 
 use hvsim_guest_image::host::Host;
-use hvsim_guest_image::linux::{self, LinuxOptions};
+use hvsim_guest_image::linux::{self, GuestFile, LinuxOptions};
+use sha2::{Digest, Sha256};
 use hvsim_guest_image::raw;
 use hvsim_vmm::MachineConfig;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,14 @@ use crate::error::{ExploreError, Result};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
     Raw { guest: String },
-    Linux { command: String, mem: usize },
+    Linux {
+        command: String,
+        mem: usize,
+        /// Host files copied into the guest, with the SHA-256 of their
+        /// contents when the exploration ran (a replay refuses changed files).
+        #[serde(default)]
+        files: Vec<(GuestFile, String)>,
+    },
 }
 
 impl Target {
@@ -38,12 +46,21 @@ impl Target {
                 })?;
                 MachineConfig::raw(g.build(), seed, &host.profile)
             }
-            Target::Linux { command, mem } => {
+            Target::Linux { command, mem, files } => {
+                for (f, hash) in files {
+                    if file_hash(&f.host)? != *hash {
+                        return Err(ExploreError::Target(format!(
+                            "guest file {} changed since the exploration (its SHA-256 differs)",
+                            f.host.display()
+                        )));
+                    }
+                }
                 let opts = LinuxOptions {
                     command: command.clone(),
                     nested_workarounds: host.profile.nested_pvm,
                     verbose: false,
                     cpuid_virtualized: host.probes.cpuid_virtualized,
+                    files: files.iter().map(|(f, _)| f.clone()).collect(),
                 };
                 let image = linux::prepare(&opts).map_err(|e| ExploreError::Target(e.to_string()))?;
                 MachineConfig::linux(image, seed, *mem, &host.profile)
@@ -52,4 +69,10 @@ impl Target {
         config.host = host.settings(self.is_linux(), None);
         Ok(config)
     }
+}
+
+/// SHA-256 (hex) of a host file.
+pub fn file_hash(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| ExploreError::Target(format!("cannot read {}: {e}", path.display())))?;
+    Ok(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -1,15 +1,18 @@
 //! PID 1 of hvsim's Linux guest.
 //!
-//! As init: mounts /proc, /sys, /dev, /tmp and /run, prints a readiness
-//! line, runs the command hvsim passed on the kernel command line
-//! (`hvsim_cmd=<hex>`) with `/bin/sh -c`, reaps every orphan meanwhile,
-//! then powers the machine off with the command's exit status through
-//! `/dev/hvsim` (falling back to an ordinary power-off outside hvsim).
+//! As init: mounts /proc, /sys, /dev, /tmp and /run, creates the SDK FIFO
+//! at /run/hvsim/sdk, prints a readiness line, runs the command hvsim
+//! passed on the kernel command line (`hvsim_cmd=<hex>`) with `/bin/sh -c`,
+//! relays every SDK line written to the FIFO to hvsim's channel, reaps
+//! every orphan meanwhile, then powers the machine off with the command's
+//! exit status through `/dev/hvsim` (falling back to an ordinary power-off
+//! outside hvsim).
 //!
 //! Run as any other PID (`/init TOOL ...`), it is a small tool box for
 //! tests: `rdtsc N` prints N readings of the time-stamp counter.
 
 mod cmdline;
+mod relay;
 mod sys;
 mod tools;
 
@@ -47,8 +50,15 @@ fn init() -> u8 {
         },
         Err(_) => "true".to_owned(),
     };
+    let mut relay = match relay::Relay::create() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hvsim-init: cannot create the SDK relay at {}: {e}", relay::SDK_PATH);
+            return 1;
+        }
+    };
     println!("hvsim-init: ready");
-    let status = match sys::run_shell(&command) {
+    let status = match sys::run_shell(&command, &mut relay) {
         Ok(status) => status,
         Err(e) => {
             eprintln!("hvsim-init: cannot run /bin/sh: {e}");

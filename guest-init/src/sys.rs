@@ -2,8 +2,11 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
+
+use crate::relay::{Relay, SDK_PATH};
 
 /// `ioctl` on /dev/hvsim that ends the run with an exit status
 /// (`_IOW('h', 1, int)`, see the kernel patch "x86: hvsim guest support").
@@ -21,33 +24,96 @@ pub fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
-/// Runs `/bin/sh -c command`, reaping every other child that exits in the
-/// meantime (PID 1 inherits orphans). Returns the shell's exit status, or
-/// 128 + signal number if it was killed.
-pub fn run_shell(command: &str) -> io::Result<u8> {
-    let child = Command::new("/bin/sh")
-        .arg("-c")
+/// Runs `/bin/sh -c command` with the SDK relay pumping, reaping every
+/// other child that exits meanwhile (PID 1 inherits orphans). Returns the
+/// shell's exit status, or 128 + signal number if it was killed.
+///
+/// One `poll` waits on both the SDK FIFO and a signalfd for SIGCHLD: no
+/// timers, so waiting costs the guest no virtual time.
+pub fn run_shell(command: &str, relay: &mut Relay) -> io::Result<u8> {
+    // SAFETY: plain signal-set manipulation on local data.
+    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut mask);
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        if libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: signalfd with a valid mask; the fd is owned below.
+    let sfd = unsafe { libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if sfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: sfd was just created and is owned by nobody else.
+    let sfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(sfd) };
+
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
         .arg(command)
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         .env("HOME", "/root")
-        .env_remove("hvsim_cmd")
-        .spawn()?;
+        .env("HVSIM_SDK_OUTPUT", SDK_PATH)
+        .env("ANTITHESIS_SDK_LOCAL_OUTPUT", SDK_PATH)
+        .env_remove("hvsim_cmd");
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::sigprocmask(libc::SIG_UNBLOCK, &mask, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into a local.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        let mut fds = [
+            libc::pollfd { fd: relay.fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: sfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
         if r < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
         }
-        if r == pid {
-            let s = std::process::ExitStatus::from_raw(status);
-            return Ok(match (s.code(), s.signal()) {
-                (Some(code), _) => code as u8,
-                (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-                (None, None) => 255,
-            });
+        if fds[0].revents != 0 {
+            relay.pump();
         }
+        if fds[1].revents != 0 {
+            let mut info = [0u8; 128];
+            // SAFETY: reading signalfd records into a local buffer.
+            while unsafe { libc::read(sfd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid writes the status into a local.
+                let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+                if r <= 0 {
+                    break;
+                }
+                if r == pid {
+                    relay.finish();
+                    let s = std::process::ExitStatus::from_raw(status);
+                    return Ok(match (s.code(), s.signal()) {
+                        (Some(code), _) => code as u8,
+                        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+                        (None, None) => 255,
+                    });
+                }
+            }
+        }
+    }
+}
+
+pub fn mkfifo(path: &str, mode: libc::mode_t) -> io::Result<()> {
+    let p = cstr(path);
+    // SAFETY: p is a NUL-terminated path.
+    if unsafe { libc::mkfifo(p.as_ptr(), mode) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

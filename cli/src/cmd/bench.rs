@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use hvsim_guest_image::raw;
+use hvsim_explorer::{explore, Budget, ExploreConfig, Target};
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
@@ -32,6 +33,18 @@ enum What {
     },
     /// Snapshot capture to a file, restore from a file, and in-process reset
     /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
+    /// Timelines per second and time to the first bug on the demo, branching
+    /// from snapshots against starting every timeline from the root.
+    Explore {
+        /// Master seeds to measure (1..=N).
+        #[arg(long, default_value = "3")]
+        seeds: u64,
+        /// Give up on a seed after this many branches.
+        #[arg(long, default_value = "5000")]
+        max_branches: u64,
+        #[arg(long)]
+        json: bool,
+    },
     Snapshot {
         /// Resets measured per dirty-page count (medians are reported).
         #[arg(long, default_value = "20")]
@@ -45,6 +58,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
+        What::Explore { seeds, max_branches, json } => bench_explore(seeds.max(1), max_branches, json),
     }
 }
 
@@ -167,6 +181,72 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
                 r["restore_from_file_ms"].as_f64().unwrap(), r["file_bytes"].as_u64().unwrap()
             );
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_explore(seeds: u64, max_branches: u64, json: bool) -> Result<ExitCode> {
+    let host = Host::open()?;
+    let mut rows = Vec::new();
+    for seed in 1..=seeds {
+        for snapshots in [true, false] {
+            let config = ExploreConfig {
+                target: Target::Raw { guest: "demo".into() },
+                seed,
+                budget: Budget { branches: Some(max_branches), ..Budget::default() },
+                slice: Vtime(5_000_000),
+                setup_limit: Vtime::from_secs(10),
+                branch_from_snapshots: snapshots,
+                stop_at_first_bug: true,
+            };
+            let e = explore(&config, &host, &mut |_| {})?;
+            let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));
+            rows.push(serde_json::json!({
+                "seed": seed,
+                "mode": if snapshots { "snapshots" } else { "from-root" },
+                "branches": e.branches,
+                "timelines_per_sec": e.branches as f64 / (e.wall_ms.max(1) as f64 / 1000.0),
+                "branches_to_first_bug": branches_to_bug,
+                "ms_to_first_bug": ms_to_bug,
+            }));
+        }
+    }
+    let med = |mode: &str, key: &str| -> Option<f64> {
+        let v: Vec<f64> = rows.iter().filter(|r| r["mode"] == mode).filter_map(|r| r[key].as_f64()).collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let summary = serde_json::json!({
+        "snapshots_ms_to_first_bug": med("snapshots", "ms_to_first_bug"),
+        "from_root_ms_to_first_bug": med("from-root", "ms_to_first_bug"),
+        "snapshots_branches_to_first_bug": med("snapshots", "branches_to_first_bug"),
+        "from_root_branches_to_first_bug": med("from-root", "branches_to_first_bug"),
+        "snapshots_timelines_per_sec": med("snapshots", "timelines_per_sec"),
+        "from_root_timelines_per_sec": med("from-root", "timelines_per_sec"),
+    });
+    if json {
+        println!("{}", serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary }));
+    } else {
+        println!("explore the demo to its first bug, branching from snapshots vs from the root every time:");
+        println!("  seed | mode      | branches to bug | ms to bug | timelines/s");
+        for r in &rows {
+            println!(
+                "  {:>4} | {:<9} | {:>15} | {:>9} | {:>11.0}",
+                r["seed"].as_u64().unwrap(),
+                r["mode"].as_str().unwrap(),
+                r["branches_to_first_bug"].as_u64().map_or("not found".into(), |b| b.to_string()),
+                r["ms_to_first_bug"].as_u64().map_or("-".into(), |b| b.to_string()),
+                r["timelines_per_sec"].as_f64().unwrap()
+            );
+        }
+        let ratio = |a: &str, b: &str| match (summary[a].as_f64(), summary[b].as_f64()) {
+            (Some(x), Some(y)) if x > 0.0 => format!("{:.1}x", y / x),
+            _ => "n/a".into(),
+        };
+        println!(
+            "  median time to first bug: snapshots {} ms, from root {} ms: {} faster",
+            summary["snapshots_ms_to_first_bug"], summary["from_root_ms_to_first_bug"],
+            ratio("snapshots_ms_to_first_bug", "from_root_ms_to_first_bug")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hvsim_explorer::target::file_hash;
 use hvsim_explorer::{explore, report, Budget, ExploreConfig, Target};
+use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -28,6 +30,9 @@ pub struct Args {
     /// With --linux: guest RAM.
     #[arg(long, default_value = "128M", value_parser = util::parse_size, requires = "linux")]
     mem: usize,
+    /// With --linux: copy a host file into the guest (repeatable).
+    #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
+    guest_file: Vec<GuestFile>,
     /// Master seed: with a branch budget, the exploration is a function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -65,7 +70,12 @@ fn vtime(d: Duration) -> Vtime {
 
 pub fn main(args: Args) -> Result<ExitCode> {
     let target = if args.linux {
-        Target::Linux { command: args.init_cmd.clone(), mem: args.mem }
+        let files = args
+            .guest_file
+            .iter()
+            .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
+            .collect::<hvsim_explorer::Result<Vec<_>>>()?;
+        Target::Linux { command: args.init_cmd.clone(), mem: args.mem, files }
     } else {
         Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }
     };
@@ -77,6 +87,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         slice: vtime(args.slice.unwrap_or(if linux { Duration::from_secs(2) } else { Duration::from_millis(5) })),
         setup_limit: vtime(args.setup_limit.unwrap_or(Duration::from_secs(if linux { 600 } else { 10 }))),
         branch_from_snapshots: !args.no_snapshots,
+        stop_at_first_bug: false,
     };
     let host = Host::open()?;
     let bar = ProgressBar::new(args.branches);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hvsim_guest_image::linux::{self, LinuxOptions};
+use hvsim_guest_image::linux::{self, GuestFile, LinuxOptions};
 use hvsim_guest_image::raw;
 use hvsim_vmm::{Machine, MachineConfig, Vtime};
 
@@ -32,6 +32,9 @@ pub struct Args {
     /// With --linux: keep the kernel's boot messages on the console.
     #[arg(long, requires = "linux")]
     verbose_boot: bool,
+    /// With --linux: copy a host file into the guest (repeatable).
+    #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
+    guest_file: Vec<GuestFile>,
     /// Master seed (decimal or 0x hex): the run is a pure function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -63,6 +66,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             nested_workarounds: host.profile.nested_pvm,
             verbose: args.verbose_boot,
             cpuid_virtualized: host.probes.cpuid_virtualized,
+            files: args.guest_file.clone(),
         };
         let image = linux::prepare(&opts).context("cannot prepare the Linux guest")?;
         let config = MachineConfig::linux(image, args.seed, args.mem, &host.profile);

@@ -51,11 +51,12 @@ fn append(out: &mut Vec<u8>, ino: u32, name: &str, node: &Node<'_>) -> std::io::
     Ok(())
 }
 
-/// The initramfs bytes around `busybox` (the host's busybox-static binary).
-pub fn build(busybox: &[u8]) -> Vec<u8> {
+/// The initramfs bytes around `busybox` (the host's busybox-static binary),
+/// plus `extra` files (absolute guest path, contents; made executable).
+pub fn build(busybox: &[u8], extra: &[(String, Vec<u8>)]) -> Vec<u8> {
     let passwd = b"root:x:0:0:root:/root:/bin/sh\n";
     let group = b"root:x:0:\n";
-    let entries: Vec<(&str, Node<'_>)> = vec![
+    let mut entries: Vec<(&str, Node<'_>)> = vec![
         ("bin", Node::Dir),
         ("dev", Node::Dir),
         ("dev/console", Node::CharDev(5, 1)),
@@ -76,6 +77,21 @@ pub fn build(busybox: &[u8]) -> Vec<u8> {
         ("usr/bin/env", Node::Symlink("/bin/busybox")),
         ("init", Node::File(INIT)),
     ];
+    // Extra files, with any directories they need that are not there yet.
+    let mut dirs: Vec<String> = Vec::new();
+    for (path, _) in extra {
+        let rel = path.trim_start_matches('/');
+        let mut at = 0;
+        while let Some(i) = rel[at..].find('/') {
+            let dir = rel[..at + i].to_owned();
+            if !entries.iter().any(|(n, _)| *n == dir) && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+            at += i + 1;
+        }
+    }
+    entries.extend(dirs.iter().map(|d| (d.as_str(), Node::Dir)));
+    entries.extend(extra.iter().map(|(path, bytes)| (path.trim_start_matches('/'), Node::File(bytes))));
     let mut out = Vec::with_capacity(busybox.len() + INIT.len() + 64 * 1024);
     for (i, (name, node)) in entries.iter().enumerate() {
         append(&mut out, i as u32 + 1, name, node).expect("writing to a Vec cannot fail");
@@ -96,8 +112,9 @@ mod tests {
 
     #[test]
     fn archive_lists_init_and_busybox_reproducibly() {
-        let a = build(b"fake busybox");
-        assert_eq!(a, build(b"fake busybox"), "reproducible");
+        let extra = vec![("/opt/app/run".to_owned(), b"#!/bin/sh\ntrue\n".to_vec())];
+        let a = build(b"fake busybox", &extra);
+        assert_eq!(a, build(b"fake busybox", &extra), "reproducible");
         let mut names = vec![];
         let mut rest: &[u8] = &a;
         loop {
@@ -111,6 +128,8 @@ mod tests {
         assert!(names.iter().any(|(n, m, s)| n == "init" && m & S_IFREG != 0 && *s as usize == INIT.len()));
         assert!(names.iter().any(|(n, _, s)| n == "bin/busybox" && *s == 12));
         assert!(names.iter().any(|(n, m, _)| n == "dev/console" && m & S_IFCHR == S_IFCHR));
+        assert!(names.iter().any(|(n, m, _)| n == "opt/app" && m & S_IFDIR != 0));
+        assert!(names.iter().any(|(n, _, s)| n == "opt/app/run" && *s == 15));
         assert_eq!(a.len() % 4, 0);
     }
 

@@ -5,6 +5,8 @@ pub mod initramfs;
 pub mod kernel;
 pub mod packages;
 
+use std::path::PathBuf;
+
 use hvsim_vmm::boot::linux::LinuxImage;
 use hvsim_vmm::cpuid::{self, Reg, Why};
 
@@ -23,6 +25,28 @@ pub struct LinuxOptions {
     /// Whether this host really gives the guest hvsim's CPUID (see
     /// `raw::probes`). If not, the kernel is told which features to ignore.
     pub cpuid_virtualized: bool,
+    /// Host files to put into the guest (executable).
+    pub files: Vec<GuestFile>,
+}
+
+/// A host file copied into the guest's initramfs.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GuestFile {
+    pub host: PathBuf,
+    /// Absolute path in the guest.
+    pub guest: String,
+}
+
+impl GuestFile {
+    /// Parses `HOST:GUEST` (GUEST absolute).
+    pub fn parse(s: &str) -> std::result::Result<GuestFile, String> {
+        match s.split_once(':') {
+            Some((host, guest)) if !host.is_empty() && guest.starts_with('/') && guest.len() > 1 => {
+                Ok(GuestFile { host: host.into(), guest: guest.to_owned() })
+            }
+            _ => Err(format!("`{s}` is not HOST_PATH:/GUEST/PATH")),
+        }
+    }
 }
 
 /// Parameters for the nested-host workarounds in patch 0003.
@@ -100,9 +124,14 @@ pub fn prepare(opts: &LinuxOptions) -> Result<LinuxImage> {
         None => kernel::ensure_built()?.vmlinux,
     };
     let busybox = initramfs::host_busybox()?;
+    let mut extra = Vec::new();
+    for f in &opts.files {
+        let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
+        extra.push((f.guest.clone(), bytes));
+    }
     Ok(LinuxImage {
         kernel: vmlinux,
-        initrd: initramfs::build(&busybox),
+        initrd: initramfs::build(&busybox, &extra),
         cmdline: cmdline(opts),
     })
 }
@@ -118,6 +147,7 @@ mod tests {
             nested_workarounds: false,
             verbose: false,
             cpuid_virtualized: true,
+            files: vec![],
         };
         let c = cmdline(&o);
         assert!(c.ends_with(" hvsim_cmd=6563686f202761206227"), "{c}");
@@ -125,6 +155,17 @@ mod tests {
         assert!(!c.contains("clearcpuid"));
         o.nested_workarounds = true;
         assert!(cmdline(&o).contains("syscall_pf_fixup no_int3_selftest no_fpu_drop_fwait"));
+    }
+
+    #[test]
+    fn guest_file_specs() {
+        assert_eq!(
+            GuestFile::parse("/tmp/a:/bin/a"),
+            Ok(GuestFile { host: "/tmp/a".into(), guest: "/bin/a".into() })
+        );
+        assert!(GuestFile::parse("/tmp/a:bin/a").is_err());
+        assert!(GuestFile::parse("/tmp/a").is_err());
+        assert!(GuestFile::parse(":/x").is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod faults;
 mod idle;
 pub mod probes;
 pub mod rt;
+mod sdk_garbage;
 mod serial;
 mod spin;
 mod timer;
@@ -68,6 +69,12 @@ pub const GUESTS: &[Guest] = &[
         about: "prints text on the serial console",
         deterministic: true,
         build: serial::build,
+    },
+    Guest {
+        name: "sdk-garbage",
+        about: "sends every kind of garbage on the SDK channel, and one valid assertion",
+        deterministic: true,
+        build: sdk_garbage::build,
     },
     Guest {
         name: "bad-port",
