@@ -159,7 +159,7 @@ mod tests {
         for g in GUESTS {
             let img = g.build();
             assert_eq!(img.name, g.name);
-            assert!(!img.code.is_empty() && img.code.len() < 64 * 1024, "{}", g.name);
+            assert!(!img.code.is_empty() && img.code.len() < 256 * 1024, "{}", g.name);
         }
     }
 
