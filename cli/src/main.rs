@@ -1,6 +1,7 @@
 //! `hvsim`: the command line of the deterministic simulation VMM.
 
 mod cmd;
+mod nodes;
 mod session;
 mod util;
 

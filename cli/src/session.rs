@@ -11,6 +11,8 @@ use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::util::{self, AtomicFile};
 
+pub const DEFAULT_VTIME_LIMIT: Duration = Duration::from_secs(2 * 3600);
+
 /// `--watchdog`: a timeout, or `off`.
 #[derive(Clone, Copy, Debug)]
 pub struct Watchdog(pub Option<Duration>);
@@ -23,9 +25,10 @@ fn parse_watchdog(s: &str) -> Result<Watchdog, String> {
 #[derive(clap::Args, Debug)]
 pub struct Output {
     /// Stop the run at this much virtual time (counted from the start of
-    /// the run, also when replaying a snapshot).
-    #[arg(long, default_value = "2h", value_parser = util::parse_duration)]
-    pub vtime_limit: Duration,
+    /// the run, also when replaying a snapshot). Default: 2h, or 1s for
+    /// built-in guests that never stop on their own (see --list-guests).
+    #[arg(long, value_parser = util::parse_duration)]
+    pub vtime_limit: Option<Duration>,
     /// Write the full determinism log (every exit) to FILE.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -85,7 +88,8 @@ impl Session {
 
     /// Runs to the end (or `out.vtime_limit`), then reports.
     pub fn finish(mut self, out: &Output) -> Result<ExitCode> {
-        let limit = Vtime(u64::try_from(out.vtime_limit.as_nanos()).unwrap_or(u64::MAX));
+        let limit = out.vtime_limit.unwrap_or(DEFAULT_VTIME_LIMIT);
+        let limit = Vtime(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
         let end = match self.run_to(limit)? {
             Some(end) => end,
             None => {
@@ -127,6 +131,14 @@ impl Session {
                     format!("; NOT replayable: {}", summary.nonreplayable_reasons.join("; "))
                 }
             );
+            for f in &summary.faults {
+                eprintln!("hvsim: fault {:<18} {:<11} ({} touched)", f.kind, f.status, f.landed);
+            }
+            for d in &summary.devices {
+                if let Some(reason) = &d.broken {
+                    eprintln!("hvsim: device {} was broken by the guest: {reason}", d.name);
+                }
+            }
         }
         Ok(ExitCode::from(exit_code(&end)))
     }

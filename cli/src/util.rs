@@ -46,19 +46,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses a size like `128M`, `1G`, `4096` (bytes), `512K`.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, ""),
-    };
-    let shift = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        _ => return Err(format!("`{s}`: unknown size unit `{unit}` (use K, M or G)")),
-    };
-    let n: usize = digits.parse().map_err(|_| format!("`{s}` is not a size (e.g. 128M)"))?;
-    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("`{s}` is too large"))
+    let n = hvsim_vmm::faults::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("`{s}` is too large"))
 }
 
 /// A file that appears at `path` only when complete: written to a temporary

@@ -1,12 +1,16 @@
 //! What the explorer runs: a built-in raw guest or hvsim's Linux guest with
 //! a command. Plain data, so a bug record names the exact target to replay.
 
+use std::path::PathBuf;
+
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::{self, GuestFile, LinuxOptions};
-use sha2::{Digest, Sha256};
 use hvsim_guest_image::raw;
+use hvsim_vmm::devices::virtio::VirtioSpec;
+use hvsim_vmm::faults::FaultPlan;
 use hvsim_vmm::MachineConfig;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::error::{ExploreError, Result};
 
@@ -21,7 +25,54 @@ pub enum Target {
         /// contents when the exploration ran (a replay refuses changed files).
         #[serde(default)]
         files: Vec<(GuestFile, String)>,
+        /// Simulated nodes, their disks, and the faults injected.
+        #[serde(default)]
+        system: System,
     },
+}
+
+/// A simulated multi-node system inside the Linux guest (`--nodes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct System {
+    pub nodes: u16,
+    /// Each node's disk size in bytes.
+    pub disk_bytes: u64,
+    /// The base image under every disk, with its SHA-256 (a replay refuses
+    /// a changed image).
+    pub disk_image: Option<(PathBuf, String)>,
+    /// The fault plan's text: kept whole, so a bug record replays without
+    /// the file. Ranges are resolved from the master seed.
+    pub fault_plan: Option<String>,
+}
+
+impl System {
+    /// Gives the machine this system's devices and faults.
+    pub fn apply(&self, config: &mut MachineConfig, seed: u64) -> Result<()> {
+        if let Some((path, hash)) = &self.disk_image {
+            check_unchanged(path, hash, "disk image")?;
+        }
+        config.spec.virtio = VirtioSpec {
+            nodes: self.nodes,
+            disk_bytes: self.disk_bytes,
+            disk_base: self.disk_image.as_ref().map(|(p, _)| p.display().to_string()),
+            rng: true,
+        };
+        if let Some(text) = &self.fault_plan {
+            config.faults = FaultPlan::parse(text, seed, self.nodes)
+                .map_err(|e| ExploreError::Target(format!("fault plan: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+fn check_unchanged(path: &std::path::Path, hash: &str, what: &str) -> Result<()> {
+    if file_hash(path)? != hash {
+        return Err(ExploreError::Target(format!(
+            "{what} {} changed since the exploration (its SHA-256 differs)",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 impl Target {
@@ -46,14 +97,9 @@ impl Target {
                 })?;
                 MachineConfig::raw(g.build(), seed, &host.profile)
             }
-            Target::Linux { command, mem, files } => {
+            Target::Linux { command, mem, files, system } => {
                 for (f, hash) in files {
-                    if file_hash(&f.host)? != *hash {
-                        return Err(ExploreError::Target(format!(
-                            "guest file {} changed since the exploration (its SHA-256 differs)",
-                            f.host.display()
-                        )));
-                    }
+                    check_unchanged(&f.host, hash, "guest file")?;
                 }
                 let opts = LinuxOptions {
                     command: command.clone(),
@@ -63,7 +109,9 @@ impl Target {
                     files: files.iter().map(|(f, _)| f.clone()).collect(),
                 };
                 let image = linux::prepare(&opts).map_err(|e| ExploreError::Target(e.to_string()))?;
-                MachineConfig::linux(image, seed, *mem, &host.profile)
+                let mut config = MachineConfig::linux(image, seed, *mem, &host.profile);
+                system.apply(&mut config, seed)?;
+                config
             }
         };
         config.host = host.settings(self.is_linux(), None);
@@ -75,4 +123,24 @@ impl Target {
 pub fn file_hash(path: &std::path::Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| ExploreError::Target(format!("cannot read {}: {e}", path.display())))?;
     Ok(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_recorded_before_nodes_existed_still_load() {
+        let old = r#"{"kind":"linux","command":"true","mem":134217728,"files":[]}"#;
+        let t: Target = serde_json::from_str(old).unwrap();
+        assert!(matches!(t, Target::Linux { system, .. } if system == System::default()));
+        let with = Target::Linux {
+            command: "true".into(),
+            mem: 1 << 27,
+            files: vec![],
+            system: System { nodes: 2, disk_bytes: 1 << 20, disk_image: None, fault_plan: Some("[network]\ndrop = 0.1\n".into()) },
+        };
+        let back: Target = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back, with, "the fault plan's text travels with a bug record");
+    }
 }

@@ -8,10 +8,15 @@
 //! exit status through `/dev/hvsim` (falling back to an ordinary power-off
 //! outside hvsim).
 //!
-//! Run as any other PID (`/init TOOL ...`), it is a small tool box for
-//! tests: `rdtsc N` prints N readings of the time-stamp counter.
+//! With `hvsim_nodes=N` on the command line it first sets up N simulated
+//! nodes, one network namespace each (see `nodes.rs`).
+//!
+//! Run as any other PID it is a small tool box: as `hvsim-node I CMD...` it
+//! runs a command on node I; as `/init rdtsc N` it prints N readings of the
+//! time-stamp counter.
 
 mod cmdline;
+mod nodes;
 mod relay;
 mod sys;
 mod tools;
@@ -20,7 +25,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     if std::process::id() != 1 {
-        return tools::main(std::env::args().skip(1).collect());
+        let mut args = std::env::args();
+        let argv0 = args.next().unwrap_or_default();
+        if argv0.rsplit('/').next() == Some("hvsim-node") {
+            return tools::node(args.collect());
+        }
+        return tools::main(args.collect());
     }
     let status = init();
     power_off(status)
@@ -57,6 +67,16 @@ fn init() -> u8 {
             return 1;
         }
     };
+    if let Ok(n) = std::env::var("hvsim_nodes") {
+        let Ok(n) = n.parse::<u16>() else {
+            eprintln!("hvsim-init: hvsim_nodes={n} is not a node count");
+            return 1;
+        };
+        if let Err(e) = nodes::setup(n) {
+            eprintln!("hvsim-init: cannot set up the nodes: {e}");
+            return 1;
+        }
+    }
     println!("hvsim-init: ready");
     let status = match sys::run_shell(&command, &mut relay) {
         Ok(status) => status,

@@ -55,7 +55,8 @@ pub fn run_shell(command: &str, relay: &mut Relay) -> io::Result<u8> {
         .env("HOME", "/root")
         .env("HVSIM_SDK_OUTPUT", SDK_PATH)
         .env("ANTITHESIS_SDK_LOCAL_OUTPUT", SDK_PATH)
-        .env_remove("hvsim_cmd");
+        .env_remove("hvsim_cmd")
+        .env_remove("hvsim_nodes");
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

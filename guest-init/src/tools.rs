@@ -1,15 +1,51 @@
-//! Small test tools, reached as `/init TOOL ARGS...` from a guest shell.
+//! Tools reached from a guest shell: `hvsim-node I CMD...` (a link to
+//! /init) runs a command on a node; `/init rdtsc N` is a test tool.
 
-use std::process::ExitCode;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use crate::nodes;
 
 pub fn main(args: Vec<String>) -> ExitCode {
     match args.first().map(String::as_str) {
         Some("rdtsc") => rdtsc(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5)),
         _ => {
-            eprintln!("usage: /init rdtsc [N]   (as PID 1: hvsim's init)");
+            eprintln!("usage: /init rdtsc [N]   (as PID 1: hvsim's init; as hvsim-node: run on a node)");
             ExitCode::from(2)
         }
     }
+}
+
+/// `hvsim-node I CMD [ARGS...]`: runs CMD (an applet, a program, or a shell
+/// builtin) in node I's network and UTS namespaces, with `HVSIM_NODE` and
+/// `HVSIM_DISK` (the node's disk) in its environment.
+pub fn node(args: Vec<String>) -> ExitCode {
+    let (Some(node), Some(_)) = (args.first().and_then(|n| n.parse::<u16>().ok()), args.get(1)) else {
+        eprintln!("usage: hvsim-node NODE COMMAND [ARGS...]");
+        return ExitCode::from(2);
+    };
+    let enter = || -> std::io::Result<()> {
+        let pid = std::fs::read_to_string(nodes::pid_file(node))?;
+        let pid = pid.trim();
+        nodes::setns(&File::open(format!("/proc/{pid}/ns/net"))?, libc::CLONE_NEWNET)?;
+        nodes::setns(&File::open(format!("/proc/{pid}/ns/uts"))?, libc::CLONE_NEWUTS)
+    };
+    if let Err(e) = enter() {
+        eprintln!("hvsim-node: cannot enter node {node}: {e} (is the guest running with --nodes?)");
+        return ExitCode::from(1);
+    }
+    // The shell runs busybox applets itself and finds programs on PATH.
+    let e = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("exec \"$@\"")
+        .arg("hvsim-node")
+        .args(&args[1..])
+        .env("HVSIM_NODE", node.to_string())
+        .env("HVSIM_DISK", nodes::disk_link(node))
+        .exec();
+    eprintln!("hvsim-node: cannot run /bin/sh: {e}");
+    ExitCode::from(127)
 }
 
 /// Prints `n` readings of the time-stamp counter, one per line.

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::devices::hypercall::ChannelStats;
+use crate::devices::virtio::DeviceReport;
 use crate::devices::BusStats;
+use crate::faults::FaultReport;
 use crate::machine::{Counters, End, Machine};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +36,11 @@ pub struct Summary {
     pub counters: Counters,
     pub channel: ChannelStats,
     pub bus: BusStats,
+    /// Landing evidence: for each fault kind the plan switches on, how many
+    /// packets or requests it touched ("not landed" if none).
+    pub faults: Vec<FaultReport>,
+    /// Virtio devices: counters, and why the guest broke one, if it did.
+    pub devices: Vec<DeviceReport>,
     /// Wall-clock duration of the run (informational; not deterministic).
     pub wall_ms: u64,
 }
@@ -64,6 +71,8 @@ impl Summary {
             counters: state.counters.clone(),
             channel: devices.hc.stats().clone(),
             bus: devices.stats.clone(),
+            faults: devices.virtio.fault_report(),
+            devices: devices.virtio.device_reports(),
             wall_ms,
         }
     }

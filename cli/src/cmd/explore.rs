@@ -12,6 +12,7 @@ use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::nodes::NodeArgs;
 use crate::util;
 
 #[derive(clap::Args)]
@@ -33,6 +34,8 @@ pub struct Args {
     /// With --linux: copy a host file into the guest (repeatable).
     #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
     guest_file: Vec<GuestFile>,
+    #[command(flatten)]
+    nodes: NodeArgs,
     /// Master seed: with a branch budget, the exploration is a function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -75,7 +78,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             .iter()
             .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
             .collect::<hvsim_explorer::Result<Vec<_>>>()?;
-        Target::Linux { command: args.init_cmd.clone(), mem: args.mem, files }
+        Target::Linux { command: args.init_cmd.clone(), mem: args.mem, files, system: args.nodes.system()? }
     } else {
         Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }
     };

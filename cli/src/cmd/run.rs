@@ -11,6 +11,7 @@ use hvsim_vmm::{Machine, MachineConfig, Vtime};
 
 use hvsim_guest_image::host::Host;
 
+use crate::nodes::NodeArgs;
 use crate::session::{Output, Session};
 use crate::util;
 
@@ -35,6 +36,8 @@ pub struct Args {
     /// With --linux: copy a host file into the guest (repeatable).
     #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
     guest_file: Vec<GuestFile>,
+    #[command(flatten)]
+    nodes: NodeArgs,
     /// Master seed (decimal or 0x hex): the run is a pure function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -52,15 +55,18 @@ pub struct Args {
     list_guests: bool,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(mut args: Args) -> Result<ExitCode> {
     if args.list_guests {
         for g in raw::GUESTS {
-            println!("{:<14} {}", g.name, g.about);
+            let forever = if g.runs_forever { " (runs until stopped)" } else { "" };
+            println!("{:<14} {}{forever}", g.name, g.about);
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Bad input is reported before anything slow (kernel build, boot).
+    let system = if args.linux { Some(args.nodes.system()?) } else { None };
     let host = Host::open()?;
-    let (name, config, host_limits) = if args.linux {
+    let (name, config, host_limits) = if let Some(system) = system {
         let opts = LinuxOptions {
             command: args.init_cmd.clone(),
             nested_workarounds: host.profile.nested_pvm,
@@ -69,7 +75,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             files: args.guest_file.clone(),
         };
         let image = linux::prepare(&opts).context("cannot prepare the Linux guest")?;
-        let config = MachineConfig::linux(image, args.seed, args.mem, &host.profile);
+        let mut config = MachineConfig::linux(image, args.seed, args.mem, &host.profile);
+        system.apply(&mut config, args.seed)?;
         ("linux", config, host.probes.limits())
     } else {
         let name = args.guest.as_deref().expect("clap requires a target");
@@ -77,6 +84,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
             let names: Vec<_> = raw::GUESTS.iter().map(|g| g.name).collect();
             bail!("no built-in guest `{name}` (there are: {})", names.join(", "));
         };
+        if guest.runs_forever {
+            args.out.vtime_limit.get_or_insert(Duration::from_secs(1));
+        }
         (guest.name, MachineConfig::raw(guest.build(), args.seed, &host.profile), Vec::new())
     };
     let mut config = config;

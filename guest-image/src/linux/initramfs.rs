@@ -75,6 +75,8 @@ pub fn build(busybox: &[u8], extra: &[(String, Vec<u8>)]) -> Vec<u8> {
         // is enough: no per-applet entries for the kernel to unpack.
         ("bin/sh", Node::Symlink("busybox")),
         ("usr/bin/env", Node::Symlink("/bin/busybox")),
+        // Runs a command on a simulated node (init, called by this name).
+        ("bin/hvsim-node", Node::Symlink("/init")),
         ("init", Node::File(INIT)),
     ];
     // Extra files, with any directories they need that are not there yet.

@@ -24,6 +24,9 @@ pub struct Guest {
     pub about: &'static str,
     /// Whether its runs are expected to be exactly replayable.
     pub deterministic: bool,
+    /// Runs until stopped (the explorer slices it): `hvsim run` then
+    /// defaults to a short virtual-time limit.
+    pub runs_forever: bool,
     build: fn() -> RawImage,
 }
 
@@ -38,72 +41,84 @@ pub const GUESTS: &[Guest] = &[
         name: "demo",
         about: "guesses a vault's 3-digit code (the default target of `hvsim explore`)",
         deterministic: true,
+        runs_forever: true,
         build: demo::build,
     },
     Guest {
         name: "timer",
         about: "computes in ring 3 while PIT interrupts arrive, then sleeps on a PIT one-shot",
         deterministic: true,
+        runs_forever: false,
         build: timer::build,
     },
     Guest {
         name: "idle",
         about: "sleeps one hour of virtual time in HLT",
         deterministic: true,
+        runs_forever: false,
         build: idle::build,
     },
     Guest {
         name: "entropy",
         about: "branches on random bytes from the seed and prints them",
         deterministic: true,
+        runs_forever: false,
         build: entropy::build,
     },
     Guest {
         name: "spin",
         about: "spins in ring 3 with no exits until the watchdog forces one",
         deterministic: false,
+        runs_forever: false,
         build: spin::build,
     },
     Guest {
         name: "serial",
         about: "prints text on the serial console",
         deterministic: true,
+        runs_forever: false,
         build: serial::build,
     },
     Guest {
         name: "sdk-garbage",
         about: "sends every kind of garbage on the SDK channel, and one valid assertion",
         deterministic: true,
+        runs_forever: true,
         build: sdk_garbage::build,
     },
     Guest {
         name: "bad-port",
         about: "writes to a port no device claims (ends with guest-error)",
         deterministic: true,
+        runs_forever: false,
         build: faults::bad_port,
     },
     Guest {
         name: "bad-hypercall",
         about: "sends an unknown hypercall command (ends with guest-error)",
         deterministic: true,
+        runs_forever: false,
         build: faults::bad_hypercall,
     },
     Guest {
         name: "wild-memory",
         about: "writes to a physical address beyond RAM (ends with guest-error)",
         deterministic: true,
+        runs_forever: false,
         build: faults::wild_memory,
     },
     Guest {
         name: "page-fault",
         about: "touches an unmapped address; its exception handler panics (ends with guest-panic)",
         deterministic: true,
+        runs_forever: false,
         build: faults::page_fault,
     },
     Guest {
         name: "triple-fault",
         about: "faults with no usable IDT (ends with triple-fault)",
         deterministic: true,
+        runs_forever: false,
         build: faults::triple_fault,
     },
 ];

@@ -56,7 +56,9 @@ pub struct Entry {
 }
 
 /// Loads kernel, initramfs, command line and boot structures into `ram`.
-pub fn load(ram: &GuestRam, image: &LinuxImage, rng_seed: &[u8; RNG_SEED_LEN]) -> Result<Entry> {
+/// `devices` (the machine's device announcements) is appended to the
+/// image's command line.
+pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; RNG_SEED_LEN]) -> Result<Entry> {
     let kernel_err = |what: &str, e: &dyn std::fmt::Display| {
         Error::Config(format!("kernel {}: {what}: {e}", image.kernel.display()))
     };
@@ -93,14 +95,19 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, rng_seed: &[u8; RNG_SEED_LEN]) -
     }
     ram.write(initrd_addr, &image.initrd)?;
 
-    if image.cmdline.len() >= CMDLINE_MAX {
+    let mut cmdline = image.cmdline.as_bytes().to_vec();
+    if !devices.is_empty() {
+        cmdline.push(b' ');
+        cmdline.extend_from_slice(devices.as_bytes());
+    }
+    if cmdline.len() >= CMDLINE_MAX {
         return Err(Error::Config(format!(
             "kernel command line is {} bytes; Linux takes at most {}",
-            image.cmdline.len(),
+            cmdline.len(),
             CMDLINE_MAX - 1
         )));
     }
-    let mut cmdline = image.cmdline.as_bytes().to_vec();
+    let cmdline_len = cmdline.len() as u32;
     cmdline.push(0);
     ram.write(CMDLINE_ADDR, &cmdline)?;
 
@@ -121,7 +128,7 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, rng_seed: &[u8; RNG_SEED_LEN]) -
     hdr.header = KERNEL_HDR_MAGIC;
     hdr.kernel_alignment = KERNEL_MIN_ALIGNMENT;
     hdr.cmd_line_ptr = CMDLINE_ADDR as u32;
-    hdr.cmdline_size = image.cmdline.len() as u32;
+    hdr.cmdline_size = cmdline_len;
     hdr.setup_data = SETUP_DATA;
     if initrd_len > 0 {
         hdr.ramdisk_image = initrd_addr as u32;

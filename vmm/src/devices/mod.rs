@@ -9,15 +9,18 @@ pub mod pic;
 pub mod pit;
 pub mod rtc;
 pub mod serial;
+pub mod virtio;
 
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
+use crate::memory::GuestRam;
 use hypercall::{Effect, GuestError, Hypercall};
 use pic::PicPair;
 use pit::Pit;
 use rtc::Rtc;
 use serial::Serial;
+use virtio::Virtio;
 
 /// What happens on an access to a port or address no device claims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,18 +45,20 @@ pub struct Devices {
     pub rtc: Rtc,
     pub serial: Serial,
     pub hc: Hypercall,
+    pub virtio: Virtio,
     pub policy: UnclaimedPolicy,
     pub stats: BusStats,
 }
 
 impl Devices {
-    pub fn new(seed: u64, epoch: u64, policy: UnclaimedPolicy) -> Devices {
+    pub fn new(seed: u64, epoch: u64, policy: UnclaimedPolicy, virtio: Virtio) -> Devices {
         Devices {
             pic: PicPair::default(),
             pit: Pit::default(),
             rtc: Rtc::new(epoch),
             serial: Serial::default(),
             hc: Hypercall::new(seed),
+            virtio,
             policy,
             stats: BusStats::default(),
         }
@@ -152,13 +157,23 @@ impl Devices {
     }
 
     pub fn mmio_read(&mut self, addr: u64, data: &mut [u8]) -> Result<(), GuestError> {
+        if self.virtio.claims(addr) {
+            self.virtio.mmio_read(addr, data);
+            self.sync_virtio_irqs();
+            return Ok(());
+        }
         self.unclaimed(format_args!("{}-byte read of unclaimed address {addr:#x}", data.len()))?;
         self.stats.unclaimed_reads += 1;
         data.fill(0xFF);
         Ok(())
     }
 
-    pub fn mmio_write(&mut self, addr: u64, data: &[u8]) -> Result<(), GuestError> {
+    pub fn mmio_write(&mut self, addr: u64, data: &[u8], ram: &GuestRam, now: Vtime) -> Result<(), GuestError> {
+        if self.virtio.claims(addr) {
+            self.virtio.mmio_write(addr, data, ram, now);
+            self.sync_virtio_irqs();
+            return Ok(());
+        }
         self.unclaimed(format_args!("{}-byte write to unclaimed address {addr:#x}", data.len()))?;
         self.stats.unclaimed_writes += 1;
         Ok(())
@@ -176,18 +191,29 @@ impl Devices {
         self.pic.set_irq(hvsim_abi::irq::COM1, level);
     }
 
-    /// The earliest future timer deadline, if any timer is armed.
+    fn sync_virtio_irqs(&mut self) {
+        for (line, level) in self.virtio.irq_levels() {
+            self.pic.set_irq(line, level);
+        }
+    }
+
+    /// The earliest future timer deadline, if any timer is armed (device
+    /// completions and frames in flight count as timers).
     pub fn next_deadline(&self) -> Option<Vtime> {
-        [self.pit.deadline(), self.hc.deadline()].into_iter().flatten().min()
+        [self.pit.deadline(), self.hc.deadline(), self.virtio.deadline()].into_iter().flatten().min()
     }
 
     /// Fires every timer due at `now` into its IRQ line.
-    pub fn fire_timers(&mut self, now: Vtime) {
+    pub fn fire_timers(&mut self, now: Vtime, ram: &GuestRam) {
         if self.pit.fire(now) {
             self.pic.pulse_irq(hvsim_abi::irq::PIT);
         }
         if self.hc.fire(now) {
             self.pic.pulse_irq(hvsim_abi::irq::ALARM);
+        }
+        if self.virtio.deadline().is_some_and(|t| t <= now) {
+            self.virtio.fire(now, ram);
+            self.sync_virtio_irqs();
         }
     }
 }
@@ -196,11 +222,16 @@ impl Devices {
 mod tests {
     use super::*;
 
+    fn devices(policy: UnclaimedPolicy) -> Devices {
+        let none = Virtio::new(&Default::default(), &Default::default(), 1).unwrap();
+        Devices::new(1, rtc::DEFAULT_EPOCH, policy, none)
+    }
+
     #[test]
     fn strict_policy_rejects_unclaimed_ports_lenient_counts_them() {
-        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
+        let mut d = devices(UnclaimedPolicy::Strict);
         assert!(d.pio_write(0x80, 1, &[0], Vtime(0)).is_err());
-        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Lenient);
+        let mut d = devices(UnclaimedPolicy::Lenient);
         let mut b = [0; 2];
         d.pio_read(0x2F8, 2, &mut b, Vtime(0)).unwrap();
         assert_eq!(b, [0xFF, 0xFF]);
@@ -209,14 +240,14 @@ mod tests {
 
     #[test]
     fn string_output_repeats_on_one_port() {
-        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
+        let mut d = devices(UnclaimedPolicy::Strict);
         d.pio_write(hvsim_abi::port::COM1, 1, b"abc", Vtime(0)).unwrap();
         assert_eq!(d.serial.console(), b"abc");
     }
 
     #[test]
     fn serial_interrupt_reaches_the_pic() {
-        let mut d = Devices::new(1, rtc::DEFAULT_EPOCH, UnclaimedPolicy::Strict);
+        let mut d = devices(UnclaimedPolicy::Strict);
         for (p, v) in [(0x20, 0x11), (0x21, 0x20), (0x21, 0x04), (0x21, 0x01), (0x21, 0x00)] {
             d.pio_write(p, 1, &[v], Vtime(0)).unwrap();
         }

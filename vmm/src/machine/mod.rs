@@ -18,8 +18,10 @@ use crate::boot::linux::{self, LinuxImage, RNG_SEED_LEN};
 use crate::boot::raw::{self, RawImage};
 use crate::clock::{Clock, Vtime};
 use crate::devices::rtc::DEFAULT_EPOCH;
+use crate::devices::virtio::{Virtio, VirtioSpec, MMIO_BASE};
 use crate::devices::{Devices, UnclaimedPolicy};
 use crate::entropy::Stream;
+use crate::faults::FaultPlan;
 use crate::error::{Error, KvmResultExt, Result};
 use crate::host::{open_kvm, HostProfile};
 use crate::memory::GuestRam;
@@ -53,6 +55,7 @@ pub struct MachineSpec {
     /// Apply the CPUID workarounds for nested `kvm_pvm` hosts.
     pub nested_workarounds: bool,
     pub unclaimed: UnclaimedPolicy,
+    pub virtio: VirtioSpec,
 }
 
 /// How this host runs the machine. Not part of the guest's world: taken from
@@ -85,6 +88,8 @@ pub struct MachineConfig {
     pub epoch: u64,
     pub boot: Boot,
     pub spec: MachineSpec,
+    /// The faults the virtio devices inject (resolved: see `faults.rs`).
+    pub faults: FaultPlan,
     pub host: HostSettings,
 }
 
@@ -99,7 +104,9 @@ impl MachineConfig {
                 ram_size: DEFAULT_RAW_RAM,
                 nested_workarounds: host.nested_pvm,
                 unclaimed: UnclaimedPolicy::Strict,
+                virtio: VirtioSpec::default(),
             },
+            faults: FaultPlan::default(),
             host: HostSettings::for_host(host),
         }
     }
@@ -115,7 +122,10 @@ impl MachineConfig {
                 nested_workarounds: host.nested_pvm,
                 // An OS probes for legacy hardware that is not there.
                 unclaimed: UnclaimedPolicy::Lenient,
+                // The kernel's entropy comes from the seed; nodes are opt-in.
+                virtio: VirtioSpec { rng: true, ..VirtioSpec::default() },
             },
+            faults: FaultPlan::default(),
             host: HostSettings::for_host(host),
         }
     }
@@ -218,23 +228,32 @@ pub struct MachineState {
 }
 
 impl MachineState {
-    fn new(seed: u64, epoch: u64, unclaimed: UnclaimedPolicy) -> MachineState {
-        MachineState {
+    fn new(config: &MachineConfig) -> Result<MachineState> {
+        let spec = &config.spec;
+        if spec.virtio.devices() > 0 && spec.ram_size as u64 > MMIO_BASE {
+            return Err(Error::Config(format!(
+                "{} bytes of RAM overlap the virtio devices at {MMIO_BASE:#x}; give the guest less",
+                spec.ram_size
+            )));
+        }
+        let virtio = Virtio::new(&spec.virtio, &config.faults, config.seed).map_err(Error::Config)?;
+        Ok(MachineState {
             messages: Vec::new(),
             clock: Clock::default(),
-            devices: Devices::new(seed, epoch, unclaimed),
+            devices: Devices::new(config.seed, config.epoch, spec.unclaimed, virtio),
             halted: false,
             irq_window_requested: false,
             irq_flag: None,
             ended: None,
             nonreplayable: Vec::new(),
             counters: Counters::default(),
-        }
+        })
     }
 
     /// Re-seeds every entropy stream from `seed`, for what happens from now on.
     pub fn reseed(&mut self, seed: u64) {
         self.devices.hc.entropy_mut().reseed(seed);
+        self.devices.virtio.reseed(seed);
     }
 }
 
@@ -267,7 +286,7 @@ pub struct Machine {
 impl Machine {
     /// A new machine, booted from `config.boot`.
     pub fn new(config: &MachineConfig) -> Result<Machine> {
-        let state = MachineState::new(config.seed, config.epoch, config.spec.unclaimed);
+        let state = MachineState::new(config)?;
         let mut m = Machine::create(&config.spec, &config.host, state)?;
         m.boot(&config.boot, config.seed)?;
         Ok(m)
@@ -336,7 +355,7 @@ impl Machine {
             Boot::Linux(image) => {
                 let mut rng_seed = [0u8; RNG_SEED_LEN];
                 Stream::new(seed, "linux-boot-rng").fill(&mut rng_seed);
-                linux::load(ram, image, &rng_seed)?.regs
+                linux::load(ram, image, &self.state.devices.virtio.cmdline(), &rng_seed)?.regs
             }
         };
         // Both boot paths enter in 64-bit mode on the same long-mode tables.

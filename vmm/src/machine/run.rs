@@ -124,7 +124,7 @@ impl Machine {
                 }
                 Exit::MmioWrite { addr, data } => {
                     scratch.extend_from_slice(data);
-                    let r = devices.mmio_write(addr, data);
+                    let r = devices.mmio_write(addr, data, &self.ram, now);
                     (ExitKind::MmioWrite, addr, guest_result(r.map(|()| Outcome::Continue)))
                 }
                 Exit::MsrRead { index, value, error, .. } => {
@@ -190,7 +190,7 @@ impl Machine {
             let event = self.trace.state().events;
             profile.record(super::Stretch { event, vtime: now, wall, ended_by: kind });
         }
-        self.state.devices.fire_timers(now);
+        self.state.devices.fire_timers(now, &self.ram);
 
         match outcome {
             Outcome::Halt => {
@@ -256,7 +256,7 @@ impl Machine {
                         self.state.clock.jump_to(t);
                     }
                     let now = self.now();
-                    self.state.devices.fire_timers(now);
+                    self.state.devices.fire_timers(now, &self.ram);
                     if !self.state.devices.pic.has_interrupt() {
                         // The timer fired into a masked line: keep sleeping.
                         return Ok(true);

@@ -52,7 +52,9 @@ impl Machine {
     /// A new machine in `snap`'s state, with RAM all zero for the caller to
     /// fill (before running it).
     pub fn restore(snap: &MachineSnapshot, host: &HostSettings) -> Result<Machine> {
-        let mut m = Machine::create(&snap.spec, host, snap.state.clone())?;
+        let mut state = snap.state.clone();
+        state.devices.virtio.attach_bases().map_err(Error::Config)?;
+        let mut m = Machine::create(&snap.spec, host, state)?;
         if m.cpuid != snap.cpuid {
             let leaf = m
                 .cpuid

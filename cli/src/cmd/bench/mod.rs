@@ -12,6 +12,8 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
 use hvsim_guest_image::host::Host;
 
+mod net;
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -31,8 +33,6 @@ enum What {
         #[arg(long)]
         json: bool,
     },
-    /// Snapshot capture to a file, restore from a file, and in-process reset
-    /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
     /// Timelines per second and time to the first bug on the demo, branching
     /// from snapshots against starting every timeline from the root.
     Explore {
@@ -45,6 +45,17 @@ enum What {
         #[arg(long)]
         json: bool,
     },
+    /// Packets per second between two Linux nodes through the simulated
+    /// switch, against the same exchange over loopback inside one node.
+    Net {
+        /// Bytes each TCP exchange carries.
+        #[arg(long, default_value = "200000")]
+        bytes: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Snapshot capture to a file, restore from a file, and in-process reset
+    /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
     Snapshot {
         /// Resets measured per dirty-page count (medians are reported).
         #[arg(long, default_value = "20")]
@@ -59,6 +70,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
         What::Explore { seeds, max_branches, json } => bench_explore(seeds.max(1), max_branches, json),
+        What::Net { bytes, json } => net::bench_net(bytes, json),
     }
 }
 

@@ -1,0 +1,630 @@
+//! Virtio devices over MMIO: one NIC and one disk per node, and an entropy
+//! source, all served synchronously on the vCPU thread and completed on
+//! the virtual clock.
+//!
+//! Layout: device `i` has the 4 KiB register window at
+//! `MMIO_BASE + i * 0x1000` and IRQ line `IRQS[i % IRQS.len()]` (lines are
+//! shared once there are more devices than lines; Linux's virtio-mmio
+//! driver requests its interrupt shared). The guest learns the layout from
+//! the kernel command line ([`Virtio::cmdline`]). The order is fixed: every
+//! node's NIC, then every node's disk, then the entropy source.
+//!
+//! Whatever the guest puts in a queue is untrusted: a malformed ring or
+//! descriptor chain marks that one device broken (see [`mmio::Mmio::fail`])
+//! and is reported in the run's summary; the machine carries on.
+
+pub mod blk;
+pub mod mmio;
+pub mod net;
+pub mod rng;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use virtio_queue::{Queue, QueueOwnedT, QueueT};
+
+use crate::clock::Vtime;
+use crate::disk::{Base, Disk};
+use crate::faults::{Crash, FaultPlan, FaultReport, Landed};
+use crate::memory::GuestRam;
+use crate::switch::Switch;
+use blk::Blk;
+use mmio::{Mmio, Request, WINDOW};
+use net::Net;
+use rng::Rng;
+
+/// Where the first device's registers are: above any RAM size hvsim allows.
+pub const MMIO_BASE: u64 = 0xd000_0000;
+/// IRQ lines for virtio devices: those no legacy device of this machine
+/// uses (0 PIT, 2 cascade, 4 COM1, 8 hvsim alarm) and not the 8259's
+/// spurious lines 7 and 15.
+pub const IRQS: [u8; 8] = [5, 6, 9, 10, 11, 12, 14, 3];
+/// Nodes a run can have (each takes two devices' windows).
+pub const MAX_NODES: u16 = 64;
+
+/// The virtio hardware of a machine: part of what the guest sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtioSpec {
+    /// Nodes of the simulated system: each gets a NIC on the switch and a disk.
+    pub nodes: u16,
+    /// Each node's disk size in bytes (a multiple of 512).
+    pub disk_bytes: u64,
+    /// Read-only base image under every node's disk (a raw disk image).
+    pub disk_base: Option<String>,
+    /// An entropy source (virtio-rng) fed from the run's seed.
+    pub rng: bool,
+}
+
+impl VirtioSpec {
+    pub fn devices(&self) -> usize {
+        2 * usize::from(self.nodes) + usize::from(self.rng)
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes > MAX_NODES {
+            return Err(format!("{} nodes requested; hvsim supports at most {MAX_NODES}", self.nodes));
+        }
+        if self.nodes > 0 && (self.disk_bytes == 0 || self.disk_bytes % crate::disk::SECTOR as u64 != 0) {
+            return Err(format!("disk size {} is not a positive multiple of 512 bytes", self.disk_bytes));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Kind {
+    Net(Net),
+    Blk(Blk),
+    Rng(Rng),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Device {
+    /// "net0", "blk1", "rng".
+    pub name: String,
+    pub mmio: Mmio,
+    pub irq: u8,
+    pub kind: Kind,
+}
+
+/// One device's line in the run's summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    pub name: String,
+    /// Why the device stopped working, if the guest broke it.
+    pub broken: Option<String>,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// All virtio devices, the switch between the NICs, and the crash schedule.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Virtio {
+    pub devices: Vec<Device>,
+    pub switch: Switch,
+    pub plan: FaultPlan,
+    /// Node crashes still to come, earliest first.
+    crashes: Vec<Crash>,
+}
+
+impl Virtio {
+    /// The devices of `spec`, with the faults of `plan`, seeded from `seed`.
+    /// Reads the base image, if any.
+    pub fn new(spec: &VirtioSpec, plan: &FaultPlan, seed: u64) -> Result<Virtio, String> {
+        spec.check()?;
+        let base = spec.disk_base.as_deref().map(Base::load).transpose()?;
+        if let Some(b) = &base {
+            if b.bytes.len() as u64 > spec.disk_bytes {
+                return Err(format!(
+                    "base image {} ({} bytes) is larger than the disk ({} bytes)",
+                    b.path,
+                    b.bytes.len(),
+                    spec.disk_bytes
+                ));
+            }
+        }
+        let mut kinds = Vec::new();
+        for node in 0..spec.nodes {
+            kinds.push((format!("net{node}"), Kind::Net(Net::new(node))));
+        }
+        for node in 0..spec.nodes {
+            let disk = Disk::new(node, spec.disk_bytes, base.clone(), plan.disk.clone(), seed);
+            kinds.push((format!("blk{node}"), Kind::Blk(Blk::new(disk))));
+        }
+        if spec.rng {
+            kinds.push(("rng".to_owned(), Kind::Rng(Rng::new(seed))));
+        }
+        let devices = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, kind))| Device { name, mmio: kind.transport(), irq: IRQS[i % IRQS.len()], kind })
+            .collect();
+        let mut crashes = plan.disk.crashes.clone();
+        crashes.sort_by_key(|c| (c.at_ns, c.node));
+        Ok(Virtio { devices, switch: Switch::new(spec.nodes, plan.network.clone(), seed), plan: plan.clone(), crashes })
+    }
+
+    /// Kernel command line parameters announcing the devices, in order.
+    pub fn cmdline(&self) -> String {
+        let mut p: Vec<String> = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("virtio_mmio.device=4K@{:#x}:{}", MMIO_BASE + i as u64 * WINDOW, d.irq))
+            .collect();
+        if self.switch.nodes() > 0 {
+            p.push(format!("hvsim_nodes={}", self.switch.nodes()));
+        }
+        p.join(" ")
+    }
+
+    /// Re-reads base images after a snapshot was deserialized (their bytes
+    /// are not part of the snapshot, only their path and hash).
+    pub fn attach_bases(&mut self) -> Result<(), String> {
+        for d in &mut self.devices {
+            if let Kind::Blk(b) = &mut d.kind {
+                b.disk.attach_base()?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn reseed(&mut self, seed: u64) {
+        self.switch.reseed(seed);
+        for d in &mut self.devices {
+            match &mut d.kind {
+                Kind::Net(_) => {}
+                Kind::Blk(b) => b.disk.reseed(seed),
+                Kind::Rng(r) => r.reseed(seed),
+            }
+        }
+    }
+
+    /// The device whose register window holds `addr`, and the offset in it.
+    fn at(&mut self, addr: u64) -> Option<(&mut Device, u64)> {
+        let i = addr.checked_sub(MMIO_BASE)? / WINDOW;
+        let d = self.devices.get_mut(usize::try_from(i).ok()?)?;
+        Some((d, addr % WINDOW))
+    }
+
+    pub fn claims(&self, addr: u64) -> bool {
+        addr.checked_sub(MMIO_BASE).is_some_and(|off| off / WINDOW < self.devices.len() as u64)
+    }
+
+    pub fn mmio_read(&mut self, addr: u64, data: &mut [u8]) {
+        let Some((d, offset)) = self.at(addr) else { return };
+        data.fill(0);
+        if offset >= 0x100 {
+            let config = d.kind.config();
+            let start = (offset - 0x100) as usize;
+            for (i, b) in data.iter_mut().enumerate() {
+                *b = config.get(start + i).copied().unwrap_or(0);
+            }
+        } else if data.len() == 4 && offset % 4 == 0 {
+            data.copy_from_slice(&d.mmio.read(offset).to_le_bytes());
+        } else {
+            d.mmio.fail(format!("{}-byte read of register {offset:#x} (registers are 32-bit)", data.len()));
+        }
+    }
+
+    pub fn mmio_write(&mut self, addr: u64, data: &[u8], ram: &GuestRam, now: Vtime) {
+        let Some(i) = self.index_of(addr) else { return };
+        let offset = addr % WINDOW;
+        let d = &mut self.devices[i];
+        if offset >= 0x100 {
+            // Every hvsim device's configuration space is read-only.
+            return;
+        }
+        let value = match <[u8; 4]>::try_from(data) {
+            Ok(bytes) if offset % 4 == 0 => u32::from_le_bytes(bytes),
+            _ => {
+                d.mmio.fail(format!("{}-byte write to register {offset:#x} (registers are 32-bit)", data.len()));
+                return;
+            }
+        };
+        match d.mmio.write(offset, value) {
+            Request::Notify(q) => self.notify(i, q, ram, now),
+            Request::Reset => d.kind.reset(),
+            Request::None => {}
+        }
+    }
+
+    fn index_of(&self, addr: u64) -> Option<usize> {
+        self.claims(addr).then(|| ((addr - MMIO_BASE) / WINDOW) as usize)
+    }
+
+    /// The driver made buffers available in queue `q` of device `i`.
+    fn notify(&mut self, i: usize, q: u16, ram: &GuestRam, now: Vtime) {
+        let Device { mmio, kind, .. } = &mut self.devices[i];
+        if !mmio.driver_ok() {
+            return;
+        }
+        let r = match kind {
+            Kind::Net(n) => n.notify(q, mmio, ram, &mut self.switch, now),
+            Kind::Blk(b) => b.notify(q, mmio, ram, now),
+            Kind::Rng(r) => r.notify(q, mmio, ram),
+        };
+        if let Err(reason) = r {
+            tracing::warn!(device = %self.devices[i].name, "virtio device broken by the guest: {reason}");
+            self.devices[i].mmio.fail(reason);
+        }
+    }
+
+    /// The earliest time something is due: a frame, a disk completion, a crash.
+    pub fn deadline(&self) -> Option<Vtime> {
+        let completions = self.devices.iter().filter_map(|d| match &d.kind {
+            Kind::Blk(b) => b.deadline(),
+            _ => None,
+        });
+        let crash = self.crashes.first().map(|c| Vtime(c.at_ns));
+        completions.chain(self.switch.deadline()).chain(crash).min()
+    }
+
+    /// Does everything due at `now`: node crashes, frame deliveries, disk
+    /// completions.
+    pub fn fire(&mut self, now: Vtime, ram: &GuestRam) {
+        while self.crashes.first().is_some_and(|c| c.at_ns <= now.0) {
+            let c = self.crashes.remove(0);
+            let i = self.disk_index(c.node);
+            if let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) {
+                b.disk.crash(c.torn);
+            }
+        }
+        for (node, frame) in self.switch.due(now) {
+            let i = usize::from(node);
+            let Device { mmio, kind, name, .. } = &mut self.devices[i];
+            let Kind::Net(n) = kind else { unreachable!("device {i} ({name}) is node {node}'s NIC") };
+            if let Err(reason) = n.deliver(frame, mmio, ram) {
+                tracing::warn!(device = %name, "virtio device broken by the guest: {reason}");
+                mmio.fail(reason);
+            }
+        }
+        for d in &mut self.devices {
+            if let Kind::Blk(b) = &mut d.kind {
+                if let Err(reason) = b.complete(now, &mut d.mmio, ram) {
+                    tracing::warn!(device = %d.name, "virtio device broken by the guest: {reason}");
+                    d.mmio.fail(reason);
+                }
+            }
+        }
+    }
+
+    fn disk_index(&self, node: u16) -> usize {
+        usize::from(self.switch.nodes()) + usize::from(node)
+    }
+
+    /// The level of each IRQ line the devices use (a line is high while any
+    /// device on it has an unacknowledged interrupt).
+    pub fn irq_levels(&self) -> impl Iterator<Item = (u8, bool)> + '_ {
+        IRQS.iter().take(self.devices.len()).map(move |&line| {
+            (line, self.devices.iter().any(|d| d.irq == line && d.mmio.interrupt_status != 0))
+        })
+    }
+
+    /// How many packets or requests each fault kind touched.
+    pub fn landed(&self) -> Landed {
+        let mut all = self.switch.landed.clone();
+        for d in &self.devices {
+            if let Kind::Blk(b) = &d.kind {
+                all.merge(&b.disk.landed);
+            }
+        }
+        all
+    }
+
+    pub fn fault_report(&self) -> Vec<FaultReport> {
+        crate::faults::report(&self.plan, &self.landed())
+    }
+
+    pub fn device_reports(&self) -> Vec<DeviceReport> {
+        self.devices
+            .iter()
+            .map(|d| DeviceReport { name: d.name.clone(), broken: d.mmio.broken.clone(), counters: d.kind.counters() })
+            .collect()
+    }
+}
+
+impl Kind {
+    fn transport(&self) -> Mmio {
+        match self {
+            Kind::Net(_) => Mmio::new(net::DEVICE_ID, net::FEATURES, 2),
+            Kind::Blk(_) => Mmio::new(blk::DEVICE_ID, blk::FEATURES, 1),
+            Kind::Rng(_) => Mmio::new(rng::DEVICE_ID, 0, 1),
+        }
+    }
+
+    fn config(&self) -> Vec<u8> {
+        match self {
+            Kind::Net(n) => n.config(),
+            Kind::Blk(b) => b.config(),
+            Kind::Rng(_) => Vec::new(),
+        }
+    }
+
+    fn reset(&mut self) {
+        match self {
+            Kind::Net(n) => n.reset(),
+            Kind::Blk(b) => b.reset(),
+            Kind::Rng(_) => {}
+        }
+    }
+
+    fn counters(&self) -> BTreeMap<String, u64> {
+        match self {
+            Kind::Net(n) => n.counters(),
+            Kind::Blk(b) => b.counters(),
+            Kind::Rng(r) => r.counters(),
+        }
+    }
+}
+
+/// A descriptor chain, walked and checked: its buffers, readable ones first.
+#[derive(Debug, Default)]
+pub struct Chain {
+    pub head: u16,
+    pub readable: Vec<(u64, u32)>,
+    pub writable: Vec<(u64, u32)>,
+}
+
+impl Chain {
+    pub fn readable_len(&self) -> u64 {
+        self.readable.iter().map(|&(_, l)| u64::from(l)).sum()
+    }
+
+    pub fn writable_len(&self) -> u64 {
+        self.writable.iter().map(|&(_, l)| u64::from(l)).sum()
+    }
+
+    /// All readable bytes, if there are at most `max`.
+    pub fn read_all(&self, ram: &GuestRam, max: u64) -> Result<Vec<u8>, String> {
+        let len = self.readable_len();
+        if len > max {
+            return Err(format!("chain at head {} offers {len} bytes to read; the limit is {max}", self.head));
+        }
+        let mut out = vec![0u8; len as usize];
+        let mut at = 0;
+        for &(addr, l) in &self.readable {
+            let end = at + l as usize;
+            ram.read(addr, &mut out[at..end]).map_err(|e| e.to_string())?;
+            at = end;
+        }
+        Ok(out)
+    }
+
+    /// Scatters `data` into the writable buffers from byte `offset` on.
+    /// Returns how many bytes fit.
+    pub fn write_at(&self, ram: &GuestRam, offset: u64, data: &[u8]) -> Result<usize, String> {
+        let mut skip = offset;
+        let mut done = 0;
+        for &(addr, l) in &self.writable {
+            let l = u64::from(l);
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = ((l - skip) as usize).min(data.len() - done);
+            ram.write(addr + skip, &data[done..done + n]).map_err(|e| e.to_string())?;
+            done += n;
+            skip = 0;
+            if done == data.len() {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Opens the queue the driver configured, or says why it is unusable.
+pub fn open_queue(mmio: &Mmio, q: u16, ram: &GuestRam) -> Result<Queue, String> {
+    let regs = mmio.queues.get(usize::from(q)).ok_or_else(|| format!("notify of queue {q}, which does not exist"))?;
+    if !regs.ready {
+        return Err(format!("notify of queue {q} before it was made ready"));
+    }
+    regs.queue(ram)
+}
+
+/// Pops the next available chain of `q`, walked and checked.
+pub fn pop(q: &mut Queue, ram: &GuestRam) -> Result<Option<Chain>, String> {
+    let mut iter = q.iter(ram.mem()).map_err(|e| format!("available ring unusable: {e}"))?;
+    let Some(dc) = iter.next() else { return Ok(None) };
+    let mut chain = Chain { head: dc.head_index(), ..Chain::default() };
+    let mut cut_short = false;
+    let mut count = 0;
+    for d in dc {
+        count += 1;
+        if !ram.contains(d.addr().0, u64::from(d.len())) {
+            return Err(format!(
+                "descriptor {:#x}+{} of the chain at head {} lies outside guest RAM",
+                d.addr().0,
+                d.len(),
+                chain.head
+            ));
+        }
+        if d.is_write_only() {
+            chain.writable.push((d.addr().0, d.len()));
+        } else if chain.writable.is_empty() {
+            chain.readable.push((d.addr().0, d.len()));
+        } else {
+            return Err(format!("chain at head {} has a readable buffer after a writable one", chain.head));
+        }
+        cut_short = d.has_next();
+    }
+    if count == 0 {
+        return Err(format!("chain at head {} has no readable descriptor (bad index or indirect table)", chain.head));
+    }
+    if cut_short {
+        return Err(format!(
+            "chain at head {} is cut short: it loops, points past its table, or exceeds 4 GiB",
+            chain.head
+        ));
+    }
+    Ok(Some(chain))
+}
+
+/// Returns a chain to the driver; raises the used-buffer interrupt unless
+/// the driver asked not to be notified.
+pub fn add_used(q: &mut Queue, mmio: &mut Mmio, ram: &GuestRam, head: u16, len: u32) -> Result<(), String> {
+    q.add_used(ram.mem(), head, len).map_err(|e| format!("cannot return chain {head}: {e}"))?;
+    if q.needs_notification(ram.mem()).map_err(|e| format!("reading the ring flags: {e}"))? {
+        mmio.interrupt_status |= mmio::INT_USED;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! The driver's side of split virtqueues, laid out in guest RAM: queue
+    //! `q` of test device `dev` lives at `0x10_0000 * (dev + 1) + 0x4000 * q`.
+
+    use super::mmio::{STATUS_ACKNOWLEDGE, STATUS_DRIVER, STATUS_DRIVER_OK, STATUS_FEATURES_OK};
+    use super::*;
+
+    pub const SIZE: u16 = 16;
+    pub const F_NEXT: u16 = 1;
+    pub const F_WRITE: u16 = 2;
+
+    #[derive(Clone, Copy)]
+    pub struct Ring(u64);
+
+    impl Ring {
+        pub fn new(dev: u64, q: u16) -> Ring {
+            Ring(0x10_0000 * (dev + 1) + 0x4000 * u64::from(q))
+        }
+        fn desc_table(self) -> u64 {
+            self.0
+        }
+        fn avail(self) -> u64 {
+            self.0 + 0x1000
+        }
+        fn used_ring(self) -> u64 {
+            self.0 + 0x2000
+        }
+
+        /// Writes descriptor `i`.
+        pub fn desc(self, ram: &GuestRam, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&addr.to_le_bytes());
+            b[8..12].copy_from_slice(&len.to_le_bytes());
+            b[12..14].copy_from_slice(&flags.to_le_bytes());
+            b[14..].copy_from_slice(&next.to_le_bytes());
+            ram.write(self.desc_table() + 16 * u64::from(i), &b).unwrap();
+        }
+
+        /// Makes the chain at `head` available.
+        pub fn offer(self, ram: &GuestRam, head: u16) {
+            let idx = self.avail_idx(ram);
+            ram.write(self.avail() + 4 + 2 * u64::from(idx % SIZE), &head.to_le_bytes()).unwrap();
+            self.set_avail_idx(ram, idx.wrapping_add(1));
+        }
+
+        pub fn avail_idx(self, ram: &GuestRam) -> u16 {
+            let mut idx = [0u8; 2];
+            ram.read(self.avail() + 2, &mut idx).unwrap();
+            u16::from_le_bytes(idx)
+        }
+
+        pub fn set_avail_idx(self, ram: &GuestRam, idx: u16) {
+            ram.write(self.avail() + 2, &idx.to_le_bytes()).unwrap();
+        }
+
+        /// The used ring's entries: (head, len).
+        pub fn used(self, ram: &GuestRam) -> Vec<(u32, u32)> {
+            let mut idx = [0u8; 2];
+            ram.read(self.used_ring() + 2, &mut idx).unwrap();
+            (0..u16::from_le_bytes(idx))
+                .map(|i| {
+                    let mut e = [0u8; 8];
+                    ram.read(self.used_ring() + 4 + 8 * u64::from(i % SIZE), &mut e).unwrap();
+                    (u32::from_le_bytes(e[..4].try_into().unwrap()), u32::from_le_bytes(e[4..].try_into().unwrap()))
+                })
+                .collect()
+        }
+    }
+
+    /// A driver that negotiated VERSION_1 and set up `queues` queues of test
+    /// device `dev`, then set DRIVER_OK. Resets the device first.
+    pub fn driver_ok(mmio: &mut Mmio, dev: u64, queues: u16) {
+        mmio.write(0x070, 0);
+        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER);
+        mmio.write(0x024, 1);
+        mmio.write(0x020, 1);
+        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK);
+        for q in 0..queues {
+            let r = Ring::new(dev, q);
+            mmio.write(0x030, u32::from(q));
+            mmio.write(0x038, u32::from(SIZE));
+            mmio.write(0x080, r.desc_table() as u32);
+            mmio.write(0x090, r.avail() as u32);
+            mmio.write(0x0a0, r.used_ring() as u32);
+            mmio.write(0x044, 1);
+        }
+        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    fn machine(nodes: u16) -> (Virtio, GuestRam) {
+        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, disk_base: None, rng: true };
+        (Virtio::new(&spec, &FaultPlan::default(), 1).unwrap(), GuestRam::new(4 << 20).unwrap())
+    }
+
+    fn reg(v: &mut Virtio, dev: u64, off: u64) -> u32 {
+        let mut b = [0u8; 4];
+        v.mmio_read(MMIO_BASE + dev * WINDOW + off, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    #[test]
+    fn layout_and_command_line() {
+        let (mut v, _) = machine(2);
+        assert_eq!(v.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["net0", "net1", "blk0", "blk1", "rng"]);
+        assert_eq!(
+            v.cmdline(),
+            "virtio_mmio.device=4K@0xd0000000:5 virtio_mmio.device=4K@0xd0001000:6 \
+             virtio_mmio.device=4K@0xd0002000:9 virtio_mmio.device=4K@0xd0003000:10 \
+             virtio_mmio.device=4K@0xd0004000:11 hvsim_nodes=2"
+        );
+        assert_eq!([reg(&mut v, 0, 8), reg(&mut v, 2, 8), reg(&mut v, 4, 8)], [1, 2, 4]);
+        assert!(v.claims(MMIO_BASE + 4 * WINDOW) && !v.claims(MMIO_BASE + 5 * WINDOW) && !v.claims(0));
+    }
+
+    #[test]
+    fn malformed_chains_break_only_their_device() {
+        let (mut v, ram) = machine(1);
+        let notify = |v: &mut Virtio| v.mmio_write(MMIO_BASE + 2 * WINDOW + 0x050, &0u32.to_le_bytes(), &ram, Vtime(0));
+        let r = Ring::new(2, 0);
+        for (setup, needle) in [
+            (&[(0u16, 0x7fff_f000u64, 0x2000u32, F_WRITE, 0u16)][..], "outside guest RAM"),
+            (&[(0, 0x20_000, 64, F_WRITE | F_NEXT, 1), (1, 0x20_100, 64, F_WRITE | F_NEXT, 0)], "cut short"),
+            (&[(0, 0x20_000, 64, F_WRITE | F_NEXT, 40)], "cut short"),
+            (&[(0, 0x20_000, 64, F_WRITE | F_NEXT, 1), (1, 0x20_100, 64, 0, 0)], "readable buffer after"),
+        ] {
+            driver_ok(&mut v.devices[2].mmio, 2, 1);
+            for &(i, addr, len, flags, next) in setup {
+                r.desc(&ram, i, addr, len, flags, next);
+            }
+            r.offer(&ram, 0);
+            notify(&mut v);
+            let broken = v.devices[2].mmio.broken.clone().unwrap_or_default();
+            assert!(broken.contains(needle), "{needle}: {broken}");
+            assert_ne!(reg(&mut v, 2, 0x070) & mmio::STATUS_NEEDS_RESET, 0);
+            assert!(v.devices[..2].iter().all(|d| d.mmio.broken.is_none()), "only the rng broke");
+        }
+        // An available index that runs ahead of the ring by more than its size.
+        driver_ok(&mut v.devices[2].mmio, 2, 1);
+        r.set_avail_idx(&ram, r.avail_idx(&ram).wrapping_add(200));
+        notify(&mut v);
+        assert!(v.devices[2].mmio.broken.as_deref().unwrap().contains("available ring"));
+    }
+
+    #[test]
+    fn odd_register_accesses_break_the_device() {
+        let (mut v, ram) = machine(0);
+        v.mmio_write(MMIO_BASE + 0x070, &[1, 0], &ram, Vtime(0));
+        assert!(v.devices[0].mmio.broken.as_deref().unwrap().contains("32-bit"));
+        assert_ne!(v.irq_levels().next(), Some((5, false)), "the config interrupt is raised");
+    }
+}

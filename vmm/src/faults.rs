@@ -1,0 +1,516 @@
+//! Fault plans: which network and disk faults a run injects, at what rates
+//! and when, and the evidence of which ones landed.
+//!
+//! A plan is a TOML file (see examples/faults/). Every number may be a fixed
+//! value or a `[min, max]` range; ranges are resolved once, at machine
+//! creation, from the run's seed (stream `fault-plan`), so a plan describes
+//! a family of chaos profiles and the seed picks one. The resolved plan is
+//! plain data that lives in the switch and disk state, and every decision
+//! to inject a fault is drawn from those devices' own seeded streams.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::entropy::Stream;
+
+/// A number, or a range the seed picks from.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum Num {
+    Fixed(f64),
+    Range([f64; 2]),
+}
+
+/// A duration ("200us", "1.5s"), or a range of them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum Dur {
+    Fixed(String),
+    Range([String; 2]),
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetFile {
+    latency: Option<Dur>,
+    jitter: Option<Dur>,
+    drop: Option<Num>,
+    duplicate: Option<Num>,
+    reorder: Option<Num>,
+    reorder_delay: Option<Dur>,
+    clog: Option<SpanFile>,
+    cut: Option<SpanFile>,
+    burst: Option<BurstFile>,
+    #[serde(default)]
+    partition: Vec<PartitionFile>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpanFile {
+    probability: Num,
+    duration: Dur,
+    jitter: Option<Dur>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BurstFile {
+    enter: Num,
+    leave: Num,
+    drop: Num,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartitionFile {
+    start: Dur,
+    heal: Dur,
+    groups: Option<Vec<Vec<u16>>>,
+    from: Option<Vec<u16>>,
+    to: Option<Vec<u16>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiskFile {
+    latency: Option<Dur>,
+    read_error: Option<Num>,
+    write_error: Option<Num>,
+    corrupt: Option<Num>,
+    misdirect: Option<Num>,
+    stall: Option<Num>,
+    stall_time: Option<Dur>,
+    lying_flush: Option<Num>,
+    quota: Option<String>,
+    #[serde(default)]
+    crash: Vec<CrashFile>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrashFile {
+    node: u16,
+    at: Dur,
+    #[serde(default)]
+    torn: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    #[serde(default)]
+    network: NetFile,
+    #[serde(default)]
+    disk: DiskFile,
+}
+
+/// A temporary condition on a link: starts with `probability` per packet,
+/// lasts `duration_ns` plus up to `jitter_ns`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    pub probability: f64,
+    pub duration_ns: u64,
+    pub jitter_ns: u64,
+}
+
+/// Correlated loss (Gilbert-Elliott): a link moves between a good and a bad
+/// state; in the bad state packets drop with probability `drop`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    pub enter: f64,
+    pub leave: f64,
+    pub drop: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cut {
+    /// No traffic between nodes of different groups.
+    Groups(Vec<Vec<u16>>),
+    /// No traffic from `from` to `to` (the reverse direction flows).
+    OneWay { from: Vec<u16>, to: Vec<u16> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    pub start_ns: u64,
+    pub heal_ns: u64,
+    pub cut: Cut,
+}
+
+impl Partition {
+    /// Whether a packet from `src` to `dst` sent at `t` is cut off.
+    pub fn blocks(&self, src: u16, dst: u16, t: u64) -> bool {
+        if t < self.start_ns || t >= self.heal_ns {
+            return false;
+        }
+        match &self.cut {
+            Cut::Groups(groups) => {
+                let group = |n: u16| groups.iter().position(|g| g.contains(&n));
+                matches!((group(src), group(dst)), (Some(a), Some(b)) if a != b)
+            }
+            Cut::OneWay { from, to } => from.contains(&src) && to.contains(&dst),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetFaults {
+    pub latency_ns: u64,
+    pub jitter_ns: u64,
+    pub drop: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub reorder_ns: u64,
+    pub clog: Option<Span>,
+    pub cut: Option<Span>,
+    pub burst: Option<Burst>,
+    pub partitions: Vec<Partition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crash {
+    pub node: u16,
+    pub at_ns: u64,
+    /// Tear the unflushed writes (keep a seed-chosen prefix, sector by
+    /// sector) instead of losing them all.
+    pub torn: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskFaults {
+    pub latency_ns: u64,
+    pub read_error: f64,
+    pub write_error: f64,
+    /// Silent corruption: a bit of the data read is flipped.
+    pub corrupt: f64,
+    /// A write lands on another sector than the one asked for.
+    pub misdirect: f64,
+    pub stall: f64,
+    pub stall_ns: u64,
+    /// A flush reports success but persists nothing.
+    pub lying_flush: f64,
+    /// A thin-provisioned disk's space: writes that would allocate beyond
+    /// it fail (ENOSPC, reported as EIO); overwrites succeed.
+    pub quota: Option<u64>,
+    pub crashes: Vec<Crash>,
+}
+
+/// A resolved plan: concrete numbers only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultPlan {
+    pub network: NetFaults,
+    pub disk: DiskFaults,
+}
+
+fn dur(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .map_err(|e| format!("`{s}` is not a duration: {e}"))
+}
+
+/// Parses a size like `128M`, `1G`, `512K`, `2MiB` or `4096` (bytes).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("`{s}`: unknown size unit `{unit}` (use K, M or G)")),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size (e.g. 128M)"))?;
+    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// Draws concrete values for ranges, in a fixed order.
+struct Resolver {
+    stream: Stream,
+}
+
+impl Resolver {
+    fn num(&mut self, n: &Option<Num>, what: &str) -> Result<f64, String> {
+        let v = match n {
+            None => 0.0,
+            Some(Num::Fixed(v)) => *v,
+            Some(Num::Range([lo, hi])) => {
+                if lo > hi {
+                    return Err(format!("{what}: range [{lo}, {hi}] is empty"));
+                }
+                lo + (hi - lo) * ((self.stream.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            }
+        };
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("{what}: probability {v} is not between 0 and 1"));
+        }
+        Ok(v)
+    }
+
+    fn dur(&mut self, d: &Option<Dur>, what: &str) -> Result<u64, String> {
+        match d {
+            None => Ok(0),
+            Some(Dur::Fixed(s)) => dur(s).map_err(|e| format!("{what}: {e}")),
+            Some(Dur::Range([lo, hi])) => {
+                let (lo, hi) = (dur(lo).map_err(|e| format!("{what}: {e}"))?, dur(hi).map_err(|e| format!("{what}: {e}"))?);
+                if lo > hi {
+                    return Err(format!("{what}: range is empty"));
+                }
+                Ok(lo + self.stream.below(hi - lo + 1))
+            }
+        }
+    }
+
+    fn span(&mut self, s: &Option<SpanFile>, what: &str) -> Result<Option<Span>, String> {
+        s.as_ref()
+            .map(|s| {
+                Ok(Span {
+                    probability: self.num(&Some(s.probability.clone()), what)?,
+                    duration_ns: self.dur(&Some(s.duration.clone()), what)?,
+                    jitter_ns: self.dur(&s.jitter, what)?,
+                })
+            })
+            .transpose()
+    }
+}
+
+impl FaultPlan {
+    /// Parses a plan file's text and resolves its ranges with `seed`.
+    pub fn parse(text: &str, seed: u64, nodes: u16) -> Result<FaultPlan, String> {
+        let file: PlanFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            format!("line {line}: {}", e.message().trim_end())
+        })?;
+        let mut r = Resolver { stream: Stream::new(seed, "fault-plan") };
+        let n = &file.network;
+        let mut partitions = Vec::new();
+        for (i, p) in n.partition.iter().enumerate() {
+            let what = format!("network.partition[{i}]");
+            let start_ns = r.dur(&Some(p.start.clone()), &what)?;
+            let heal_ns = r.dur(&Some(p.heal.clone()), &what)?;
+            if heal_ns <= start_ns {
+                return Err(format!("{what}: heal must come after start"));
+            }
+            let cut = match (&p.groups, &p.from, &p.to) {
+                (Some(g), None, None) if g.len() >= 2 => Cut::Groups(g.clone()),
+                (None, Some(from), Some(to)) => Cut::OneWay { from: from.clone(), to: to.clone() },
+                _ => return Err(format!("{what}: give either `groups` (two or more) or `from` and `to`")),
+            };
+            let named: Vec<u16> = match &cut {
+                Cut::Groups(g) => g.iter().flatten().copied().collect(),
+                Cut::OneWay { from, to } => from.iter().chain(to).copied().collect(),
+            };
+            if let Some(bad) = named.iter().find(|&&x| x >= nodes) {
+                return Err(format!("{what}: node {bad} does not exist (the run has {nodes})"));
+            }
+            partitions.push(Partition { start_ns, heal_ns, cut });
+        }
+        let network = NetFaults {
+            latency_ns: r.dur(&n.latency, "network.latency")?,
+            jitter_ns: r.dur(&n.jitter, "network.jitter")?,
+            drop: r.num(&n.drop, "network.drop")?,
+            duplicate: r.num(&n.duplicate, "network.duplicate")?,
+            reorder: r.num(&n.reorder, "network.reorder")?,
+            reorder_ns: r.dur(&n.reorder_delay, "network.reorder_delay")?,
+            clog: r.span(&n.clog, "network.clog")?,
+            cut: r.span(&n.cut, "network.cut")?,
+            burst: n
+                .burst
+                .as_ref()
+                .map(|b| -> Result<Burst, String> {
+                    Ok(Burst {
+                        enter: r.num(&Some(b.enter.clone()), "network.burst.enter")?,
+                        leave: r.num(&Some(b.leave.clone()), "network.burst.leave")?,
+                        drop: r.num(&Some(b.drop.clone()), "network.burst.drop")?,
+                    })
+                })
+                .transpose()?,
+            partitions,
+        };
+        let d = &file.disk;
+        let mut crashes = Vec::new();
+        for (i, c) in d.crash.iter().enumerate() {
+            if c.node >= nodes {
+                return Err(format!("disk.crash[{i}]: node {} does not exist (the run has {nodes})", c.node));
+            }
+            crashes.push(Crash { node: c.node, at_ns: r.dur(&Some(c.at.clone()), "disk.crash.at")?, torn: c.torn });
+        }
+        let disk = DiskFaults {
+            latency_ns: r.dur(&d.latency, "disk.latency")?,
+            read_error: r.num(&d.read_error, "disk.read_error")?,
+            write_error: r.num(&d.write_error, "disk.write_error")?,
+            corrupt: r.num(&d.corrupt, "disk.corrupt")?,
+            misdirect: r.num(&d.misdirect, "disk.misdirect")?,
+            stall: r.num(&d.stall, "disk.stall")?,
+            stall_ns: r.dur(&d.stall_time, "disk.stall_time")?,
+            lying_flush: r.num(&d.lying_flush, "disk.lying_flush")?,
+            quota: d.quota.as_deref().map(parse_size).transpose().map_err(|e| format!("disk.quota: {e}"))?,
+            crashes,
+        };
+        Ok(FaultPlan { network, disk })
+    }
+
+    /// The fault kinds this plan switches on (those that can land).
+    pub fn configured(&self) -> Vec<&'static str> {
+        let n = &self.network;
+        let d = &self.disk;
+        let mut k = Vec::new();
+        let mut on = |cond: bool, kind: &'static str| {
+            if cond {
+                k.push(kind);
+            }
+        };
+        on(n.latency_ns > 0, "net.latency");
+        on(n.jitter_ns > 0, "net.jitter");
+        on(n.drop > 0.0, "net.drop");
+        on(n.duplicate > 0.0, "net.duplicate");
+        on(n.reorder > 0.0, "net.reorder");
+        on(n.clog.as_ref().is_some_and(|c| c.probability > 0.0), "net.clog");
+        on(n.cut.as_ref().is_some_and(|c| c.probability > 0.0), "net.cut");
+        on(n.burst.as_ref().is_some_and(|b| b.enter > 0.0 && b.drop > 0.0), "net.burst");
+        on(!n.partitions.is_empty(), "net.partition");
+        on(d.read_error > 0.0, "disk.read_error");
+        on(d.write_error > 0.0, "disk.write_error");
+        on(d.corrupt > 0.0, "disk.corrupt");
+        on(d.misdirect > 0.0, "disk.misdirect");
+        on(d.stall > 0.0, "disk.stall");
+        on(d.lying_flush > 0.0, "disk.lying_flush");
+        on(d.quota.is_some(), "disk.enospc");
+        on(d.crashes.iter().any(|c| !c.torn), "disk.crash_lost");
+        on(d.crashes.iter().any(|c| c.torn), "disk.crash_torn");
+        k
+    }
+}
+
+/// How many packets or requests each fault kind touched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Landed(pub BTreeMap<String, u64>);
+
+impl Landed {
+    pub fn hit(&mut self, kind: &str) {
+        *self.0.entry(kind.to_owned()).or_insert(0) += 1;
+    }
+
+    pub fn add(&mut self, kind: &str, n: u64) {
+        if n > 0 {
+            *self.0.entry(kind.to_owned()).or_insert(0) += n;
+        }
+    }
+
+    pub fn get(&self, kind: &str) -> u64 {
+        self.0.get(kind).copied().unwrap_or(0)
+    }
+
+    pub fn merge(&mut self, other: &Landed) {
+        for (k, v) in &other.0 {
+            *self.0.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+}
+
+/// One line of landing evidence for the summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultReport {
+    pub kind: String,
+    pub landed: u64,
+    /// "landed", or "not landed": configured but touched nothing.
+    pub status: String,
+}
+
+pub fn report(plan: &FaultPlan, landed: &Landed) -> Vec<FaultReport> {
+    plan.configured()
+        .into_iter()
+        .map(|kind| {
+            let n = landed.get(kind);
+            FaultReport { kind: kind.to_owned(), landed: n, status: if n > 0 { "landed" } else { "not landed" }.into() }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+        [network]
+        latency = "100us"
+        jitter = ["10us", "50us"]
+        drop = [0.0, 0.1]
+        [[network.partition]]
+        start = "1s"
+        heal = "3s"
+        groups = [[0], [1, 2]]
+        [[network.partition]]
+        start = "5s"
+        heal = "6s"
+        from = [0]
+        to = [1]
+        [disk]
+        read_error = 0.01
+        quota = "1M"
+        [[disk.crash]]
+        node = 2
+        at = "2s"
+        torn = true
+    "#;
+
+    #[test]
+    fn parses_and_resolves_ranges_from_the_seed() {
+        let a = FaultPlan::parse(PLAN, 1, 3).unwrap();
+        assert_eq!(a, FaultPlan::parse(PLAN, 1, 3).unwrap());
+        assert_ne!(a, FaultPlan::parse(PLAN, 2, 3).unwrap(), "ranges follow the seed");
+        assert_eq!(a.network.latency_ns, 100_000);
+        assert!((10_000..=50_000).contains(&a.network.jitter_ns));
+        assert!((0.0..=0.1).contains(&a.network.drop));
+        assert_eq!(a.disk.quota, Some(1 << 20));
+        assert_eq!(a.disk.crashes, vec![Crash { node: 2, at_ns: 2_000_000_000, torn: true }]);
+        assert!(a.configured().contains(&"net.partition") && a.configured().contains(&"disk.crash_torn"));
+    }
+
+    #[test]
+    fn partitions_cut_what_they_say() {
+        let a = FaultPlan::parse(PLAN, 1, 3).unwrap();
+        let (sym, oneway) = (&a.network.partitions[0], &a.network.partitions[1]);
+        assert!(sym.blocks(0, 1, 1_500_000_000) && sym.blocks(2, 0, 1_500_000_000));
+        assert!(!sym.blocks(1, 2, 1_500_000_000), "same group");
+        assert!(!sym.blocks(0, 1, 3_000_000_000), "healed");
+        assert!(oneway.blocks(0, 1, 5_500_000_000) && !oneway.blocks(1, 0, 5_500_000_000));
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong() {
+        for (text, needle) in [
+            ("[network]\ndrop = 1.5", "not between 0 and 1"),
+            ("[network]\nlatency = \"fast\"", "not a duration"),
+            ("[network]\nbogus = 1", "line 2: unknown field `bogus`"),
+            ("[[network.partition]]\nstart = \"2s\"\nheal = \"1s\"\ngroups = [[0],[1]]", "heal must come after"),
+            ("[[network.partition]]\nstart = \"1s\"\nheal = \"2s\"\ngroups = [[0],[7]]", "node 7 does not exist"),
+            ("[[disk.crash]]\nnode = 9\nat = \"1s\"", "node 9 does not exist"),
+        ] {
+            let e = FaultPlan::parse(text, 1, 2).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_examples_parse_for_three_nodes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/faults");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for seed in 0..20 {
+                let plan = FaultPlan::parse(&text, seed, 3).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(!plan.configured().is_empty(), "{}", path.display());
+            }
+            seen.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+        seen.sort();
+        assert_eq!(seen, ["chaos.toml", "disk-crash.toml", "partition.toml"]);
+    }
+
+    #[test]
+    fn a_zero_plan_configures_nothing() {
+        assert!(FaultPlan::parse("", 1, 2).unwrap().configured().is_empty());
+    }
+}
