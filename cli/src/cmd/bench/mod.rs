@@ -49,7 +49,7 @@ enum What {
     /// switch, against the same exchange over loopback inside one node.
     Net {
         /// Bytes each TCP exchange carries.
-        #[arg(long, default_value = "200000")]
+        #[arg(long, default_value = "1000000")]
         bytes: u64,
         #[arg(long)]
         json: bool,
