@@ -39,6 +39,11 @@ enum Command {
 
 fn main() -> ExitCode {
     util::install_panic_hook();
+    // Warnings from the machine (e.g. a device the guest broke) go to
+    // stderr as they happen; HVSIM_LOG=debug and the like show more.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HVSIM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Explore(a) => cmd::explore::main(a),

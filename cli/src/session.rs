@@ -11,7 +11,16 @@ use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::util::{self, AtomicFile};
 
-pub const DEFAULT_VTIME_LIMIT: Duration = Duration::from_secs(2 * 3600);
+/// The virtual-time limit when `--vtime-limit` is not given: 2h, or 1s for
+/// built-in guests that never stop on their own (also when replaying their
+/// snapshots).
+pub fn default_vtime_limit(guest: &str) -> Duration {
+    if hvsim_guest_image::raw::find(guest).is_some_and(|g| g.runs_forever) {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(2 * 3600)
+    }
+}
 
 /// `--watchdog`: a timeout, or `off`.
 #[derive(Clone, Copy, Debug)]
@@ -88,7 +97,7 @@ impl Session {
 
     /// Runs to the end (or `out.vtime_limit`), then reports.
     pub fn finish(mut self, out: &Output) -> Result<ExitCode> {
-        let limit = out.vtime_limit.unwrap_or(DEFAULT_VTIME_LIMIT);
+        let limit = out.vtime_limit.unwrap_or_else(|| default_vtime_limit(&self.guest));
         let limit = Vtime(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
         let end = match self.run_to(limit)? {
             Some(end) => end,

@@ -32,8 +32,9 @@ torn = true
 /// Each node writes a flushed sector of 'F's at sector 0, then 8 unflushed
 /// sectors of 'U's in one request at sectors 8-15. Node 1 then sends a numbered line every second to
 /// node 0 over TCP; both sides log virtual times. After the crash at 2 s,
-/// each node reads its first 16 sectors back, bypassing the page cache, and
-/// prints the first 4 bytes of each ('.' for zero).
+/// each node reads its first 17 sectors back, bypassing the page cache, and
+/// prints the first 4 bytes of each ('.' for zero). Sector 16 comes from the
+/// base image, all 'B's.
 const SCRIPT: &str = r#"
 for n in 0 1; do
   hvsim-node $n sh -c 'head -c 512 /dev/zero | tr "\0" F | dd of=$HVSIM_DISK bs=512 count=1 oflag=direct conv=fsync 2>/dev/null
@@ -44,7 +45,7 @@ sleep 0.1
 hvsim-node 1 sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; echo "sent $i at $(cut -d" " -f1 /proc/uptime)" >&2; sleep 1; done | nc 10.0.0.1 5000'
 wait
 for n in 0 1; do
-  echo "disk$n $(hvsim-node $n sh -c 'dd if=$HVSIM_DISK bs=512 count=16 iflag=direct 2>/dev/null' | tr "\0" . | fold -w 512 | cut -c1-4 | tr "\n" " ")"
+  echo "disk$n $(hvsim-node $n sh -c 'dd if=$HVSIM_DISK bs=512 count=17 iflag=direct 2>/dev/null' | tr "\0" . | fold -w 512 | cut -c1-4 | tr "\n" " ")"
 done
 "#;
 
@@ -99,12 +100,15 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "plan.toml", PLAN);
-    let a = nodes_run(Some(&plan), &[], SCRIPT);
+    let base = dir.path().join("base.img");
+    std::fs::write(&base, [vec![0u8; 16 * 512], vec![b'B'; 512]].concat()).unwrap();
+    let image = ["--disk-image", base.to_str().unwrap()];
+    let a = nodes_run(Some(&plan), &image, SCRIPT);
     // The second run also saves a snapshot in the middle of the partition,
     // with frames being retransmitted and a crash behind it; a new process
     // restoring it must finish exactly as the uninterrupted run did.
     let snap = dir.path().join("nodes.snap");
-    let b = nodes_run(Some(&plan), &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()], SCRIPT);
+    let b = nodes_run(Some(&plan), &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(), SCRIPT);
     let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
     let replayed: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
@@ -137,7 +141,8 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
         let l = lines(&a).into_iter().find(|l| l.starts_with(&format!("disk{n} "))).expect("disk line");
         l.split_whitespace().skip(1).map(str::to_owned).collect()
     };
-    let (d0, d1) = (disk(0), disk(1));
+    let (mut d0, mut d1) = (disk(0), disk(1));
+    assert_eq!((d0.pop().as_deref(), d1.pop().as_deref()), (Some("BBBB"), Some("BBBB")), "the base image shows through");
     assert_eq!(d0.len(), 16, "{d0:?}");
     assert_eq!(d0[0], "FFFF", "node 0's flushed sector");
     assert!(d0[1..].iter().all(|s| s == "...."), "node 0 lost every unflushed sector: {d0:?}");
@@ -292,4 +297,37 @@ fn a_zero_rate_plan_leaves_the_guest_untouched() {
     assert!(lines(&with).iter().any(|l| l == "received 30000"), "{}", with["console"]);
     let clean = "faultload: writes=40 write_errors=0 flushes=10 flush_errors=0 reads=40 read_errors=0 mismatches=0";
     assert_eq!(lines(&with).iter().filter(|l| *l == clean).count(), 2, "{}", with["console"]);
+}
+
+/// A "system" whose only bug is that it does not survive packet loss: node 1
+/// pings node 0 once per timeline and asserts the answer always comes.
+const PING: &str = r#"
+echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+if hvsim-node 1 ping -c 1 -W 1 10.0.0.1 > /dev/null; then ok=true; else ok=false; fi
+echo "{\"antithesis_assert\":{\"id\":\"ping answers\",\"message\":\"ping answers\",\"condition\":$ok,\"hit\":true,\"must_hit\":true,\"assert_type\":\"always\",\"display_type\":\"Always\",\"location\":{},\"details\":null}}" > $HVSIM_SDK_OUTPUT
+"#;
+
+#[test]
+fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
+    let out = dir.path().join("out");
+    let o = output(&[
+        "explore", "--json", "--linux", "--nodes", "2", "--fault-plan", plan.to_str().unwrap(),
+        "--init-cmd", PING, "--branches", "6", "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
+    let bug = bug.unwrap_or_else(|| panic!("the loss never broke the ping in 6 branches: {}", r["summary"]));
+    // The bug record carries the plan: it replays without the plan file.
+    std::fs::remove_file(&plan).unwrap();
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    assert_eq!(v["vtime_ns"], bug["at"]["vtime_ns"]);
 }

@@ -326,6 +326,22 @@ mod tests {
     }
 
     #[test]
+    fn a_restored_disk_reloads_its_base_image_and_refuses_a_changed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base.img");
+        std::fs::write(&path, [9u8; 512]).unwrap();
+        let base = Base::load(path.to_str().unwrap()).unwrap();
+        let d = Disk::new(0, 1 << 20, Some(base), Default::default(), 1);
+        let json = serde_json::to_string(&d).unwrap();
+        let mut back: Disk = serde_json::from_str(&json).unwrap();
+        back.attach_base().unwrap();
+        assert_eq!(back.read(0, 512).1, vec![9u8; 512]);
+        std::fs::write(&path, [8u8; 512]).unwrap();
+        let mut changed: Disk = serde_json::from_str(&json).unwrap();
+        assert!(changed.attach_base().unwrap_err().contains("changed since the snapshot"));
+    }
+
+    #[test]
     fn the_write_cache_is_bounded() {
         let mut d = disk("", 1);
         for i in 0..(CACHE_SECTORS as u64 + 10) {

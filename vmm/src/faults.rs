@@ -44,6 +44,17 @@ struct NetFile {
     burst: Option<BurstFile>,
     #[serde(default)]
     partition: Vec<PartitionFile>,
+    #[serde(default)]
+    link: Vec<LinkFile>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkFile {
+    from: Vec<u16>,
+    to: Vec<u16>,
+    latency: Option<Dur>,
+    jitter: Option<Dur>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -139,6 +150,17 @@ pub struct Partition {
     pub cut: Cut,
 }
 
+impl NetFaults {
+    /// Latency and jitter of the link from `src` to `dst`.
+    pub fn delay(&self, src: u16, dst: u16) -> (u64, u64) {
+        self.links
+            .iter()
+            .rev()
+            .find(|l| l.from.contains(&src) && l.to.contains(&dst))
+            .map_or((self.latency_ns, self.jitter_ns), |l| (l.latency_ns, l.jitter_ns))
+    }
+}
+
 impl Partition {
     /// Whether a packet from `src` to `dst` sent at `t` is cut off.
     pub fn blocks(&self, src: u16, dst: u16, t: u64) -> bool {
@@ -155,10 +177,21 @@ impl Partition {
     }
 }
 
+/// Latency and jitter of the links from `from` to `to`, instead of the
+/// network-wide values (the last matching entry wins).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkDelay {
+    pub from: Vec<u16>,
+    pub to: Vec<u16>,
+    pub latency_ns: u64,
+    pub jitter_ns: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetFaults {
     pub latency_ns: u64,
     pub jitter_ns: u64,
+    pub links: Vec<LinkDelay>,
     pub drop: f64,
     pub duplicate: f64,
     pub reorder: f64,
@@ -305,9 +338,23 @@ impl FaultPlan {
             }
             partitions.push(Partition { start_ns, heal_ns, cut });
         }
+        let mut links = Vec::new();
+        for (i, l) in n.link.iter().enumerate() {
+            let what = format!("network.link[{i}]");
+            if let Some(bad) = l.from.iter().chain(&l.to).find(|&&x| x >= nodes) {
+                return Err(format!("{what}: node {bad} does not exist (the run has {nodes})"));
+            }
+            links.push(LinkDelay {
+                from: l.from.clone(),
+                to: l.to.clone(),
+                latency_ns: r.dur(&l.latency, &what)?,
+                jitter_ns: r.dur(&l.jitter, &what)?,
+            });
+        }
         let network = NetFaults {
             latency_ns: r.dur(&n.latency, "network.latency")?,
             jitter_ns: r.dur(&n.jitter, "network.jitter")?,
+            links,
             drop: r.num(&n.drop, "network.drop")?,
             duplicate: r.num(&n.duplicate, "network.duplicate")?,
             reorder: r.num(&n.reorder, "network.reorder")?,
@@ -360,8 +407,8 @@ impl FaultPlan {
                 k.push(kind);
             }
         };
-        on(n.latency_ns > 0, "net.latency");
-        on(n.jitter_ns > 0, "net.jitter");
+        on(n.latency_ns > 0 || n.links.iter().any(|l| l.latency_ns > 0), "net.latency");
+        on(n.jitter_ns > 0 || n.links.iter().any(|l| l.jitter_ns > 0), "net.jitter");
         on(n.drop > 0.0, "net.drop");
         on(n.duplicate > 0.0, "net.duplicate");
         on(n.reorder > 0.0, "net.reorder");

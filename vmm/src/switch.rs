@@ -150,12 +150,13 @@ impl Switch {
             self.landed.hit("net.drop");
             return;
         }
-        let mut at = now + f.latency_ns;
-        if f.latency_ns > 0 {
+        let (latency, jitter) = f.delay(src, dst);
+        let mut at = now + latency;
+        if latency > 0 {
             self.landed.hit("net.latency");
         }
-        if f.jitter_ns > 0 {
-            at += s.below(f.jitter_ns + 1);
+        if jitter > 0 {
+            at += s.below(jitter + 1);
             self.landed.hit("net.jitter");
         }
         if let Some(clog) = &f.clog {
@@ -261,6 +262,20 @@ mod tests {
         let (_, got) = traffic("[network]\nreorder = 0.3\nreorder_delay = \"5us\"", 300);
         let numbers: Vec<u32> = got.iter().map(|(_, f)| u32::from_be_bytes(f[14..18].try_into().unwrap())).collect();
         assert!(numbers.windows(2).any(|w| w[0] > w[1]), "some frames overtake others");
+    }
+
+    #[test]
+    fn links_can_have_their_own_latency() {
+        let plan = "[network]\nlatency = \"1ms\"\n[[network.link]]\nfrom = [0]\nto = [1]\nlatency = \"5ms\"";
+        let mut sw = Switch::new(3, FaultPlan::parse(plan, 1, 3).unwrap().network, 1);
+        sw.send(0, &frame(0, 1, 0), Vtime(0));
+        sw.send(1, &frame(1, 0, 0), Vtime(0));
+        sw.send(0, &frame(0, 2, 0), Vtime(0));
+        let mut times = Vec::new();
+        while let Some(t) = sw.deadline() {
+            times.extend(sw.due(t).iter().map(|_| t.0));
+        }
+        assert_eq!(times, [1_000_000, 1_000_000, 5_000_000], "only 0 -> 1 is slow");
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub struct Args {
     list_guests: bool,
 }
 
-pub fn main(mut args: Args) -> Result<ExitCode> {
+pub fn main(args: Args) -> Result<ExitCode> {
     if args.list_guests {
         for g in raw::GUESTS {
             let forever = if g.runs_forever { " (runs until stopped)" } else { "" };
@@ -84,9 +84,6 @@ pub fn main(mut args: Args) -> Result<ExitCode> {
             let names: Vec<_> = raw::GUESTS.iter().map(|g| g.name).collect();
             bail!("no built-in guest `{name}` (there are: {})", names.join(", "));
         };
-        if guest.runs_forever {
-            args.out.vtime_limit.get_or_insert(Duration::from_secs(1));
-        }
         (guest.name, MachineConfig::raw(guest.build(), args.seed, &host.profile), Vec::new())
     };
     let mut config = config;

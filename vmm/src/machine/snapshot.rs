@@ -52,9 +52,7 @@ impl Machine {
     /// A new machine in `snap`'s state, with RAM all zero for the caller to
     /// fill (before running it).
     pub fn restore(snap: &MachineSnapshot, host: &HostSettings) -> Result<Machine> {
-        let mut state = snap.state.clone();
-        state.devices.virtio.attach_bases().map_err(Error::Config)?;
-        let mut m = Machine::create(&snap.spec, host, state)?;
+        let mut m = Machine::create(&snap.spec, host, snap.state.clone())?;
         if m.cpuid != snap.cpuid {
             let leaf = m
                 .cpuid
@@ -83,6 +81,8 @@ impl Machine {
         self.complete_pending_io()?;
         snap.vcpu.restore(self.vcpu.fd())?;
         self.state = snap.state.clone();
+        // A snapshot read from a file has disk base images by path only.
+        self.state.devices.virtio.attach_bases().map_err(Error::Config)?;
         self.vcpu.request_interrupt_window(self.state.irq_window_requested);
         self.trace.set_state(snap.trace.clone());
         self.messages_taken = self.state.messages.len();

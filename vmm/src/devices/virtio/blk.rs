@@ -186,7 +186,7 @@ impl Blk {
 
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let s = &self.stats;
-        [
+        super::counters(&[
             ("reads", s.reads),
             ("writes", s.writes),
             ("flushes", s.flushes),
@@ -195,10 +195,7 @@ impl Blk {
             ("unflushed_sectors", self.disk.unflushed_sectors() as u64),
             ("crash_kept_sectors", self.disk.crash_kept),
             ("crash_lost_sectors", self.disk.crash_lost),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        ])
     }
 }
 

@@ -87,6 +87,16 @@ pub struct Device {
     pub kind: Kind,
 }
 
+impl Device {
+    /// The guest broke this device: say why, once, and stop serving it.
+    fn fail(&mut self, reason: String) {
+        if self.mmio.broken.is_none() {
+            tracing::warn!(device = %self.name, "virtio device broken by the guest: {reason}");
+        }
+        self.mmio.fail(reason);
+    }
+}
+
 /// One device's line in the run's summary.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceReport {
@@ -179,19 +189,13 @@ impl Virtio {
         }
     }
 
-    /// The device whose register window holds `addr`, and the offset in it.
-    fn at(&mut self, addr: u64) -> Option<(&mut Device, u64)> {
-        let i = addr.checked_sub(MMIO_BASE)? / WINDOW;
-        let d = self.devices.get_mut(usize::try_from(i).ok()?)?;
-        Some((d, addr % WINDOW))
-    }
-
     pub fn claims(&self, addr: u64) -> bool {
         addr.checked_sub(MMIO_BASE).is_some_and(|off| off / WINDOW < self.devices.len() as u64)
     }
 
     pub fn mmio_read(&mut self, addr: u64, data: &mut [u8]) {
-        let Some((d, offset)) = self.at(addr) else { return };
+        let Some(i) = self.index_of(addr) else { return };
+        let (d, offset) = (&mut self.devices[i], addr % WINDOW);
         data.fill(0);
         if offset >= 0x100 {
             let config = d.kind.config();
@@ -202,7 +206,7 @@ impl Virtio {
         } else if data.len() == 4 && offset % 4 == 0 {
             data.copy_from_slice(&d.mmio.read(offset).to_le_bytes());
         } else {
-            d.mmio.fail(format!("{}-byte read of register {offset:#x} (registers are 32-bit)", data.len()));
+            d.fail(format!("{}-byte read of register {offset:#x} (registers are 32-bit)", data.len()));
         }
     }
 
@@ -217,7 +221,7 @@ impl Virtio {
         let value = match <[u8; 4]>::try_from(data) {
             Ok(bytes) if offset % 4 == 0 => u32::from_le_bytes(bytes),
             _ => {
-                d.mmio.fail(format!("{}-byte write to register {offset:#x} (registers are 32-bit)", data.len()));
+                d.fail(format!("{}-byte write to register {offset:#x} (registers are 32-bit)", data.len()));
                 return;
             }
         };
@@ -228,6 +232,7 @@ impl Virtio {
         }
     }
 
+    /// The device whose register window holds `addr`.
     fn index_of(&self, addr: u64) -> Option<usize> {
         self.claims(addr).then(|| ((addr - MMIO_BASE) / WINDOW) as usize)
     }
@@ -244,8 +249,7 @@ impl Virtio {
             Kind::Rng(r) => r.notify(q, mmio, ram),
         };
         if let Err(reason) = r {
-            tracing::warn!(device = %self.devices[i].name, "virtio device broken by the guest: {reason}");
-            self.devices[i].mmio.fail(reason);
+            self.devices[i].fail(reason);
         }
     }
 
@@ -270,19 +274,18 @@ impl Virtio {
             }
         }
         for (node, frame) in self.switch.due(now) {
-            let i = usize::from(node);
-            let Device { mmio, kind, name, .. } = &mut self.devices[i];
-            let Kind::Net(n) = kind else { unreachable!("device {i} ({name}) is node {node}'s NIC") };
-            if let Err(reason) = n.deliver(frame, mmio, ram) {
-                tracing::warn!(device = %name, "virtio device broken by the guest: {reason}");
-                mmio.fail(reason);
+            let d = &mut self.devices[usize::from(node)];
+            let Kind::Net(n) = &mut d.kind else { unreachable!("device {node} ({}) is node {node}'s NIC", d.name) };
+            if let Err(reason) = n.deliver(frame, &mut d.mmio, ram) {
+                d.fail(reason);
             }
         }
         for d in &mut self.devices {
             if let Kind::Blk(b) = &mut d.kind {
-                if let Err(reason) = b.complete(now, &mut d.mmio, ram) {
-                    tracing::warn!(device = %d.name, "virtio device broken by the guest: {reason}");
-                    d.mmio.fail(reason);
+                if d.mmio.broken.is_none() {
+                    if let Err(reason) = b.complete(now, &mut d.mmio, ram) {
+                        d.fail(reason);
+                    }
                 }
             }
         }
@@ -355,6 +358,11 @@ impl Kind {
             Kind::Rng(r) => r.counters(),
         }
     }
+}
+
+/// A device's counters for its summary line.
+pub fn counters(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect()
 }
 
 /// A descriptor chain, walked and checked: its buffers, readable ones first.

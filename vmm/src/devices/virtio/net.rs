@@ -127,16 +127,13 @@ impl Net {
 
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let s = &self.stats;
-        [
+        super::counters(&[
             ("tx_frames", s.tx_frames),
             ("rx_frames", s.rx_frames),
             ("rx_dropped_backlog_full", s.rx_dropped_backlog_full),
             ("rx_dropped_link_down", s.rx_dropped_link_down),
             ("rx_dropped_buffer_too_small", s.rx_dropped_buffer_too_small),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        ])
     }
 }
 

@@ -50,7 +50,7 @@ impl Rng {
     }
 
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        BTreeMap::from([("bytes".to_owned(), self.bytes)])
+        super::counters(&[("bytes", self.bytes)])
     }
 }
 
