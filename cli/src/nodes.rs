@@ -42,7 +42,17 @@ impl NodeArgs {
             // Check it now, for an error that names the file.
             FaultPlan::parse(text, 0, self.nodes).map_err(|e| anyhow::anyhow!("fault plan {}: {e}", path.display()))?;
         }
-        let disk_image = self.disk_image.as_ref().map(|p| Ok::<_, anyhow::Error>((p.clone(), file_hash(p)?))).transpose()?;
+        let disk_image = match &self.disk_image {
+            None => None,
+            Some(p) => {
+                let hash = file_hash(p)?;
+                let len = std::fs::metadata(p).with_context(|| format!("cannot read disk image {}", p.display()))?.len();
+                if len > self.disk_size as u64 {
+                    anyhow::bail!("disk image {} ({len} bytes) is larger than --disk-size ({} bytes)", p.display(), self.disk_size);
+                }
+                Some((p.clone(), hash))
+            }
+        };
         Ok(System { nodes: self.nodes, disk_bytes: self.disk_size as u64, disk_image, fault_plan })
     }
 }
