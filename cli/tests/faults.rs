@@ -323,6 +323,12 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
     let bug = bug.unwrap_or_else(|| panic!("the loss never broke the ping in 6 branches: {}", r["summary"]));
+    // The report carries landing evidence summed over every timeline.
+    assert_eq!(r["faults"].as_array().map(Vec::len), Some(1), "{}", r["faults"]);
+    assert_eq!(r["faults"][0]["kind"], "net.drop");
+    assert!(r["faults"][0]["landed"].as_u64() > Some(0), "{}", r["faults"]);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| net.drop |"), "{md}");
     // The bug record carries the plan: it replays without the plan file.
     std::fs::remove_file(&plan).unwrap();
     let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use hvsim_guest_image::host::Host;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::entropy::Stream;
+use hvsim_vmm::faults::FaultReport;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
@@ -117,10 +118,43 @@ pub struct Exploration {
     pub bugs: Vec<BugRecord>,
     pub events: BTreeMap<String, u64>,
     pub garbage: Garbage,
+    pub faults: FaultTally,
     pub coverage_edges: usize,
     pub series: Vec<SeriesPoint>,
     /// Branch at which the first bug appeared, and how long it took.
     pub first_bug: Option<(u64, u64)>,
+}
+
+/// Landing evidence summed over every timeline: per configured fault kind,
+/// how many packets or requests it touched in the root run and in all
+/// branches (each branch counts only what it did after its snapshot).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FaultTally(pub BTreeMap<String, u64>);
+
+impl FaultTally {
+    fn landed(m: &Machine) -> Vec<FaultReport> {
+        m.state().devices.virtio.fault_report()
+    }
+
+    /// Adds what happened between the `before` report and now.
+    fn add(&mut self, before: &[FaultReport], m: &Machine) {
+        for now in Self::landed(m) {
+            let was = before.iter().find(|b| b.kind == now.kind).map_or(0, |b| b.landed);
+            debug_assert!(now.landed >= was, "fault counters only grow within a timeline");
+            *self.0.entry(now.kind).or_insert(0) += now.landed.saturating_sub(was);
+        }
+    }
+
+    pub fn reports(&self) -> Vec<FaultReport> {
+        self.0
+            .iter()
+            .map(|(kind, &landed)| FaultReport {
+                kind: kind.clone(),
+                landed,
+                status: if landed > 0 { "landed" } else { "not landed" }.into(),
+            })
+            .collect()
+    }
 }
 
 /// A view of the exploration so far, for progress displays.
@@ -256,6 +290,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     };
 
     // The root: run until setup complete.
+    let mut faults = FaultTally::default();
+    let before = FaultTally::landed(&machine);
     let mut setup_complete = false;
     while !setup_complete {
         match machine.run_until(config.setup_limit)? {
@@ -279,6 +315,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             }
         }
     }
+    faults.add(&before, &machine);
     let root = RootInfo { point: point(&machine), setup_complete };
     let mut tree = SnapshotTree::new(&mut machine)?;
     let mut nodes = vec![Node {
@@ -305,6 +342,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         let seed = branch_seed(config.seed, branches);
         tree.reset(&mut machine, nodes[ni].tree_id)?;
         machine.reseed(seed);
+        let before = FaultTally::landed(&machine);
         let base = nodes[ni].timeline.clone();
         let from = machine.now();
         let deadline = Vtime(from.nanos().saturating_add(config.slice.nanos()));
@@ -343,6 +381,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             }
         }
         vtime_total += machine.now().nanos() - from.nanos();
+        faults.add(&before, &machine);
         let n = &mut nodes[ni];
         n.picks += 1;
         n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
@@ -383,6 +422,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         bugs: state.bugs,
         events: state.events,
         garbage: state.garbage,
+        faults,
         series,
         first_bug,
     })

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use hvsim_vmm::faults::FaultReport;
 use serde::Serialize;
 
 use crate::assertions::Verdict;
@@ -62,6 +63,9 @@ pub struct Report {
     pub assertions: Vec<AssertionReport>,
     pub bugs: Vec<BugSummary>,
     pub events: BTreeMap<String, u64>,
+    /// Landing evidence over every timeline: per configured fault kind, the
+    /// packets or requests it touched ("not landed" if none).
+    pub faults: Vec<FaultReport>,
     /// Coverage (signals) and bugs over time; at most 100 points.
     pub series: Vec<SeriesPoint>,
 }
@@ -140,6 +144,7 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
         assertions,
         bugs,
         events: exp.events.clone(),
+        faults: exp.faults.reports(),
         series,
     };
     write_atomic(&out.join("report.json"), &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
@@ -198,6 +203,14 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
             a.failures,
             a.bug.as_deref().unwrap_or("")
         );
+    }
+    if !r.faults.is_empty() {
+        let _ = writeln!(m, "\n## Faults\n");
+        let _ = writeln!(m, "| fault | touched (all timelines) | |");
+        let _ = writeln!(m, "| --- | --- | --- |");
+        for f in &r.faults {
+            let _ = writeln!(m, "| {} | {} | {} |", f.kind, f.landed, f.status);
+        }
     }
     if !r.events.is_empty() {
         let _ = writeln!(m, "\n## Events\n");

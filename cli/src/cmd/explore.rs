@@ -124,5 +124,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
     for b in &report.bugs {
         eprintln!("  {}: {}\n    replay: {}", b.id, b.summary, b.replay_command);
     }
+    for f in &report.faults {
+        eprintln!("hvsim: fault {:<18} {:<11} ({} touched over all timelines)", f.kind, f.status, f.landed);
+    }
     Ok(ExitCode::SUCCESS)
 }
