@@ -18,6 +18,9 @@ pub mod mmio;
 pub mod net;
 pub mod rng;
 
+#[cfg(test)]
+mod fuzz;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -89,11 +92,15 @@ pub struct Device {
 
 impl Device {
     /// The guest broke this device: say why, once, and stop serving it.
+    /// Work in flight (disk completions, received frames) is dropped: a
+    /// broken device no longer touches guest memory, and nothing of it stays
+    /// due (a halted guest would otherwise wait on it forever).
     fn fail(&mut self, reason: String) {
         if self.mmio.broken.is_none() {
             tracing::warn!(device = %self.name, "virtio device broken by the guest: {reason}");
         }
         self.mmio.fail(reason);
+        self.kind.reset();
     }
 }
 
@@ -626,6 +633,27 @@ mod tests {
         r.set_avail_idx(&ram, r.avail_idx(&ram).wrapping_add(200));
         notify(&mut v);
         assert!(v.devices[2].mmio.broken.as_deref().unwrap().contains("available ring"));
+    }
+
+    #[test]
+    fn breaking_a_disk_with_a_request_in_flight_leaves_nothing_due() {
+        // Regression: the completion stayed due forever, and a halted guest
+        // waiting for it hung the VMM.
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, disk_base: None, rng: false };
+        let plan = FaultPlan::parse("[disk]\nlatency = \"1ms\"", 1, 1).unwrap();
+        let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
+        let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
+        driver_ok(&mut v.devices[1].mmio, 1, 1);
+        ram.write(0x20_000, &[0; 16]).unwrap(); // read sector 0
+        r.desc(&ram, 0, 0x20_000, 16, F_NEXT, 1);
+        r.desc(&ram, 1, 0x20_100, 512, F_WRITE | F_NEXT, 2);
+        r.desc(&ram, 2, 0x20_300, 1, F_WRITE, 0);
+        r.offer(&ram, 0);
+        v.mmio_write(disk + 0x050, &0u32.to_le_bytes(), &ram, Vtime(0));
+        assert_eq!(v.deadline(), Some(Vtime(1_000_000)));
+        v.mmio_write(disk + 0x070, &[0xff], &ram, Vtime(10));
+        assert!(v.devices[1].mmio.broken.is_some());
+        assert_eq!(v.deadline(), None);
     }
 
     #[test]
