@@ -31,6 +31,9 @@ pub mod irq {
     pub const COM1: u8 = 4;
     /// The hvsim alarm (see [`crate::hc::ALARM_HI`]); on the slave PIC.
     pub const ALARM: u8 = 8;
+    /// Pulses when machine events wait to be read (see [`crate::hc::op::EVENT`]).
+    /// Line 1 is the keyboard's on a PC; this machine has none.
+    pub const EVENT: u8 = 1;
 }
 
 /// The hvsim paravirtual port block: hypercalls, the byte channel and the
@@ -92,12 +95,43 @@ pub mod hc {
         /// interrupt at an exact instruction, even on hosts whose
         /// interrupt-window exits are imprecise.
         pub const IRQ_FLAG: u8 = 0x07;
+        /// Queue the oldest machine event not yet read (see [`super::event`])
+        /// as 4 bytes (little endian) for reading from [`super::DATA`]; 0 if
+        /// there is none. IRQ [`crate::irq::EVENT`] pulses when one arrives.
+        pub const EVENT: u8 = 0x08;
+    }
+
+    /// Machine events: `kind << 16 | node`.
+    pub mod event {
+        /// The node lost power: its NIC and disk are dead, its unflushed
+        /// writes gone. The guest's init kills the node's processes.
+        pub const NODE_DOWN: u32 = 1;
+        /// The node has power again: init remounts its disk and restarts it.
+        pub const NODE_UP: u32 = 2;
+
+        pub const fn word(kind: u32, node: u16) -> u32 {
+            (kind << 16) | node as u32
+        }
+
+        /// `(kind, node)` of an event word.
+        pub const fn split(word: u32) -> (u32, u16) {
+            (word >> 16, word as u16)
+        }
     }
 
     /// Largest `RANDOM` request.
     pub const MAX_RANDOM: u32 = 64 * 1024;
     /// Largest message; longer ones are dropped (and counted) at `SEND`.
     pub const MAX_MESSAGE: usize = 1024 * 1024;
+}
+
+/// What hvsim's Linux guest init finds in its initramfs.
+pub mod linux {
+    /// The shell command init runs; its exit status ends the run.
+    pub const COMMAND: &str = "/etc/hvsim/command";
+    /// With simulated nodes: the shell command init runs on every node at
+    /// boot and again when a crashed node restarts.
+    pub const NODE_COMMAND: &str = "/etc/hvsim/node-command";
 }
 
 /// Memory layout that the VMM sets up for raw (non-Linux) guests, which start

@@ -28,6 +28,11 @@ pub struct NodeArgs {
     /// (read-only; writes go to a per-node overlay in memory).
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub disk_image: Option<PathBuf>,
+    /// With --nodes: a shell command every node runs as its service
+    /// (`HVSIM_NODE` says which), started at boot and again whenever a
+    /// crashed node restarts.
+    #[arg(long, value_name = "CMD", requires = "nodes")]
+    pub node_cmd: Option<String>,
 }
 
 impl NodeArgs {
@@ -53,6 +58,12 @@ impl NodeArgs {
                 Some((p.clone(), hash))
             }
         };
-        Ok(System { nodes: self.nodes, disk_bytes: self.disk_size as u64, disk_image, fault_plan })
+        Ok(System {
+            nodes: self.nodes,
+            disk_bytes: self.disk_size as u64,
+            disk_image,
+            fault_plan,
+            node_cmd: self.node_cmd.clone(),
+        })
     }
 }

@@ -11,27 +11,31 @@ use std::path::{Path, PathBuf};
 use common::*;
 use serde_json::Value;
 
-/// A partition between the two nodes from 3 s to 7 s, and a crash of each
-/// node's disk at 2 s: node 0 loses its unflushed writes, node 1's are torn.
+/// A partition between the two nodes from 3 s to 7 s, and both nodes
+/// crashing at 11 s and restarting at 12 s: node 0 loses its unflushed
+/// writes, node 1's are torn.
 const PLAN: &str = r#"
 [[network.partition]]
 start = "3s"
 heal = "7s"
 groups = [[0], [1]]
 
-[[disk.crash]]
+[[crash]]
 node = 0
-at = "2s"
+at = "11s"
+restart = "1s"
 
-[[disk.crash]]
+[[crash]]
 node = 1
-at = "2s"
+at = "11s"
+restart = "1s"
 torn = true
 "#;
 
 /// Each node writes a flushed sector of 'F's at sector 0, then 8 unflushed
-/// sectors of 'U's in one request at sectors 8-15. Node 1 then sends a numbered line every second to
-/// node 0 over TCP; both sides log virtual times. After the crash at 2 s,
+/// sectors of 'U's in one request at sectors 8-15. Node 1 then sends a
+/// numbered line every second to node 0 over TCP; both sides log virtual
+/// times (the crash at 11 s ends node 0's listener). After the restart,
 /// each node reads its first 17 sectors back, bypassing the page cache, and
 /// prints the first 4 bytes of each ('.' for zero). Sector 16 comes from the
 /// base image, all 'B's.
@@ -44,6 +48,7 @@ hvsim-node 0 sh -c 'sleep 15 | nc -l -p 5000 | while read l; do echo "got $l at 
 sleep 0.1
 hvsim-node 1 sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; echo "sent $i at $(cut -d" " -f1 /proc/uptime)" >&2; sleep 1; done | nc 10.0.0.1 5000'
 wait
+sleep 1.5
 for n in 0 1; do
   echo "disk$n $(hvsim-node $n sh -c 'dd if=$HVSIM_DISK bs=512 count=17 iflag=direct 2>/dev/null' | tr "\0" . | fold -w 512 | cut -c1-4 | tr "\n" " ")"
 done
@@ -156,6 +161,82 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     assert_eq!(fault(&a, "disk.crash_torn")["landed"], 8);
 }
 
+/// Node 1 crashes at 3 s and is back 1 s later.
+const CRASH_RESTART: &str = r#"
+[[crash]]
+node = 1
+at = "3s"
+restart = "1s"
+"#;
+
+/// Every node's service: says when it started and what its file system
+/// holds, then sleeps.
+const SERVICE: &str = r#"echo "node $HVSIM_NODE up at $(cut -d' ' -f1 /proc/uptime) with: $(ls /mnt/d$HVSIM_NODE 2>/dev/null | tr '\n' ' ')"; exec sleep 1000"#;
+
+/// Node 1 makes a file system on its disk and writes two files, syncing
+/// only the first. A process of node 1 sleeps through the crash. While the
+/// node is down, node 0 pings it; after the restart, again.
+const CRASH_SCRIPT: &str = r#"
+hvsim-node 1 sh -c 'mke2fs -q $HVSIM_DISK 4096 && mkdir -p /mnt/d1 && mount -t ext2 $HVSIM_DISK /mnt/d1 && echo kept > /mnt/d1/durable && sync && echo gone > /mnt/d1/volatile'
+echo "before at $(cut -d' ' -f1 /proc/uptime): $(cat /mnt/d1/durable /mnt/d1/volatile | tr '\n' ' ')"
+hvsim-node 1 sleep 100 &
+sleeper=$!
+sleep 3.2
+wait $sleeper
+echo "sleeper exited with $?"
+echo "during: $(hvsim-node 1 true 2>&1)"
+hvsim-node 0 ping -c 1 -W 1 10.0.0.2 > /dev/null && echo "ping while down: answered" || echo "ping while down: lost"
+sleep 1
+echo "after at $(cut -d' ' -f1 /proc/uptime): $(cat /mnt/d1/durable) $(ls /mnt/d1 | tr '\n' ' ')"
+hvsim-node 0 ping -c 1 -W 1 10.0.0.2 > /dev/null && echo "ping after restart: answered" || echo "ping after restart: lost"
+"#;
+
+#[test]
+fn a_crashed_node_loses_its_processes_and_unsynced_files_and_restarts() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "crash.toml", CRASH_RESTART);
+    let v = nodes_run(Some(&plan), &["--disk-size", "4M", "--node-cmd", SERVICE], CRASH_SCRIPT);
+    let lines = lines(&v);
+    let line = |prefix: &str| -> String {
+        let mut found = lines.iter().filter(|l| l.starts_with(prefix));
+        found.next().unwrap_or_else(|| panic!("no line {prefix:?} in:\n{}", v["console"])).clone()
+    };
+    // Before the crash both files are there (the second only in memory).
+    let before = line("before at ");
+    assert!(before.ends_with(": kept gone "), "{before}");
+    assert!(events_at(&before) < 3.0, "the setup must finish before the crash: {before}");
+    // The crash killed node 1's processes and unmounted its disk; the node
+    // refused commands and answered no ping while down.
+    assert_eq!(line("sleeper exited with"), "sleeper exited with 137", "SIGKILL");
+    assert_eq!(line("hvsim-init: node 1 lost power"), r#"hvsim-init: node 1 lost power: killed 2 processes, unmounted ["/mnt/d1"]"#);
+    assert_eq!(line("during: "), "during: hvsim-node: node 1 is down (crashed, not restarted yet)");
+    assert_eq!(line("ping while down: "), "ping while down: lost");
+    // The restart mounted the disk again and started the service again: the
+    // synced file survived, the other never reached the disk.
+    assert_eq!(line("hvsim-init: node 1 restarted"), r#"hvsim-init: node 1 restarted: mounted ["/mnt/d1"]"#);
+    let ups: Vec<&String> = lines.iter().filter(|l| l.starts_with("node 1 up at ")).collect();
+    assert_eq!(ups.len(), 2, "started at boot and after the restart: {ups:?}");
+    // Guest uptime runs a few ms behind virtual time (it starts at boot).
+    assert!(events_at(ups[0]) < 1.0 && (3.9..4.5).contains(&events_at(ups[1])), "{ups:?}");
+    assert!(ups[1].contains("durable") && !ups[1].contains("volatile"), "{}", ups[1]);
+    let after = line("after at ");
+    assert!(after.contains(": kept ") && after.contains("durable") && !after.contains("volatile"), "{after}");
+    assert_eq!(line("ping after restart: "), "ping after restart: answered");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("node 0 up at ")).count(), 1, "node 0 never crashed");
+    // The devices saw it too.
+    assert!(device(&v, "blk1")["counters"]["refused_node_down"].as_u64() > Some(0), "{}", v["devices"]);
+    assert!(device(&v, "switch")["counters"]["dropped_node_down"].as_u64() > Some(0), "{}", v["devices"]);
+}
+
+/// The virtual time in a "... at T ..." line.
+fn events_at(line: &str) -> f64 {
+    let t = line.split(" at ").nth(1).and_then(|r| r.split([' ', ':']).next()).unwrap_or_default();
+    t.parse().unwrap_or_else(|_| panic!("no time in {line:?}"))
+}
+
 /// Builds `guest/faultload.c` statically for the guest.
 fn faultload(dir: &Path) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest/faultload.c");
@@ -221,10 +302,10 @@ stall = 0.02
 stall_time = "5ms"
 lying_flush = 0.1
 quota = "48K"
-[[disk.crash]]
+[[crash]]
 node = 0
 at = "20s"
-[[disk.crash]]
+[[crash]]
 node = 1
 at = "20s"
 torn = true

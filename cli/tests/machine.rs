@@ -176,7 +176,7 @@ fn bad_fault_plans_fail_with_one_line_before_anything_boots() {
     for (text, needle) in [
         (Some("[network]\nbogus = 1\n"), "line 2: unknown field `bogus`"),
         (Some("[network]\ndrop = 2.0\n"), "network.drop: probability 2 is not between 0 and 1"),
-        (Some("[[disk.crash]]\nnode = 5\nat = \"1s\"\n"), "node 5 does not exist (the run has 2)"),
+        (Some("[[crash]]\nnode = 5\nat = \"1s\"\n"), "node 5 does not exist (the run has 2)"),
         (None, "cannot read fault plan"),
     ] {
         let plan = match text {

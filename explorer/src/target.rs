@@ -43,6 +43,9 @@ pub struct System {
     /// The fault plan's text: kept whole, so a bug record replays without
     /// the file. Ranges are resolved from the master seed.
     pub fault_plan: Option<String>,
+    /// The command every node runs, started again when a node restarts.
+    #[serde(default)]
+    pub node_cmd: Option<String>,
 }
 
 impl System {
@@ -103,6 +106,7 @@ impl Target {
                 }
                 let opts = LinuxOptions {
                     command: command.clone(),
+                    node_command: system.node_cmd.clone(),
                     nested_workarounds: host.profile.nested_pvm,
                     verbose: false,
                     cpuid_virtualized: host.probes.cpuid_virtualized,
@@ -138,7 +142,13 @@ mod tests {
             command: "true".into(),
             mem: 1 << 27,
             files: vec![],
-            system: System { nodes: 2, disk_bytes: 1 << 20, disk_image: None, fault_plan: Some("[network]\ndrop = 0.1\n".into()) },
+            system: System {
+                nodes: 2,
+                disk_bytes: 1 << 20,
+                disk_image: None,
+                fault_plan: Some("[network]\ndrop = 0.1\n".into()),
+                node_cmd: Some("serve".into()),
+            },
         };
         let back: Target = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
         assert_eq!(back, with, "the fault plan's text travels with a bug record");

@@ -1,22 +1,24 @@
 //! PID 1 of hvsim's Linux guest.
 //!
 //! As init: mounts /proc, /sys, /dev, /tmp and /run, creates the SDK FIFO
-//! at /run/hvsim/sdk, prints a readiness line, runs the command hvsim
-//! passed on the kernel command line (`hvsim_cmd=<hex>`) with `/bin/sh -c`,
+//! at /run/hvsim/sdk, prints a readiness line, runs the command hvsim put
+//! in the initramfs (`hvsim_abi::linux::COMMAND`) with `/bin/sh -c`,
 //! relays every SDK line written to the FIFO to hvsim's channel, reaps
 //! every orphan meanwhile, then powers the machine off with the command's
 //! exit status through `/dev/hvsim` (falling back to an ordinary power-off
 //! outside hvsim).
 //!
 //! With `hvsim_nodes=N` on the command line it first sets up N simulated
-//! nodes, one network namespace each (see `nodes.rs`).
+//! nodes, one network namespace each (see `nodes.rs`), starts the node
+//! service command (`hvsim_abi::linux::NODE_COMMAND`) on each, and follows
+//! hvsim's node crashes and restarts (see `power.rs`).
 //!
 //! Run as any other PID it is a small tool box: as `hvsim-node I CMD...` it
 //! runs a command on node I; as `/init rdtsc N` it prints N readings of the
 //! time-stamp counter.
 
-mod cmdline;
 mod nodes;
+mod power;
 mod relay;
 mod sys;
 mod tools;
@@ -50,16 +52,8 @@ fn init() -> u8 {
             return 1;
         }
     }
-    let command = match std::env::var("hvsim_cmd") {
-        Ok(hex) => match cmdline::decode_hex(&hex) {
-            Some(c) => c,
-            None => {
-                eprintln!("hvsim-init: hvsim_cmd is not valid hex-encoded UTF-8");
-                return 1;
-            }
-        },
-        Err(_) => "true".to_owned(),
-    };
+    let command = std::fs::read_to_string(hvsim_abi::linux::COMMAND).unwrap_or_else(|_| "true".to_owned());
+    let service = std::fs::read_to_string(hvsim_abi::linux::NODE_COMMAND).ok();
     let mut relay = match relay::Relay::create() {
         Ok(r) => r,
         Err(e) => {
@@ -67,6 +61,7 @@ fn init() -> u8 {
             return 1;
         }
     };
+    let mut power = None;
     if let Ok(n) = std::env::var("hvsim_nodes") {
         let Ok(n) = n.parse::<u16>() else {
             eprintln!("hvsim-init: hvsim_nodes={n} is not a node count");
@@ -76,9 +71,10 @@ fn init() -> u8 {
             eprintln!("hvsim-init: cannot set up the nodes: {e}");
             return 1;
         }
+        power = Some(power::Power::start(n, service));
     }
     println!("hvsim-init: ready");
-    let status = match sys::run_shell(&command, &mut relay) {
+    let status = match sys::run_shell(&command, &mut relay, power.as_mut()) {
         Ok(status) => status,
         Err(e) => {
             eprintln!("hvsim-init: cannot run /bin/sh: {e}");

@@ -21,6 +21,11 @@ pub fn pid_file(node: u16) -> String {
     format!("{RUN_DIR}/node{node}.pid")
 }
 
+/// Exists while node `node` has no power (see `power.rs`).
+pub fn down_marker(node: u16) -> String {
+    format!("{RUN_DIR}/node{node}.down")
+}
+
 pub fn disk_link(node: u16) -> String {
     format!("/dev/hvsim-disk{node}")
 }

@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
+use crate::power::Power;
 use crate::relay::{Relay, SDK_PATH};
 
 /// `ioctl` on /dev/hvsim that ends the run with an exit status
@@ -18,19 +19,55 @@ fn cstr(s: &str) -> CString {
 
 pub fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
     std::fs::create_dir_all(target)?;
-    let (src, tgt, fs) = (cstr(source), cstr(target), cstr(fstype));
+    mount_flags(source, target, fstype, 0)
+}
+
+pub fn mount_flags(source: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> io::Result<()> {
+    let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+    let (src, tgt, fs) = (c(source)?, c(target)?, c(fstype)?);
     // SAFETY: all pointers are NUL-terminated strings that outlive the call.
-    let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Unmounts `target`; `detach`: lazily, even while in use.
+pub fn umount(target: &str, detach: bool) -> io::Result<()> {
+    let tgt = CString::new(target).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let flags = if detach { libc::MNT_DETACH } else { 0 };
+    // SAFETY: tgt is a NUL-terminated path.
+    if unsafe { libc::umount2(tgt.as_ptr(), flags) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Starts `cmd` with the environment guest commands get (PATH, HOME, the
+/// SDK path under both names, none of hvsim's boot parameters) and SIGCHLD
+/// unblocked (init blocks it to read it from a signalfd).
+pub fn spawn(cmd: &mut Command) -> io::Result<std::process::Child> {
+    cmd.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("HOME", "/root")
+        .env("HVSIM_SDK_OUTPUT", SDK_PATH)
+        .env("ANTITHESIS_SDK_LOCAL_OUTPUT", SDK_PATH)
+        .env_remove("hvsim_nodes");
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut mask);
+            libc::sigaddset(&mut mask, libc::SIGCHLD);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &mask, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 /// Runs `/bin/sh -c command` with the SDK relay pumping, reaping every
 /// other child that exits meanwhile (PID 1 inherits orphans). Returns the
 /// shell's exit status, or 128 + signal number if it was killed.
 ///
-/// One `poll` waits on both the SDK FIFO and a signalfd for SIGCHLD: no
-/// timers, so waiting costs the guest no virtual time.
-pub fn run_shell(command: &str, relay: &mut Relay) -> io::Result<u8> {
+/// One `poll` waits on the SDK FIFO, a signalfd for SIGCHLD and, with
+/// simulated nodes, /dev/hvsim for machine events: no timers, so waiting
+/// costs the guest no virtual time.
+pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>) -> io::Result<u8> {
     // SAFETY: plain signal-set manipulation on local data.
     let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
@@ -48,31 +85,18 @@ pub fn run_shell(command: &str, relay: &mut Relay) -> io::Result<u8> {
     // SAFETY: sfd was just created and is owned by nobody else.
     let sfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(sfd) };
 
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(command)
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("HOME", "/root")
-        .env("HVSIM_SDK_OUTPUT", SDK_PATH)
-        .env("ANTITHESIS_SDK_LOCAL_OUTPUT", SDK_PATH)
-        .env_remove("hvsim_cmd")
-        .env_remove("hvsim_nodes");
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::sigprocmask(libc::SIG_UNBLOCK, &mask, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    let child = cmd.spawn()?;
+    let child = spawn(Command::new("/bin/sh").arg("-c").arg(command))?;
     let pid = child.id() as libc::pid_t;
+    let events = power.as_ref().and_then(|p| p.fd());
     loop {
         let mut fds = [
             libc::pollfd { fd: relay.fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            // A negative descriptor is ignored.
+            libc::pollfd { fd: events.unwrap_or(-1), events: libc::POLLPRI, revents: 0 },
         ];
-        // SAFETY: fds is a valid array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        // SAFETY: fds is a valid array of three pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -82,6 +106,11 @@ pub fn run_shell(command: &str, relay: &mut Relay) -> io::Result<u8> {
         }
         if fds[0].revents != 0 {
             relay.pump();
+        }
+        if fds[2].revents != 0 {
+            if let Some(p) = power.as_deref_mut() {
+                p.handle_events();
+            }
         }
         if fds[1].revents != 0 {
             let mut info = [0u8; 128];

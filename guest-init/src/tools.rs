@@ -25,6 +25,10 @@ pub fn node(args: Vec<String>) -> ExitCode {
         eprintln!("usage: hvsim-node NODE COMMAND [ARGS...]");
         return ExitCode::from(2);
     };
+    if std::path::Path::new(&nodes::down_marker(node)).exists() {
+        eprintln!("hvsim-node: node {node} is down (crashed, not restarted yet)");
+        return ExitCode::from(1);
+    }
     let enter = || -> std::io::Result<()> {
         let pid = std::fs::read_to_string(nodes::pid_file(node))?;
         let pid = pid.trim();

@@ -95,8 +95,6 @@ struct DiskFile {
     stall_time: Option<Dur>,
     lying_flush: Option<Num>,
     quota: Option<String>,
-    #[serde(default)]
-    crash: Vec<CrashFile>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -106,6 +104,7 @@ struct CrashFile {
     at: Dur,
     #[serde(default)]
     torn: bool,
+    restart: Option<Dur>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -115,6 +114,8 @@ struct PlanFile {
     network: NetFile,
     #[serde(default)]
     disk: DiskFile,
+    #[serde(default)]
+    crash: Vec<CrashFile>,
 }
 
 /// A temporary condition on a link: starts with `probability` per packet,
@@ -202,6 +203,9 @@ pub struct NetFaults {
     pub partitions: Vec<Partition>,
 }
 
+/// A node loses power at `at_ns`: its disk loses (or tears) the writes not
+/// yet flushed, its NIC and disk go dead, and the guest's init kills its
+/// processes. With `restart_ns` it gets power back that much later.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Crash {
     pub node: u16,
@@ -209,6 +213,15 @@ pub struct Crash {
     /// Tear the unflushed writes (keep a seed-chosen prefix, sector by
     /// sector) instead of losing them all.
     pub torn: bool,
+    /// Downtime before the node restarts; `None`: it stays down.
+    pub restart_ns: Option<u64>,
+}
+
+impl Crash {
+    /// When the node is back, if ever.
+    pub fn up_at_ns(&self) -> Option<u64> {
+        self.restart_ns.map(|d| self.at_ns.saturating_add(d))
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -227,7 +240,6 @@ pub struct DiskFaults {
     /// A thin-provisioned disk's space: writes that would allocate beyond
     /// it fail (ENOSPC, reported as EIO); overwrites succeed.
     pub quota: Option<u64>,
-    pub crashes: Vec<Crash>,
 }
 
 /// A resolved plan: concrete numbers only.
@@ -235,6 +247,8 @@ pub struct DiskFaults {
 pub struct FaultPlan {
     pub network: NetFaults,
     pub disk: DiskFaults,
+    /// Node crashes, earliest first.
+    pub crashes: Vec<Crash>,
 }
 
 fn dur(s: &str) -> Result<u64, String> {
@@ -375,13 +389,6 @@ impl FaultPlan {
             partitions,
         };
         let d = &file.disk;
-        let mut crashes = Vec::new();
-        for (i, c) in d.crash.iter().enumerate() {
-            if c.node >= nodes {
-                return Err(format!("disk.crash[{i}]: node {} does not exist (the run has {nodes})", c.node));
-            }
-            crashes.push(Crash { node: c.node, at_ns: r.dur(&Some(c.at.clone()), "disk.crash.at")?, torn: c.torn });
-        }
         let disk = DiskFaults {
             latency_ns: r.dur(&d.latency, "disk.latency")?,
             read_error: r.num(&d.read_error, "disk.read_error")?,
@@ -392,9 +399,33 @@ impl FaultPlan {
             stall_ns: r.dur(&d.stall_time, "disk.stall_time")?,
             lying_flush: r.num(&d.lying_flush, "disk.lying_flush")?,
             quota: d.quota.as_deref().map(parse_size).transpose().map_err(|e| format!("disk.quota: {e}"))?,
-            crashes,
         };
-        Ok(FaultPlan { network, disk })
+        let mut crashes = Vec::new();
+        for (i, c) in file.crash.iter().enumerate() {
+            let what = format!("crash[{i}]");
+            if c.node >= nodes {
+                return Err(format!("{what}: node {} does not exist (the run has {nodes})", c.node));
+            }
+            let at_ns = r.dur(&Some(c.at.clone()), &what)?;
+            let restart_ns = c.restart.as_ref().map(|d| r.dur(&Some(d.clone()), &what)).transpose()?;
+            crashes.push(Crash { node: c.node, at_ns, torn: c.torn, restart_ns });
+        }
+        crashes.sort_by_key(|c| (c.at_ns, c.node));
+        // A node must be up to crash: each crash comes after the node's
+        // previous one restarted it.
+        for (i, c) in crashes.iter().enumerate() {
+            if let Some(prev) = crashes[..i].iter().rev().find(|p| p.node == c.node) {
+                if prev.up_at_ns().is_none_or(|up| up > c.at_ns) {
+                    return Err(format!(
+                        "crash: node {} crashes at {:?} while still down from its crash at {:?}",
+                        c.node,
+                        std::time::Duration::from_nanos(c.at_ns),
+                        std::time::Duration::from_nanos(prev.at_ns)
+                    ));
+                }
+            }
+        }
+        Ok(FaultPlan { network, disk, crashes })
     }
 
     /// The fault kinds this plan switches on (those that can land).
@@ -423,8 +454,8 @@ impl FaultPlan {
         on(d.stall > 0.0, "disk.stall");
         on(d.lying_flush > 0.0, "disk.lying_flush");
         on(d.quota.is_some(), "disk.enospc");
-        on(d.crashes.iter().any(|c| !c.torn), "disk.crash_lost");
-        on(d.crashes.iter().any(|c| c.torn), "disk.crash_torn");
+        on(self.crashes.iter().any(|c| !c.torn), "disk.crash_lost");
+        on(self.crashes.iter().any(|c| c.torn), "disk.crash_torn");
         k
     }
 }
@@ -495,10 +526,14 @@ mod tests {
         [disk]
         read_error = 0.01
         quota = "1M"
-        [[disk.crash]]
+        [[crash]]
         node = 2
         at = "2s"
         torn = true
+        restart = ["100ms", "1s"]
+        [[crash]]
+        node = 2
+        at = "5s"
     "#;
 
     #[test]
@@ -510,7 +545,10 @@ mod tests {
         assert!((10_000..=50_000).contains(&a.network.jitter_ns));
         assert!((0.0..=0.1).contains(&a.network.drop));
         assert_eq!(a.disk.quota, Some(1 << 20));
-        assert_eq!(a.disk.crashes, vec![Crash { node: 2, at_ns: 2_000_000_000, torn: true }]);
+        assert_eq!(a.crashes.len(), 2);
+        assert_eq!((a.crashes[0].node, a.crashes[0].at_ns, a.crashes[0].torn), (2, 2_000_000_000, true));
+        assert!(a.crashes[0].up_at_ns().is_some_and(|t| (2_100_000_000..=3_000_000_000).contains(&t)));
+        assert_eq!(a.crashes[1].up_at_ns(), None, "no restart: the node stays down");
         assert!(a.configured().contains(&"net.partition") && a.configured().contains(&"disk.crash_torn"));
     }
 
@@ -532,7 +570,10 @@ mod tests {
             ("[network]\nbogus = 1", "line 2: unknown field `bogus`"),
             ("[[network.partition]]\nstart = \"2s\"\nheal = \"1s\"\ngroups = [[0],[1]]", "heal must come after"),
             ("[[network.partition]]\nstart = \"1s\"\nheal = \"2s\"\ngroups = [[0],[7]]", "node 7 does not exist"),
-            ("[[disk.crash]]\nnode = 9\nat = \"1s\"", "node 9 does not exist"),
+            ("[[crash]]\nnode = 9\nat = \"1s\"", "node 9 does not exist"),
+            ("[[crash]]\nnode = 1\nat = \"1s\"\n[[crash]]\nnode = 1\nat = \"2s\"", "while still down"),
+            ("[[crash]]\nnode = 1\nat = \"1s\"\nrestart = \"2s\"\n[[crash]]\nnode = 1\nat = \"2s\"", "while still down"),
+            ("[disk]\ncrash = []", "unknown field `crash`"),
         ] {
             let e = FaultPlan::parse(text, 1, 2).unwrap_err();
             assert!(e.contains(needle), "{text}: {e}");

@@ -10,8 +10,11 @@
 //! behind a clogged link (or starts a clog), possibly delayed further to be
 //! reordered (else kept in order behind the link's previous frame), and
 //! possibly duplicated. Every fault that touches a frame is counted.
+//!
+//! A node without power (crashed, not yet restarted) neither sends nor
+//! receives: its frames, and frames in flight to it, are dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +56,12 @@ pub struct Switch {
     pub frames_delivered: u64,
     /// Unicast frames to a MAC no node has.
     pub unknown_destination: u64,
+    /// Nodes without power.
+    #[serde(default)]
+    down: BTreeSet<u16>,
+    /// Frames dropped because their sender or receiver had no power.
+    #[serde(default)]
+    pub dropped_node_down: u64,
 }
 
 impl Switch {
@@ -68,6 +77,26 @@ impl Switch {
             frames_sent: 0,
             frames_delivered: 0,
             unknown_destination: 0,
+            down: BTreeSet::new(),
+            dropped_node_down: 0,
+        }
+    }
+
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        crate::devices::virtio::counters(&[
+            ("frames_sent", self.frames_sent),
+            ("frames_delivered", self.frames_delivered),
+            ("unknown_destination", self.unknown_destination),
+            ("dropped_node_down", self.dropped_node_down),
+        ])
+    }
+
+    /// Cuts or restores `node`'s power.
+    pub fn set_power(&mut self, node: u16, on: bool) {
+        if on {
+            self.down.remove(&node);
+        } else {
+            self.down.insert(node);
         }
     }
 
@@ -91,7 +120,12 @@ impl Switch {
             if entry.key().0 > now.0 {
                 break;
             }
-            out.push(entry.remove());
+            let (dst, frame) = entry.remove();
+            if self.down.contains(&dst) {
+                self.dropped_node_down += 1;
+                continue;
+            }
+            out.push((dst, frame));
             self.frames_delivered += 1;
         }
         out
@@ -100,6 +134,10 @@ impl Switch {
     /// Node `src` sends `frame` at `now`.
     pub fn send(&mut self, src: u16, frame: &[u8], now: Vtime) {
         self.frames_sent += 1;
+        if self.down.contains(&src) {
+            self.dropped_node_down += 1;
+            return;
+        }
         if frame.len() < 14 {
             return;
         }
@@ -276,6 +314,20 @@ mod tests {
             times.extend(sw.due(t).iter().map(|_| t.0));
         }
         assert_eq!(times, [1_000_000, 1_000_000, 5_000_000], "only 0 -> 1 is slow");
+    }
+
+    #[test]
+    fn a_node_without_power_neither_sends_nor_receives() {
+        let plan = "[network]\nlatency = \"1ms\"";
+        let mut sw = Switch::new(2, FaultPlan::parse(plan, 1, 2).unwrap().network, 1);
+        sw.send(0, &frame(0, 1, 0), Vtime(0));
+        sw.set_power(1, false);
+        sw.send(1, &frame(1, 0, 1), Vtime(0));
+        assert!(sw.due(Vtime(1_000_000)).is_empty(), "in flight to a dead node, and from it");
+        assert_eq!(sw.dropped_node_down, 2);
+        sw.set_power(1, true);
+        sw.send(1, &frame(1, 0, 2), Vtime(2_000_000));
+        assert_eq!(sw.due(Vtime(3_000_000)), vec![(0, frame(1, 0, 2))]);
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let (name, config, host_limits) = if let Some(system) = system {
         let opts = LinuxOptions {
             command: args.init_cmd.clone(),
+            node_command: system.node_cmd.clone(),
             nested_workarounds: host.profile.nested_pvm,
             verbose: args.verbose_boot,
             cpuid_virtualized: host.probes.cpuid_virtualized,

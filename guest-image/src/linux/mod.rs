@@ -17,6 +17,9 @@ use crate::error::Result;
 pub struct LinuxOptions {
     /// Shell command init runs (`/bin/sh -c`); its exit status ends the run.
     pub command: String,
+    /// With simulated nodes: the shell command init runs on every node at
+    /// boot and again whenever a crashed node restarts.
+    pub node_command: Option<String>,
     /// Pass the boot parameters that enable the kernel's workarounds for a
     /// nested `kvm_pvm` host (only there: elsewhere they cost speed).
     pub nested_workarounds: bool,
@@ -109,7 +112,6 @@ pub fn cmdline(opts: &LinuxOptions) -> String {
     if !opts.cpuid_virtualized {
         p.push(clearcpuid(opts.nested_workarounds));
     }
-    p.push(format!("hvsim_cmd={}", hex::encode(opts.command.as_bytes())));
     p.join(" ")
 }
 
@@ -124,7 +126,11 @@ pub fn prepare(opts: &LinuxOptions) -> Result<LinuxImage> {
         None => kernel::ensure_built()?.vmlinux,
     };
     let busybox = initramfs::host_busybox()?;
-    let mut extra = Vec::new();
+    // The commands travel as files: the kernel command line holds 2 KiB.
+    let mut extra = vec![(hvsim_abi::linux::COMMAND.to_owned(), opts.command.clone().into_bytes())];
+    if let Some(c) = &opts.node_command {
+        extra.push((hvsim_abi::linux::NODE_COMMAND.to_owned(), c.clone().into_bytes()));
+    }
     for f in &opts.files {
         let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
         extra.push((f.guest.clone(), bytes));
@@ -141,17 +147,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn command_is_hex_encoded_and_workarounds_only_when_asked() {
+    fn workarounds_only_when_asked() {
         let mut o = LinuxOptions {
             command: "echo 'a b'".into(),
+            node_command: None,
             nested_workarounds: false,
             verbose: false,
             cpuid_virtualized: true,
             files: vec![],
         };
         let c = cmdline(&o);
-        assert!(c.ends_with(" hvsim_cmd=6563686f202761206227"), "{c}");
-        assert!(!c.contains("syscall_pf_fixup"));
+        assert!(!c.contains("syscall_pf_fixup") && !c.contains("echo"), "{c}");
         assert!(!c.contains("clearcpuid"));
         o.nested_workarounds = true;
         assert!(cmdline(&o).contains("syscall_pf_fixup no_int3_selftest no_fpu_drop_fwait"));

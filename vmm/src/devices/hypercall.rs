@@ -48,7 +48,14 @@ pub struct Hypercall {
     /// The guest's entropy stream (`RANDOM`).
     entropy: Stream,
     stats: ChannelStats,
+    /// Machine events the guest has not read yet (`EVENT`), oldest first.
+    #[serde(default)]
+    events: VecDeque<u32>,
 }
+
+/// Events kept for a guest that does not read them (a raw guest never
+/// does); older ones are dropped first.
+const MAX_EVENTS: usize = 256;
 
 fn u32_of(data: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(data.try_into().ok()?))
@@ -65,7 +72,17 @@ impl Hypercall {
             alarm: None,
             entropy: Stream::new(seed, "guest"),
             stats: ChannelStats::default(),
+            events: VecDeque::new(),
         }
+    }
+
+    /// Queues a machine event for the guest (see `hc::op::EVENT`).
+    pub fn push_event(&mut self, event: u32) {
+        debug_assert_ne!(event, 0, "0 means no event");
+        if self.events.len() == MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
     }
 
     pub fn claims(port: u16) -> bool {
@@ -158,6 +175,13 @@ impl Hypercall {
                 self.entropy.fill(&mut buf);
                 self.rx.extend(buf);
                 self.stats.random_bytes += u64::from(arg);
+                Ok(None)
+            }
+            hc::op::EVENT => {
+                if self.rx.len() + 4 > 2 * hc::MAX_RANDOM as usize {
+                    return Err(GuestError(format!("EVENT while {} earlier bytes are still unread", self.rx.len())));
+                }
+                self.rx.extend(self.events.pop_front().unwrap_or(0).to_le_bytes());
                 Ok(None)
             }
             hc::op::RESET => {
@@ -277,6 +301,27 @@ mod tests {
         h.pio_read(hc::CLOCK_HI, &mut hi, Vtime(u64::MAX)).unwrap();
         assert_eq!(u32::from_le_bytes(lo), 0x2345_6789);
         assert_eq!(u32::from_le_bytes(hi), 1);
+    }
+
+    #[test]
+    fn events_are_read_oldest_first_then_zero() {
+        let mut h = Hypercall::new(1);
+        let next = |h: &mut Hypercall| {
+            cmd(h, hc::op::EVENT, 0).unwrap();
+            let mut b = [0; 4];
+            h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+            u32::from_le_bytes(b)
+        };
+        let (down, up) = (hc::event::word(hc::event::NODE_DOWN, 3), hc::event::word(hc::event::NODE_UP, 3));
+        h.push_event(down);
+        h.push_event(up);
+        assert_eq!([next(&mut h), next(&mut h), next(&mut h)], [down, up, 0]);
+        assert_eq!(hc::event::split(up), (hc::event::NODE_UP, 3));
+        // A guest that never reads keeps only the newest.
+        for i in 1..=(MAX_EVENTS as u32 + 10) {
+            h.push_event(i);
+        }
+        assert_eq!(next(&mut h), 11);
     }
 
     #[test]

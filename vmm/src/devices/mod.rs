@@ -214,6 +214,13 @@ impl Devices {
         if self.virtio.deadline().is_some_and(|t| t <= now) {
             self.virtio.fire(now, ram);
             self.sync_virtio_irqs();
+            let events = self.virtio.take_events();
+            for &e in &events {
+                self.hc.push_event(e);
+            }
+            if !events.is_empty() {
+                self.pic.pulse_irq(hvsim_abi::irq::EVENT);
+            }
         }
         // A deadline left in the past would make a halted guest's wait spin
         // in place: a bug in hvsim, better a loud stop than a silent hang.

@@ -43,6 +43,9 @@ struct Stats {
     flushes: u64,
     errors: u64,
     unsupported: u64,
+    /// Requests refused (I/O error) while the node had no power.
+    #[serde(default)]
+    refused_node_down: u64,
 }
 
 #[serde_with::serde_as]
@@ -54,11 +57,23 @@ pub struct Blk {
     pending: BTreeMap<(u64, u64), (u16, u32)>,
     seq: u64,
     stats: Stats,
+    /// The node has no power: every request fails.
+    #[serde(default)]
+    down: bool,
 }
 
 impl Blk {
     pub fn new(disk: Disk) -> Blk {
-        Blk { disk, pending: BTreeMap::new(), seq: 0, stats: Stats::default() }
+        Blk { disk, pending: BTreeMap::new(), seq: 0, stats: Stats::default(), down: false }
+    }
+
+    /// The node loses power (the disk loses or tears its unflushed writes,
+    /// then refuses every request) or gets it back.
+    pub fn set_power(&mut self, on: bool, torn: bool) {
+        if !on {
+            self.disk.crash(torn);
+        }
+        self.down = !on;
     }
 
     /// Configuration space: capacity in sectors, then `size_max` (unused)
@@ -140,6 +155,11 @@ impl Blk {
         let in_range = |len: u64| {
             len % SECTOR as u64 == 0 && sector.checked_add(len / SECTOR as u64).is_some_and(|end| end <= self.disk.sectors())
         };
+        if self.down {
+            self.stats.refused_node_down += 1;
+            chain.write_at(ram, room, &[S_IOERR])?;
+            return Ok(1);
+        }
         let (status, data_len) = match kind {
             T_IN if in_range(room) => {
                 self.stats.reads += 1;
@@ -192,6 +212,7 @@ impl Blk {
             ("flushes", s.flushes),
             ("errors", s.errors),
             ("unsupported", s.unsupported),
+            ("refused_node_down", s.refused_node_down),
             ("unflushed_sectors", self.disk.unflushed_sectors() as u64),
             ("crash_kept_sectors", self.disk.crash_kept),
             ("crash_lost_sectors", self.disk.crash_lost),

@@ -36,10 +36,18 @@ const PLAN: &str = r#"
     stall_time = "1ms"
     lying_flush = 0.2
     quota = "8K"
-    [[disk.crash]]
+    [[crash]]
     node = 1
     at = "3ms"
     torn = true
+    restart = "2ms"
+    [[crash]]
+    node = 1
+    at = "6ms"
+    [[crash]]
+    node = 0
+    at = "7ms"
+    restart = "1ms"
 "#;
 
 /// Guest RAM: data buffers from 512 KiB (disk requests from +0x2_0000,

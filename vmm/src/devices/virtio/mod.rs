@@ -23,6 +23,7 @@ mod fuzz;
 
 use std::collections::BTreeMap;
 
+use hvsim_abi::hc::event;
 use serde::{Deserialize, Serialize};
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
@@ -113,14 +114,42 @@ pub struct DeviceReport {
     pub counters: BTreeMap<String, u64>,
 }
 
-/// All virtio devices, the switch between the NICs, and the crash schedule.
+/// A node loses or regains power.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct PowerChange {
+    at_ns: u64,
+    node: u16,
+    on: bool,
+    /// Losing power tears the unflushed writes rather than losing them.
+    torn: bool,
+}
+
+/// The power changes of `crashes`, in order.
+fn power_schedule(crashes: &[Crash]) -> Vec<PowerChange> {
+    let mut s: Vec<PowerChange> = crashes
+        .iter()
+        .flat_map(|c| {
+            let off = PowerChange { at_ns: c.at_ns, node: c.node, on: false, torn: c.torn };
+            let on = c.up_at_ns().map(|at_ns| PowerChange { at_ns, node: c.node, on: true, torn: false });
+            std::iter::once(off).chain(on)
+        })
+        .collect();
+    // A restart at the very moment of another crash of the node comes first.
+    s.sort_by_key(|p| (p.at_ns, p.node, !p.on));
+    s
+}
+
+/// All virtio devices, the switch between the NICs, and the node power
+/// schedule.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Virtio {
     pub devices: Vec<Device>,
     pub switch: Switch,
     pub plan: FaultPlan,
-    /// Node crashes still to come, earliest first.
-    crashes: Vec<Crash>,
+    /// Power changes still to come, earliest first.
+    power: Vec<PowerChange>,
+    /// Machine events for the guest (`hc::event`), not yet taken.
+    events: Vec<u32>,
 }
 
 impl Virtio {
@@ -155,9 +184,13 @@ impl Virtio {
             .enumerate()
             .map(|(i, (name, kind))| Device { name, mmio: kind.transport(), irq: IRQS[i % IRQS.len()], kind })
             .collect();
-        let mut crashes = plan.disk.crashes.clone();
-        crashes.sort_by_key(|c| (c.at_ns, c.node));
-        Ok(Virtio { devices, switch: Switch::new(spec.nodes, plan.network.clone(), seed), plan: plan.clone(), crashes })
+        Ok(Virtio {
+            devices,
+            switch: Switch::new(spec.nodes, plan.network.clone(), seed),
+            plan: plan.clone(),
+            power: power_schedule(&plan.crashes),
+            events: Vec::new(),
+        })
     }
 
     /// Kernel command line parameters announcing the devices, in order.
@@ -260,25 +293,35 @@ impl Virtio {
         }
     }
 
-    /// The earliest time something is due: a frame, a disk completion, a crash.
+    /// The earliest time something is due: a frame, a disk completion, a
+    /// power change.
     pub fn deadline(&self) -> Option<Vtime> {
         let completions = self.devices.iter().filter_map(|d| match &d.kind {
             Kind::Blk(b) => b.deadline(),
             _ => None,
         });
-        let crash = self.crashes.first().map(|c| Vtime(c.at_ns));
-        completions.chain(self.switch.deadline()).chain(crash).min()
+        let power = self.power.first().map(|p| Vtime(p.at_ns));
+        completions.chain(self.switch.deadline()).chain(power).min()
     }
 
-    /// Does everything due at `now`: node crashes, frame deliveries, disk
+    /// Machine events raised since the last call (see `hc::event`).
+    pub fn take_events(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Does everything due at `now`: power changes, frame deliveries, disk
     /// completions.
     pub fn fire(&mut self, now: Vtime, ram: &GuestRam) {
-        while self.crashes.first().is_some_and(|c| c.at_ns <= now.0) {
-            let c = self.crashes.remove(0);
-            let i = self.disk_index(c.node);
-            if let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) {
-                b.disk.crash(c.torn);
-            }
+        while self.power.first().is_some_and(|p| p.at_ns <= now.0) {
+            let p = self.power.remove(0);
+            let i = self.disk_index(p.node);
+            let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) else {
+                unreachable!("device {i} is node {}'s disk", p.node)
+            };
+            b.set_power(p.on, p.torn);
+            self.switch.set_power(p.node, p.on);
+            let kind = if p.on { event::NODE_UP } else { event::NODE_DOWN };
+            self.events.push(event::word(kind, p.node));
         }
         for (node, frame) in self.switch.due(now) {
             let d = &mut self.devices[usize::from(node)];
@@ -325,11 +368,15 @@ impl Virtio {
         crate::faults::report(&self.plan, &self.landed())
     }
 
+    /// Every device's counters, then the switch's.
     pub fn device_reports(&self) -> Vec<DeviceReport> {
-        self.devices
+        let devices = self
+            .devices
             .iter()
-            .map(|d| DeviceReport { name: d.name.clone(), broken: d.mmio.broken.clone(), counters: d.kind.counters() })
-            .collect()
+            .map(|d| DeviceReport { name: d.name.clone(), broken: d.mmio.broken.clone(), counters: d.kind.counters() });
+        let switch = (self.switch.nodes() > 0)
+            .then(|| DeviceReport { name: "switch".into(), broken: None, counters: self.switch.counters() });
+        devices.chain(switch).collect()
     }
 }
 
@@ -654,6 +701,40 @@ mod tests {
         v.mmio_write(disk + 0x070, &[0xff], &ram, Vtime(10));
         assert!(v.devices[1].mmio.broken.is_some());
         assert_eq!(v.deadline(), None);
+    }
+
+    #[test]
+    fn a_crash_cuts_power_until_the_restart_and_tells_the_guest() {
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, disk_base: None, rng: false };
+        let plan = FaultPlan::parse("[[crash]]\nnode = 0\nat = \"1ms\"\nrestart = \"1ms\"", 1, 1).unwrap();
+        let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
+        let read = |v: &mut Virtio, now: u64| {
+            let r = Ring::new(1, 0);
+            ram.write(0x20_000, &[0; 16]).unwrap();
+            r.desc(&ram, 0, 0x20_000, 16, F_NEXT, 1);
+            r.desc(&ram, 1, 0x20_100, 512, F_WRITE | F_NEXT, 2);
+            r.desc(&ram, 2, 0x20_300, 1, F_WRITE, 0);
+            r.offer(&ram, 0);
+            v.mmio_write(MMIO_BASE + WINDOW + 0x050, &0u32.to_le_bytes(), &ram, Vtime(now));
+            let mut status = [9];
+            ram.read(0x20_300, &mut status).unwrap();
+            status[0]
+        };
+        driver_ok(&mut v.devices[1].mmio, 1, 1);
+        assert_eq!(read(&mut v, 0), 0, "powered: the read succeeds");
+        assert_eq!(v.deadline(), Some(Vtime(0)), "its completion is due at once");
+        v.fire(Vtime(0), &ram);
+        assert_eq!(v.deadline(), Some(Vtime(1_000_000)), "then the crash");
+        v.fire(Vtime(1_000_000), &ram);
+        assert_eq!(v.take_events(), [event::word(event::NODE_DOWN, 0)]);
+        assert_eq!(read(&mut v, 1_500_000), 1, "no power: I/O error");
+        v.fire(Vtime(2_000_000), &ram);
+        assert_eq!(v.take_events(), [event::word(event::NODE_UP, 0)]);
+        assert_eq!(read(&mut v, 2_000_000), 0, "power back");
+        assert_eq!(v.device_reports()[1].counters["refused_node_down"], 1);
+        assert_eq!(v.deadline(), Some(Vtime(2_000_000)));
+        v.fire(Vtime(2_000_000), &ram);
+        assert_eq!((v.deadline(), v.take_events()), (None, vec![]));
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! Node power: what init does when hvsim crashes a simulated node and when
+//! it restarts it (machine events from /dev/hvsim, see `hvsim_abi::hc::event`).
+//!
+//! hvsim itself has already made the node's disk lose (or tear) its
+//! unflushed writes and cut its NIC and disk off. Init makes the rest of the
+//! machine agree with that:
+//! - power lost: kill every process in the node's network namespace,
+//!   unmount what was mounted from its disk and drop the disk's page cache,
+//!   so nothing the node wrote but never flushed can reach the disk later or
+//!   be read back from memory;
+//! - power back: drop the page cache again, mount again what was mounted,
+//!   and start the node's service command (`--node-cmd`) again.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use hvsim_abi::hc::event;
+
+use crate::nodes;
+use crate::sys;
+
+/// `ioctl` on /dev/hvsim taking the oldest machine event
+/// (`_IOR('h', 2, __u32)`, see the kernel patch "x86: hvsim guest support").
+const HVSIM_IOC_EVENT: libc::c_ulong = 0x8004_6802;
+/// `BLKFLSBUF`: write back and drop a block device's page cache.
+const BLKFLSBUF: libc::c_ulong = 0x1261;
+
+/// A file system mounted from a node's disk when the node lost power.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mount {
+    target: String,
+    fstype: String,
+    read_only: bool,
+}
+
+pub struct Power {
+    nodes: u16,
+    /// The command every node runs as its service, started at boot and
+    /// again after each restart.
+    service: Option<String>,
+    /// What to mount again on each node when it comes back.
+    unmounted: Vec<Vec<Mount>>,
+    /// /dev/hvsim, for events; `None` outside hvsim.
+    dev: Option<File>,
+}
+
+impl Power {
+    /// Starts the service on every node.
+    pub fn start(nodes: u16, service: Option<String>) -> Power {
+        let dev = std::fs::OpenOptions::new().read(true).open("/dev/hvsim").ok();
+        let power = Power { nodes, service, unmounted: vec![Vec::new(); usize::from(nodes)], dev };
+        for node in 0..nodes {
+            power.start_service(node);
+        }
+        power
+    }
+
+    /// The descriptor to poll for `POLLPRI` (events waiting).
+    pub fn fd(&self) -> Option<RawFd> {
+        self.dev.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Handles every event waiting.
+    pub fn handle_events(&mut self) {
+        while let Some(word) = self.next_event() {
+            match event::split(word) {
+                (event::NODE_DOWN, node) if node < self.nodes => self.down(node),
+                (event::NODE_UP, node) if node < self.nodes => self.up(node),
+                _ => eprintln!("hvsim-init: unknown machine event {word:#x}"),
+            }
+        }
+    }
+
+    fn next_event(&self) -> Option<u32> {
+        let dev = self.dev.as_ref()?;
+        let mut word: u32 = 0;
+        // SAFETY: the ioctl writes one u32 into `word`.
+        let r = unsafe { libc::ioctl(dev.as_raw_fd(), HVSIM_IOC_EVENT, &mut word as *mut u32) };
+        (r == 0).then_some(word)
+    }
+
+    fn down(&mut self, node: u16) {
+        if let Err(e) = std::fs::write(nodes::down_marker(node), "") {
+            eprintln!("hvsim-init: node {node}: cannot mark it down: {e}");
+        }
+        let killed = kill_node(node).unwrap_or_else(|e| {
+            eprintln!("hvsim-init: node {node}: cannot list its processes: {e}");
+            0
+        });
+        let mounts = unmount_disk(node);
+        flush_page_cache(node);
+        let targets: Vec<&str> = mounts.iter().map(|m| m.target.as_str()).collect();
+        println!("hvsim-init: node {node} lost power: killed {killed} processes, unmounted {targets:?}");
+        self.unmounted[usize::from(node)] = mounts;
+    }
+
+    fn up(&mut self, node: u16) {
+        flush_page_cache(node);
+        let disk = nodes::disk_link(node);
+        let mut mounted = Vec::new();
+        for m in std::mem::take(&mut self.unmounted[usize::from(node)]) {
+            let flags = if m.read_only { libc::MS_RDONLY } else { 0 };
+            match sys::mount_flags(&disk, &m.target, &m.fstype, flags) {
+                Ok(()) => mounted.push(m.target),
+                Err(e) => eprintln!("hvsim-init: node {node}: cannot mount {disk} on {} again: {e}", m.target),
+            }
+        }
+        let _ = std::fs::remove_file(nodes::down_marker(node));
+        println!("hvsim-init: node {node} restarted: mounted {mounted:?}");
+        self.start_service(node);
+    }
+
+    fn start_service(&self, node: u16) {
+        let Some(cmd) = &self.service else { return };
+        let mut c = std::process::Command::new("/bin/hvsim-node");
+        c.arg(node.to_string()).args(["sh", "-c", cmd]);
+        // Reaped with every other orphan by init's loop.
+        if let Err(e) = sys::spawn(&mut c) {
+            eprintln!("hvsim-init: node {node}: cannot start its service: {e}");
+        }
+    }
+}
+
+/// SIGKILLs every process in node `node`'s network namespace but the one
+/// holding it, and waits until they are gone (so none still holds a file
+/// on the node's disk). Returns how many it killed.
+fn kill_node(node: u16) -> io::Result<usize> {
+    let holder = std::fs::read_to_string(nodes::pid_file(node))?.trim().to_owned();
+    let ns = std::fs::read_link(format!("/proc/{holder}/ns/net"))?;
+    let mut killed = std::collections::BTreeSet::new();
+    // Dying takes the victims a little CPU; 5 s of virtual time at most.
+    for _ in 0..5000 {
+        let mut alive = 0;
+        for entry in std::fs::read_dir("/proc")? {
+            let name = entry?.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
+            // An exited process (even a zombie) has no namespace link.
+            if pid == 1 || name.to_str() == Some(holder.as_str())
+                || !std::fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|n| n == ns)
+            {
+                continue;
+            }
+            alive += 1;
+            // SAFETY: sending a signal has no memory effects.
+            if killed.insert(pid) && unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+                killed.remove(&pid);
+            }
+        }
+        if alive == 0 {
+            return Ok(killed.len());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    eprintln!("hvsim-init: node {node}: some processes outlived SIGKILL");
+    Ok(killed.len())
+}
+
+/// Unmounts everything mounted from node `node`'s disk (last mounted first);
+/// returns the mounts to restore, in mount order.
+fn unmount_disk(node: u16) -> Vec<Mount> {
+    let Ok(meta) = std::fs::metadata(nodes::disk_link(node)) else { return Vec::new() };
+    if !meta.file_type().is_block_device() {
+        return Vec::new();
+    }
+    let dev = format!("{}:{}", libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts: Vec<Mount> = info.lines().filter_map(|l| parse_mountinfo(l, &dev)).collect();
+    for m in mounts.iter().rev() {
+        if let Err(e) = sys::umount(&m.target, false) {
+            // Someone outside the node still uses it: detach it at least.
+            eprintln!("hvsim-init: node {node}: {} is busy ({e}); detaching it", m.target);
+            let _ = sys::umount(&m.target, true);
+        }
+    }
+    mounts
+}
+
+/// The mount on line `line` of /proc/self/mountinfo if it is of device
+/// `dev` ("major:minor") and mounts the whole file system.
+fn parse_mountinfo(line: &str, dev: &str) -> Option<Mount> {
+    let (left, right) = line.split_once(" - ")?;
+    let f: Vec<&str> = left.split(' ').collect();
+    let (device, root, target, options) = (*f.get(2)?, *f.get(3)?, *f.get(4)?, *f.get(5)?);
+    if device != dev || root != "/" {
+        return None;
+    }
+    Some(Mount {
+        target: unescape(target),
+        fstype: right.split(' ').next()?.to_owned(),
+        read_only: options.split(',').any(|o| o == "ro"),
+    })
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).and_then(|o| u8::from_str_radix(std::str::from_utf8(o).ok()?, 8).ok());
+        match (b[i], octal) {
+            (b'\\', Some(c)) => {
+                out.push(c);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Drops node `node`'s disk's page cache. With the disk dead, dirty pages
+/// fail to write back and are dropped too.
+fn flush_page_cache(node: u16) {
+    let Ok(disk) = File::open(nodes::disk_link(node)) else { return };
+    // SAFETY: BLKFLSBUF takes no argument.
+    unsafe { libc::ioctl(disk.as_raw_fd(), BLKFLSBUF, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines() {
+        let line = "36 25 254:16 / /mnt/my\\040data rw,relatime shared:1 - ext4 /dev/vdb rw";
+        let m = parse_mountinfo(line, "254:16").unwrap();
+        assert_eq!(m, Mount { target: "/mnt/my data".into(), fstype: "ext4".into(), read_only: false });
+        assert_eq!(parse_mountinfo(line, "254:0"), None, "another device");
+        let bind = "37 25 254:16 /sub /srv ro,relatime - ext4 /dev/vdb rw";
+        assert_eq!(parse_mountinfo(bind, "254:16"), None, "a bind mount of a subdirectory");
+        let ro = "38 25 254:16 / /ro ro,relatime - ext2 /dev/vdb ro";
+        assert!(parse_mountinfo(ro, "254:16").unwrap().read_only);
+    }
+}
