@@ -22,9 +22,13 @@ pub fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
     mount_flags(source, target, fstype, 0)
 }
 
+/// A path from outside init (a mount point from mountinfo) as a C string.
+fn c_path(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
 pub fn mount_flags(source: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> io::Result<()> {
-    let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
-    let (src, tgt, fs) = (c(source)?, c(target)?, c(fstype)?);
+    let (src, tgt, fs) = (c_path(source)?, c_path(target)?, c_path(fstype)?);
     // SAFETY: all pointers are NUL-terminated strings that outlive the call.
     let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
@@ -32,7 +36,7 @@ pub fn mount_flags(source: &str, target: &str, fstype: &str, flags: libc::c_ulon
 
 /// Unmounts `target`; `detach`: lazily, even while in use.
 pub fn umount(target: &str, detach: bool) -> io::Result<()> {
-    let tgt = CString::new(target).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let tgt = c_path(target)?;
     let flags = if detach { libc::MNT_DETACH } else { 0 };
     // SAFETY: tgt is a NUL-terminated path.
     if unsafe { libc::umount2(tgt.as_ptr(), flags) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
