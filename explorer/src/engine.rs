@@ -146,14 +146,7 @@ impl FaultTally {
     }
 
     pub fn reports(&self) -> Vec<FaultReport> {
-        self.0
-            .iter()
-            .map(|(kind, &landed)| FaultReport {
-                kind: kind.clone(),
-                landed,
-                status: if landed > 0 { "landed" } else { "not landed" }.into(),
-            })
-            .collect()
+        self.0.iter().map(|(kind, &landed)| FaultReport::new(kind, landed)).collect()
     }
 }
 

@@ -495,14 +495,14 @@ pub struct FaultReport {
     pub status: String,
 }
 
+impl FaultReport {
+    pub fn new(kind: &str, landed: u64) -> FaultReport {
+        FaultReport { kind: kind.to_owned(), landed, status: if landed > 0 { "landed" } else { "not landed" }.into() }
+    }
+}
+
 pub fn report(plan: &FaultPlan, landed: &Landed) -> Vec<FaultReport> {
-    plan.configured()
-        .into_iter()
-        .map(|kind| {
-            let n = landed.get(kind);
-            FaultReport { kind: kind.to_owned(), landed: n, status: if n > 0 { "landed" } else { "not landed" }.into() }
-        })
-        .collect()
+    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind))).collect()
 }
 
 #[cfg(test)]

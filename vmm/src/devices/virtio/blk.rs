@@ -252,30 +252,18 @@ mod tests {
         fn submit(&mut self, kind: u32, sector: u64, data: Option<&[u8]>, read_len: u32, now: u64) -> (u64, u16) {
             let head = self.next;
             let base = 0x40_0000 + u64::from(head) * 0x1_0000;
-            let mut hdr = [0u8; 16];
-            hdr[..4].copy_from_slice(&kind.to_le_bytes());
-            hdr[8..].copy_from_slice(&sector.to_le_bytes());
-            self.ram.write(base, &hdr).unwrap();
-            let r = self.ring;
-            r.desc(&self.ram, head, base, 16, F_NEXT, head + 1);
-            let data_desc = match data {
+            let buffer = match data {
                 Some(d) => {
                     self.ram.write(base + 0x100, d).unwrap();
-                    Some((d.len() as u32, 0))
+                    Some((d.len() as u32, false))
                 }
-                None if read_len > 0 => Some((read_len, F_WRITE)),
+                None if read_len > 0 => Some((read_len, true)),
                 None => None,
             };
-            let mut i = head + 1;
-            if let Some((len, flags)) = data_desc {
-                r.desc(&self.ram, i, base + 0x100, len, flags | F_NEXT, i + 1);
-                i += 1;
-            }
-            r.desc(&self.ram, i, base + 0x80, 1, F_WRITE, 0);
-            self.next = i + 1;
-            r.offer(&self.ram, head);
+            let (next, status) = self.ring.blk_request(&self.ram, head, base, (kind, sector), buffer);
+            self.next = next;
             self.blk.notify(0, &mut self.mmio, &self.ram, Vtime(now)).unwrap();
-            (base + 0x80, head)
+            (status, head)
         }
 
         fn status(&self, at: u64) -> u8 {

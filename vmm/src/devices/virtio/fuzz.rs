@@ -8,7 +8,7 @@
 
 use proptest::prelude::*;
 
-use super::testing::{driver_ok, Ring, F_NEXT, F_WRITE, SIZE};
+use super::testing::{driver_ok, Ring, F_WRITE, SIZE};
 use super::*;
 use crate::faults::FaultPlan;
 
@@ -161,16 +161,9 @@ impl Bench {
             }
             Op::BlkRequest { disk, slot, kind, sector, sectors } => {
                 let dev = NODES + disk;
-                let (r, at, i) = (Ring::new(u64::from(dev), 0), DATA + u64::from(dev) * 0x1_0000 + u64::from(slot) * 0x2000, 3 * slot);
-                let mut h = [0u8; 16];
-                h[..4].copy_from_slice(&kind.to_le_bytes());
-                h[8..].copy_from_slice(&sector.to_le_bytes());
-                ram.write(at, &h).unwrap();
-                let data_flags = if kind == 0 { F_WRITE } else { 0 };
-                r.desc(ram, i, at, 16, F_NEXT, i + 1);
-                r.desc(ram, i + 1, at + 0x100, 512 * sectors.max(1), data_flags | F_NEXT, i + 2);
-                r.desc(ram, i + 2, at + 0x1f00, 1, F_WRITE, 0);
-                r.offer(ram, i);
+                let at = DATA + u64::from(dev) * 0x1_0000 + u64::from(slot) * 0x2000;
+                let data = Some((512 * sectors.max(1), kind == 0));
+                Ring::new(u64::from(dev), 0).blk_request(ram, 3 * slot, at, (kind, sector), data);
                 v.mmio_write(Self::addr(dev, 0x50), &0u32.to_le_bytes(), ram, self.now);
             }
             Op::NetTx { node, slot, len, broadcast } => {

@@ -588,6 +588,35 @@ pub(crate) mod testing {
             ram.write(self.avail() + 2, &idx.to_le_bytes()).unwrap();
         }
 
+        /// Makes a block request available at descriptor `head`: its
+        /// header (`kind`, `sector`) at `at`, then, if given, a data buffer
+        /// of `len` bytes at `at + 0x100` (for the device to fill if
+        /// `device_writes`), then the status byte at `at + 0x80`. Returns
+        /// the next free descriptor and the status byte's address.
+        pub fn blk_request(
+            self,
+            ram: &GuestRam,
+            head: u16,
+            at: u64,
+            (kind, sector): (u32, u64),
+            data: Option<(u32, bool)>,
+        ) -> (u16, u64) {
+            let mut hdr = [0u8; 16];
+            hdr[..4].copy_from_slice(&kind.to_le_bytes());
+            hdr[8..].copy_from_slice(&sector.to_le_bytes());
+            ram.write(at, &hdr).unwrap();
+            self.desc(ram, head, at, 16, F_NEXT, head + 1);
+            let mut i = head + 1;
+            if let Some((len, device_writes)) = data {
+                let flags = if device_writes { F_WRITE } else { 0 };
+                self.desc(ram, i, at + 0x100, len, flags | F_NEXT, i + 1);
+                i += 1;
+            }
+            self.desc(ram, i, at + 0x80, 1, F_WRITE, 0);
+            self.offer(ram, head);
+            (i + 1, at + 0x80)
+        }
+
         /// The used ring's entries: (head, len).
         pub fn used(self, ram: &GuestRam) -> Vec<(u32, u32)> {
             let mut idx = [0u8; 2];
@@ -691,11 +720,7 @@ mod tests {
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
         driver_ok(&mut v.devices[1].mmio, 1, 1);
-        ram.write(0x20_000, &[0; 16]).unwrap(); // read sector 0
-        r.desc(&ram, 0, 0x20_000, 16, F_NEXT, 1);
-        r.desc(&ram, 1, 0x20_100, 512, F_WRITE | F_NEXT, 2);
-        r.desc(&ram, 2, 0x20_300, 1, F_WRITE, 0);
-        r.offer(&ram, 0);
+        r.blk_request(&ram, 0, 0x20_000, (0, 0), Some((512, true))); // read sector 0
         v.mmio_write(disk + 0x050, &0u32.to_le_bytes(), &ram, Vtime(0));
         assert_eq!(v.deadline(), Some(Vtime(1_000_000)));
         v.mmio_write(disk + 0x070, &[0xff], &ram, Vtime(10));
@@ -709,15 +734,10 @@ mod tests {
         let plan = FaultPlan::parse("[[crash]]\nnode = 0\nat = \"1ms\"\nrestart = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let read = |v: &mut Virtio, now: u64| {
-            let r = Ring::new(1, 0);
-            ram.write(0x20_000, &[0; 16]).unwrap();
-            r.desc(&ram, 0, 0x20_000, 16, F_NEXT, 1);
-            r.desc(&ram, 1, 0x20_100, 512, F_WRITE | F_NEXT, 2);
-            r.desc(&ram, 2, 0x20_300, 1, F_WRITE, 0);
-            r.offer(&ram, 0);
+            let (_, status_at) = Ring::new(1, 0).blk_request(&ram, 0, 0x20_000, (0, 0), Some((512, true)));
             v.mmio_write(MMIO_BASE + WINDOW + 0x050, &0u32.to_le_bytes(), &ram, Vtime(now));
             let mut status = [9];
-            ram.read(0x20_300, &mut status).unwrap();
+            ram.read(status_at, &mut status).unwrap();
             status[0]
         };
         driver_ok(&mut v.devices[1].mmio, 1, 1);
