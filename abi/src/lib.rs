@@ -99,6 +99,26 @@ pub mod hc {
         /// as 4 bytes (little endian) for reading from [`super::DATA`]; 0 if
         /// there is none. IRQ [`crate::irq::EVENT`] pulses when one arrives.
         pub const EVENT: u8 = 0x08;
+        /// The guest is booted and waits for its run: the VMM stops the run
+        /// here (the point the boot cache saves). Before the guest goes on,
+        /// the VMM has re-keyed every entropy stream from the run's seed and
+        /// put the run's work in the inbox ([`INBOX`]). Allowed once.
+        pub const READY: u8 = 0x09;
+        /// Queue the next `arg` bytes (1..=[`super::MAX_RANDOM`]) of the
+        /// inbox for reading from [`super::DATA`]; fewer at its end, none
+        /// once it is empty. The `CMD` status word says how many were queued.
+        /// The inbox holds the run's work (see [`crate::inbox`]).
+        pub const INBOX: u8 = 0x0A;
+        /// `arg` is the set of [`super::caps`] the guest handles.
+        pub const CAPS: u8 = 0x0B;
+    }
+
+    /// What a guest tells the VMM it handles ([`op::CAPS`]).
+    pub mod caps {
+        /// [`super::event::RESEED`] events: the guest re-keys its own
+        /// random number generators from [`super::op::RANDOM`] when one
+        /// arrives.
+        pub const RESEED: u32 = 1 << 0;
     }
 
     /// Machine events: `kind << 16 | node`.
@@ -108,6 +128,11 @@ pub mod hc {
         pub const NODE_DOWN: u32 = 1;
         /// The node has power again: init remounts its disk and restarts it.
         pub const NODE_UP: u32 = 2;
+        /// Every entropy stream was re-keyed (a run starts, a branch of an
+        /// exploration begins): a guest with [`super::caps::RESEED`] re-keys
+        /// the generators it keeps in its own memory from `RANDOM` at once.
+        /// `node` is 0.
+        pub const RESEED: u32 = 3;
 
         pub const fn word(kind: u32, node: u16) -> u32 {
             (kind << 16) | node as u32
@@ -125,13 +150,114 @@ pub mod hc {
     pub const MAX_MESSAGE: usize = 1024 * 1024;
 }
 
-/// What hvsim's Linux guest init finds in its initramfs.
+/// Where hvsim's Linux guest init finds the run's work (files it writes
+/// from the inbox before it starts anything).
 pub mod linux {
     /// The shell command init runs; its exit status ends the run.
     pub const COMMAND: &str = "/etc/hvsim/command";
-    /// With simulated nodes: the shell command init runs on every node at
-    /// boot and again when a crashed node restarts.
+    /// With simulated nodes: the shell command init runs on every node when
+    /// the run starts and again when a crashed node restarts.
     pub const NODE_COMMAND: &str = "/etc/hvsim/node-command";
+}
+
+/// The inbox: a run's work, as the VMM hands it to a booted guest
+/// ([`hc::op::INBOX`]). A list of files:
+///
+/// ```text
+/// magic "HVSIMWK1"
+/// per file: path length (u32 LE), path (UTF-8, absolute), mode (u32 LE,
+///           permission bits), data length (u64 LE), data
+/// ```
+///
+/// Guests must treat it as untrusted input: [`Files`] stops at the first
+/// malformed entry, and a reader checks paths itself.
+pub mod inbox {
+    pub const MAGIC: &[u8; 8] = b"HVSIMWK1";
+
+    /// One file of the inbox.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct File<'a> {
+        pub path: &'a str,
+        pub mode: u32,
+        pub data: &'a [u8],
+    }
+
+    /// Writes the inbox's header to `out`.
+    pub fn encode_header(out: &mut impl FnMut(&[u8])) {
+        out(MAGIC);
+    }
+
+    /// Writes one file of the inbox to `out`.
+    pub fn encode_file(file: &File<'_>, out: &mut impl FnMut(&[u8])) {
+        out(&(file.path.len() as u32).to_le_bytes());
+        out(file.path.as_bytes());
+        out(&file.mode.to_le_bytes());
+        out(&(file.data.len() as u64).to_le_bytes());
+        out(file.data);
+    }
+
+    /// Why an inbox could not be read to its end.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Malformed {
+        BadMagic,
+        /// The entry at this byte offset is cut short or not UTF-8.
+        Entry { offset: usize },
+    }
+
+    /// The files of an inbox, in order.
+    pub struct Files<'a> {
+        rest: &'a [u8],
+        offset: usize,
+        failed: bool,
+    }
+
+    /// Reads `bytes` as an inbox.
+    pub fn files(bytes: &[u8]) -> Result<Files<'_>, Malformed> {
+        match bytes.strip_prefix(MAGIC) {
+            Some(rest) => Ok(Files { rest, offset: MAGIC.len(), failed: false }),
+            None => Err(Malformed::BadMagic),
+        }
+    }
+
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if rest.len() < n {
+            return None;
+        }
+        let (head, tail) = rest.split_at(n);
+        *rest = tail;
+        Some(head)
+    }
+
+    impl<'a> Files<'a> {
+        fn next_file(&mut self) -> Option<File<'a>> {
+            let mut r = self.rest;
+            let path_len = u32::from_le_bytes(take(&mut r, 4)?.try_into().ok()?) as usize;
+            let path = core::str::from_utf8(take(&mut r, path_len)?).ok()?;
+            let mode = u32::from_le_bytes(take(&mut r, 4)?.try_into().ok()?);
+            let data_len = usize::try_from(u64::from_le_bytes(take(&mut r, 8)?.try_into().ok()?)).ok()?;
+            let data = take(&mut r, data_len)?;
+            self.offset += self.rest.len() - r.len();
+            self.rest = r;
+            Some(File { path, mode, data })
+        }
+    }
+
+    impl<'a> Iterator for Files<'a> {
+        type Item = Result<File<'a>, Malformed>;
+
+        fn next(&mut self) -> Option<Self::Item> {
+            if self.failed || self.rest.is_empty() {
+                return None;
+            }
+            match self.next_file() {
+                Some(f) => Some(Ok(f)),
+                None => {
+                    self.failed = true;
+                    Some(Err(Malformed::Entry { offset: self.offset }))
+                }
+            }
+        }
+    }
 }
 
 /// Memory layout that the VMM sets up for raw (non-Linux) guests, which start
@@ -165,5 +291,57 @@ pub mod raw {
         /// Ring-3 64-bit code (RPL 3 included).
         pub const USER_CODE: u16 = 0x33;
         pub const TSS: u16 = 0x40;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use super::inbox::{self, File, Malformed};
+
+    fn encode(files: &[File<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| out.extend_from_slice(b);
+        inbox::encode_header(&mut sink);
+        for f in files {
+            inbox::encode_file(f, &mut sink);
+        }
+        out
+    }
+
+    #[test]
+    fn inbox_round_trip() {
+        let files = [
+            File { path: "/etc/hvsim/command", mode: 0o644, data: b"echo hi" },
+            File { path: "/bin/tool", mode: 0o755, data: &[0, 1, 2, 255] },
+            File { path: "/empty", mode: 0o600, data: b"" },
+        ];
+        let bytes = encode(&files);
+        let back: Vec<File<'_>> = inbox::files(&bytes).unwrap().map(Result::unwrap).collect();
+        assert_eq!(back, files);
+        assert_eq!(inbox::files(&encode(&[])).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn malformed_inboxes_stop_at_the_bad_entry() {
+        assert!(matches!(inbox::files(b"nonsense"), Err(Malformed::BadMagic)));
+        let bytes = encode(&[File { path: "/a", mode: 0o644, data: b"x" }, File { path: "/b", mode: 0, data: b"yy" }]);
+        let first_end = inbox::MAGIC.len() + 4 + 2 + 4 + 8 + 1;
+        for cut in (inbox::MAGIC.len() + 1..bytes.len()).filter(|&c| c != first_end) {
+            let got: Vec<_> = inbox::files(&bytes[..cut]).unwrap().collect();
+            let last = got.last().unwrap();
+            assert!(matches!(last, Err(Malformed::Entry { .. })), "cut at {cut}: {got:?}");
+            assert!(got[..got.len() - 1].iter().all(Result::is_ok));
+        }
+        // A declared length far beyond the data.
+        let mut huge = encode(&[]);
+        huge.extend_from_slice(&1u32.to_le_bytes());
+        huge.extend_from_slice(b"/");
+        huge.extend_from_slice(&0u32.to_le_bytes());
+        huge.extend_from_slice(&u64::MAX.to_le_bytes());
+        let got: Vec<_> = inbox::files(&huge).unwrap().collect();
+        assert_eq!(got, [Err(Malformed::Entry { offset: 8 })]);
     }
 }

@@ -35,6 +35,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Build or locate hvsim's guest kernel.
     Kernel(cmd::kernel::Args),
+    /// List or clear the boot cache of booted Linux machines.
+    Cache(cmd::cache::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Kernel(a) => cmd::kernel::main(a),
+        Command::Cache(a) => cmd::cache::main(a),
     };
     match result {
         Ok(code) => code,

@@ -1,14 +1,52 @@
-//! Options that make a Linux guest a simulated multi-node system: nodes,
-//! their disks, and the fault plan (shared by `run` and `explore`).
+//! Options that describe a Linux target (shared by `run` and `explore`):
+//! its command, memory and files, and the nodes that make it a simulated
+//! multi-node system, with their disks and the fault plan.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use hvsim_explorer::target::{file_hash, System};
+use hvsim_guest_image::linux::GuestFile;
+use hvsim_guest_image::target::{file_hash, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
 use hvsim_vmm::faults::FaultPlan;
 
 use crate::util;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct LinuxArgs {
+    /// With --linux: the shell command init runs; its exit status ends the
+    /// run (report through the SDK to explore it).
+    #[arg(long, default_value = "true", requires = "linux")]
+    pub init_cmd: String,
+    /// With --linux: guest RAM (e.g. 128M, 1G).
+    #[arg(long, default_value = "128M", value_parser = util::parse_size, requires = "linux")]
+    pub mem: usize,
+    /// With --linux: copy a host file into the guest (repeatable).
+    #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
+    pub guest_file: Vec<GuestFile>,
+    /// With --linux: boot the guest even if the boot cache holds it (and do
+    /// not save it there).
+    #[arg(long, requires = "linux")]
+    pub cold_boot: bool,
+    #[command(flatten)]
+    pub nodes: NodeArgs,
+}
+
+impl LinuxArgs {
+    /// The target these options describe (reads and hashes its files).
+    pub fn target(&self, verbose_boot: bool) -> Result<Target> {
+        let files = self
+            .guest_file
+            .iter()
+            .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
+            .collect::<hvsim_guest_image::Result<Vec<_>>>()?;
+        Ok(Target::Linux { command: self.init_cmd.clone(), mem: self.mem, files, system: self.nodes.system()?, verbose_boot })
+    }
+
+    pub fn start_options(&self, watchdog: Option<Option<std::time::Duration>>) -> StartOptions {
+        StartOptions { cold_boot: self.cold_boot, watchdog }
+    }
+}
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeArgs {
@@ -29,8 +67,8 @@ pub struct NodeArgs {
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub disk_image: Option<PathBuf>,
     /// With --nodes: a shell command every node runs as its service
-    /// (`HVSIM_NODE` says which), started at boot and again whenever a
-    /// crashed node restarts.
+    /// (`HVSIM_NODE` says which), started when the run starts and again
+    /// whenever a crashed node restarts.
     #[arg(long, value_name = "CMD", requires = "nodes")]
     pub node_cmd: Option<String>,
 }

@@ -6,8 +6,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
+use hvsim_guest_image::target::Launch;
 use hvsim_vmm::summary::Summary;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
+use serde::Serialize;
 
 use crate::util::{self, AtomicFile};
 
@@ -55,6 +58,15 @@ pub struct Output {
     pub profile: bool,
 }
 
+/// What `run` and `replay --json` print: the machine's summary, and how
+/// the run got its machine.
+#[derive(Serialize)]
+struct Report {
+    #[serde(flatten)]
+    summary: Summary,
+    boot: BootReport,
+}
+
 /// A machine being driven to the end of its run.
 pub struct Session {
     pub machine: Machine,
@@ -63,10 +75,12 @@ pub struct Session {
     log: Option<AtomicFile>,
     start: Instant,
     host_limits: Vec<String>,
+    boot: BootReport,
 }
 
 impl Session {
-    pub fn start(mut machine: Machine, guest: &str, seed: u64, out: &Output, host_limits: Vec<String>) -> Result<Session> {
+    pub fn start(launch: Launch, guest: &str, seed: u64, out: &Output, host_limits: Vec<String>) -> Result<Session> {
+        let Launch { mut machine, boot } = launch;
         if out.profile {
             machine.enable_wall_profile(10);
         }
@@ -83,7 +97,7 @@ impl Session {
             }
             None => None,
         };
-        Ok(Session { machine, guest: guest.to_owned(), seed, log, start: Instant::now(), host_limits })
+        Ok(Session { machine, guest: guest.to_owned(), seed, log, start: Instant::now(), host_limits, boot })
     }
 
     /// Runs until virtual time `t`; returns the end if the run ended first.
@@ -124,9 +138,12 @@ impl Session {
             }
         }
         if out.json {
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+            println!("{}", serde_json::to_string_pretty(&Report { summary, boot: self.boot })?);
         } else {
             print!("{}", summary.console);
+            if self.boot.kind != BootKind::Direct {
+                eprintln!("hvsim: boot: {} in {} ms", boot_words(self.boot.kind), self.boot.wall_ms);
+            }
             eprintln!(
                 "hvsim: {} ({}) at virtual time {} after {} exits; trace {}{}",
                 summary.end,
@@ -150,6 +167,15 @@ impl Session {
             }
         }
         Ok(ExitCode::from(exit_code(&end)))
+    }
+}
+
+fn boot_words(kind: BootKind) -> &'static str {
+    match kind {
+        BootKind::Direct => "none (raw guest)",
+        BootKind::Cold => "booted (not cached)",
+        BootKind::Saved => "booted, saved to the boot cache",
+        BootKind::Cached => "restored from the boot cache",
     }
 }
 

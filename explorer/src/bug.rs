@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
-use crate::target::Target;
+use crate::{StartOptions, Target};
 use crate::timeline::{Point, Timeline};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -106,9 +106,9 @@ pub struct ReplayOutcome {
     pub vtime_ns: u64,
 }
 
-/// Boots the bug's target and follows its timeline to the failure point.
-pub fn replay(bug: &BugRecord, host: &Host) -> Result<ReplayOutcome> {
-    let mut m = Machine::new(&bug.target.config(bug.master_seed, host)?)?;
+/// Starts the bug's target and follows its timeline to the failure point.
+pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<ReplayOutcome> {
+    let mut m = bug.target.start(bug.master_seed, host, start)?.machine;
     let outcome = |observed: Option<String>, m: &Machine| ReplayOutcome {
         reproduced: observed.as_deref() == Some(&bug.summary) && point_of(m) == bug.at,
         expected: bug.summary.clone(),
@@ -122,7 +122,7 @@ pub fn replay(bug: &BugRecord, host: &Host) -> Result<ReplayOutcome> {
     let (last_seed, _) = stops.pop().expect("the root is always there");
     for (seed, until) in stops {
         if let Some(seed) = seed {
-            m.reseed(seed);
+            m.reseed(seed)?;
         }
         match m.run_until_point(Vtime::MAX, until.events)? {
             Stop::Deadline => {}
@@ -131,7 +131,7 @@ pub fn replay(bug: &BugRecord, host: &Host) -> Result<ReplayOutcome> {
         }
     }
     if let Some(seed) = last_seed {
-        m.reseed(seed);
+        m.reseed(seed)?;
     }
     // The last stretch: watch every message up to the failure point.
     m.set_stop_on_message(true);

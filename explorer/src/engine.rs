@@ -26,7 +26,7 @@ use crate::assertions::Assertions;
 use crate::bug::{BugKind, BugRecord};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
-use crate::target::Target;
+use crate::{StartOptions, Target};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 
 /// When to stop exploring. With only a branch budget an exploration is a
@@ -55,6 +55,8 @@ pub struct ExploreConfig {
     pub branch_from_snapshots: bool,
     /// Stop as soon as a bug is found.
     pub stop_at_first_bug: bool,
+    /// How to boot the target.
+    pub start: StartOptions,
 }
 
 /// A snapshot the explorer can branch from.
@@ -271,7 +273,7 @@ const MIN_ENERGY: f64 = 0.05;
 pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Progress)) -> Result<Exploration> {
     let start = Instant::now();
     let target = &config.target;
-    let mut machine = Machine::new(&target.config(config.seed, host)?)?;
+    let mut machine = target.start(config.seed, host, &config.start)?.machine;
     machine.set_stop_on_message(true);
     let mut state = State {
         assertions: Assertions::default(),
@@ -334,7 +336,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
         let seed = branch_seed(config.seed, branches);
         tree.reset(&mut machine, nodes[ni].tree_id)?;
-        machine.reseed(seed);
+        machine.reseed(seed)?;
         let before = FaultTally::landed(&machine);
         let base = nodes[ni].timeline.clone();
         let from = machine.now();

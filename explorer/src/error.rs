@@ -6,6 +6,8 @@ pub enum ExploreError {
     Target(String),
     #[error(transparent)]
     Machine(#[from] hvsim_vmm::Error),
+    #[error(transparent)]
+    Start(#[from] hvsim_guest_image::ImageError),
     #[error("{what} ({}): {source}", path.display())]
     Io { what: &'static str, path: std::path::PathBuf, source: std::io::Error },
     #[error("bug file {}: {what}", path.display())]

@@ -5,7 +5,8 @@
 //! - [`engine`]: the exploration loop over the snapshot tree.
 //! - [`timeline`], [`bug`]: replayable timelines and bug records.
 //! - [`report`]: report.md, report.json and the bug files.
-//! - [`target`]: what is explored.
+//!
+//! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
 pub mod assertions;
 pub mod bug;
@@ -13,9 +14,8 @@ pub mod engine;
 pub mod error;
 pub mod report;
 pub mod sdk;
-pub mod target;
 pub mod timeline;
 
 pub use engine::{explore, Budget, ExploreConfig, Exploration, Progress};
 pub use error::{ExploreError, Result};
-pub use target::Target;
+pub use hvsim_guest_image::target::{StartOptions, System, Target};

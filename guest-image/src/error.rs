@@ -10,6 +10,8 @@ pub enum ImageError {
     Command { what: String, status: String, log: PathBuf, tail: String },
     #[error("{0}")]
     Setup(String),
+    #[error(transparent)]
+    Machine(#[from] hvsim_vmm::Error),
 }
 
 pub type Result<T> = std::result::Result<T, ImageError>;

@@ -4,13 +4,16 @@
 //!   workspace itself (dynasm; no external assembler), that exercise the
 //!   machine: timers, halting, entropy, serial output, misbehaviour.
 //! - `linux`: hvsim's guest kernel (built from Debian's source with the
-//!   project's config and patches, cached outside the repository) and an
-//!   initramfs holding hvsim's static init and busybox.
+//!   project's config and patches, cached outside the repository), an
+//!   initramfs holding hvsim's static init and busybox, and the boot cache
+//!   of machines booted to init's ready point.
+//! - `target`: what a run runs, and the one place that starts it.
 
 pub mod cache;
 pub mod error;
 pub mod host;
 pub mod linux;
 pub mod raw;
+pub mod target;
 
 pub use error::{ImageError, Result};

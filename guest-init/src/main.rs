@@ -1,17 +1,17 @@
 //! PID 1 of hvsim's Linux guest.
 //!
 //! As init: mounts /proc, /sys, /dev, /tmp and /run, creates the SDK FIFO
-//! at /run/hvsim/sdk, prints a readiness line, runs the command hvsim put
-//! in the initramfs (`hvsim_abi::linux::COMMAND`) with `/bin/sh -c`,
-//! relays every SDK line written to the FIFO to hvsim's channel, reaps
-//! every orphan meanwhile, then powers the machine off with the command's
-//! exit status through `/dev/hvsim` (falling back to an ordinary power-off
-//! outside hvsim).
-//!
-//! With `hvsim_nodes=N` on the command line it first sets up N simulated
-//! nodes, one network namespace each (see `nodes.rs`), starts the node
-//! service command (`hvsim_abi::linux::NODE_COMMAND`) on each, and follows
-//! hvsim's node crashes and restarts (see `power.rs`).
+//! at /run/hvsim/sdk, and with `hvsim_nodes=N` on the command line sets up
+//! N simulated nodes, one network namespace each (see `nodes.rs`). That is
+//! the boot, the same for every run of a machine shape: init then tells
+//! hvsim it is ready and receives the run's work (see `work.rs`). It prints
+//! a readiness line, starts the node service command
+//! (`hvsim_abi::linux::NODE_COMMAND`) on each node, runs the run's command
+//! (`hvsim_abi::linux::COMMAND`) with `/bin/sh -c`, relays every SDK line
+//! written to the FIFO to hvsim's channel, follows hvsim's node crashes and
+//! restarts (see `power.rs`), reaps every orphan meanwhile, then powers the
+//! machine off with the command's exit status through `/dev/hvsim`
+//! (falling back to an ordinary power-off outside hvsim).
 //!
 //! Run as any other PID it is a small tool box: as `hvsim-node I CMD...` it
 //! runs a command on node I; as `/init rdtsc N` it prints N readings of the
@@ -22,6 +22,7 @@ mod power;
 mod relay;
 mod sys;
 mod tools;
+mod work;
 
 use std::process::ExitCode;
 
@@ -52,8 +53,6 @@ fn init() -> u8 {
             return 1;
         }
     }
-    let command = std::fs::read_to_string(hvsim_abi::linux::COMMAND).unwrap_or_else(|_| "true".to_owned());
-    let service = std::fs::read_to_string(hvsim_abi::linux::NODE_COMMAND).ok();
     let mut relay = match relay::Relay::create() {
         Ok(r) => r,
         Err(e) => {
@@ -61,7 +60,7 @@ fn init() -> u8 {
             return 1;
         }
     };
-    let mut power = None;
+    let mut nodes = 0;
     if let Ok(n) = std::env::var("hvsim_nodes") {
         let Ok(n) = n.parse::<u16>() else {
             eprintln!("hvsim-init: hvsim_nodes={n} is not a node count");
@@ -71,7 +70,23 @@ fn init() -> u8 {
             eprintln!("hvsim-init: cannot set up the nodes: {e}");
             return 1;
         }
-        power = Some(power::Power::start(n, service));
+        nodes = n;
+    }
+    // The boot ends here; what follows is the run's.
+    if let Err(e) = work::receive() {
+        eprintln!("hvsim-init: cannot receive the run's work: {e}");
+        return 1;
+    }
+    let command = std::fs::read_to_string(hvsim_abi::linux::COMMAND).unwrap_or_else(|_| "true".to_owned());
+    let service = std::fs::read_to_string(hvsim_abi::linux::NODE_COMMAND).ok();
+    let mut power = None;
+    if nodes > 0 {
+        // The disks' base images came with the run: forget what the boot
+        // cached of the disks.
+        for node in 0..nodes {
+            power::flush_page_cache(node);
+        }
+        power = Some(power::Power::start(nodes, service));
     }
     println!("hvsim-init: ready");
     let status = match sys::run_shell(&command, &mut relay, power.as_mut()) {

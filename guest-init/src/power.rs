@@ -216,7 +216,7 @@ fn unescape(s: &str) -> String {
 
 /// Drops node `node`'s disk's page cache. With the disk dead, dirty pages
 /// fail to write back and are dropped too.
-fn flush_page_cache(node: u16) {
+pub fn flush_page_cache(node: u16) {
     let Ok(disk) = File::open(nodes::disk_link(node)) else { return };
     // SAFETY: BLKFLSBUF takes no argument.
     unsafe { libc::ioctl(disk.as_raw_fd(), BLKFLSBUF, 0) };

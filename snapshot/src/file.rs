@@ -111,12 +111,10 @@ pub fn save(path: &Path, machine: &mut Machine, guest: &str, seed: u64) -> Resul
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let tmp = dir.join(format!(
-        ".{}.partial",
-        path.file_name().map_or("snapshot".into(), |n| n.to_string_lossy().into_owned())
-    ));
-    std::fs::write(&tmp, &out).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
+    // A name of its own: concurrent writers of one path never mix.
+    let mut tmp = tempfile::Builder::new().prefix(".hvsim-snapshot-").tempfile_in(dir).map_err(io)?;
+    tmp.write_all(&out).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(SaveStats { file_bytes: out.len(), pages })
 }
 

@@ -78,13 +78,13 @@ fn resets_between_sibling_branches_are_exact() {
     let root = tree.root();
     let end = Vtime::from_secs(1);
 
-    m.reseed(10);
+    m.reseed(10).unwrap();
     assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
     let a = tree.snapshot(&mut m).unwrap();
     let from_a = result(&mut m, end);
 
     tree.reset(&mut m, root).unwrap();
-    m.reseed(20);
+    m.reseed(20).unwrap();
     assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
     let b = tree.snapshot(&mut m).unwrap();
     let from_b = result(&mut m, end);

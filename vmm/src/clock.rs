@@ -56,6 +56,11 @@ pub enum ExitKind {
     WatchdogKick,
     /// Triple fault.
     Shutdown,
+    /// Not an exit: the VMM re-keyed every entropy stream (data: the seed).
+    Reseed,
+    /// Not an exit: the run's inputs reached the booted machine (data: the
+    /// SHA-256 of the work and of the fault plan).
+    RunStart,
 }
 
 impl ExitKind {
@@ -71,6 +76,7 @@ impl ExitKind {
             ExitKind::MmioRead | ExitKind::MmioWrite => 1_000,
             ExitKind::MsrRead | ExitKind::MsrWrite => 500,
             ExitKind::Halt | ExitKind::IrqWindow | ExitKind::Shutdown => 0,
+            ExitKind::Reseed | ExitKind::RunStart => 0,
             // A forced exit stands for a quantum of guest computation that no
             // exit measured; one 100 Hz tick lets a spinning guest's timer fire.
             ExitKind::WatchdogKick => 10_000_000,
@@ -89,6 +95,8 @@ impl ExitKind {
             ExitKind::IrqWindow => "irq-window",
             ExitKind::WatchdogKick => "watchdog-kick",
             ExitKind::Shutdown => "shutdown",
+            ExitKind::Reseed => "reseed",
+            ExitKind::RunStart => "run-start",
         }
     }
 
@@ -97,7 +105,7 @@ impl ExitKind {
     }
 }
 
-pub const ALL_EXIT_KINDS: [ExitKind; 10] = [
+pub const ALL_EXIT_KINDS: [ExitKind; 12] = [
     ExitKind::PioIn,
     ExitKind::PioOut,
     ExitKind::MmioRead,
@@ -108,6 +116,8 @@ pub const ALL_EXIT_KINDS: [ExitKind; 10] = [
     ExitKind::IrqWindow,
     ExitKind::WatchdogKick,
     ExitKind::Shutdown,
+    ExitKind::Reseed,
+    ExitKind::RunStart,
 ];
 
 /// The machine's clock. Monotonic by construction: it only moves forward.

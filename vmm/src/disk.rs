@@ -91,6 +91,10 @@ impl Disk {
         self.stream.reseed(seed);
     }
 
+    pub fn set_faults(&mut self, faults: DiskFaults) {
+        self.faults = faults;
+    }
+
     /// Loads the base image's bytes again (a deserialized disk has only its
     /// path and hash), refusing an image that changed since.
     pub fn attach_base(&mut self) -> Result<(), String> {

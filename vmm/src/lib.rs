@@ -35,6 +35,10 @@ pub mod vcpu;
 pub mod vcpu_state;
 pub mod watchdog;
 
+/// The machine model's fingerprint (see `vmm/build.rs`): builds that agree
+/// on it run every guest the same way.
+pub const MODEL_ID: &str = env!("HVSIM_MODEL_ID");
+
 pub use clock::Vtime;
 pub use error::{Error, Result};
 pub use machine::{End, Machine, MachineConfig, Stop};

@@ -104,6 +104,10 @@ impl Switch {
         self.nodes
     }
 
+    pub fn set_faults(&mut self, faults: NetFaults) {
+        self.faults = faults;
+    }
+
     pub fn reseed(&mut self, seed: u64) {
         self.stream.reseed(seed);
     }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use hvsim_vmm::cpuid::{self, Why};
+use hvsim_guest_image::linux::boot_cache::BootCache;
 use hvsim_guest_image::raw::probes::HostProbes;
 use hvsim_vmm::host::{open_kvm, HostProfile, PmuStatus};
 
@@ -30,11 +31,17 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = HostProfile::detect(&kvm);
     let probes = if host.missing().is_empty() { Some(HostProbes::run(&host)?) } else { None };
     let guarantees = guarantees(&host, probes.as_ref());
+    let cache = BootCache::open()?;
     if args.json {
         let mut v = serde_json::to_value(&host)?;
         v["kvm"] = true.into();
         v["probes"] = serde_json::to_value(&probes)?;
         v["guarantees"] = serde_json::to_value(&guarantees)?;
+        v["boot_cache"] = serde_json::json!({
+            "dir": cache.dir(),
+            "max_bytes": cache.max_bytes(),
+            "entries": cache.entries()?.len(),
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("/dev/kvm: usable (KVM API version {})", host.kvm_api_version);
@@ -70,6 +77,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         for g in &guarantees {
             println!("  - {g}");
         }
+        println!("{} (`hvsim cache ls`)", super::cache::summary(&cache)?);
     }
     Ok(ExitCode::from(if host.missing().is_empty() { 0 } else { crate::util::EXIT_ERROR }))
 }

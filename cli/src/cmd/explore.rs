@@ -5,14 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hvsim_explorer::target::file_hash;
-use hvsim_explorer::{explore, report, Budget, ExploreConfig, Target};
-use hvsim_guest_image::linux::GuestFile;
+use hvsim_explorer::{explore, report, Budget, ExploreConfig, StartOptions, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::nodes::NodeArgs;
+use crate::nodes::LinuxArgs;
 use crate::util;
 
 #[derive(clap::Args)]
@@ -25,17 +23,8 @@ pub struct Args {
     /// Explore hvsim's Linux guest running --init-cmd.
     #[arg(long)]
     linux: bool,
-    /// With --linux: the command (it reports through the SDK).
-    #[arg(long, default_value = "true", requires = "linux")]
-    init_cmd: String,
-    /// With --linux: guest RAM.
-    #[arg(long, default_value = "128M", value_parser = util::parse_size, requires = "linux")]
-    mem: usize,
-    /// With --linux: copy a host file into the guest (repeatable).
-    #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
-    guest_file: Vec<GuestFile>,
     #[command(flatten)]
-    nodes: NodeArgs,
+    linux_args: LinuxArgs,
     /// Master seed: with a branch budget, the exploration is a function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -72,15 +61,10 @@ fn vtime(d: Duration) -> Vtime {
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
-    let target = if args.linux {
-        let files = args
-            .guest_file
-            .iter()
-            .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
-            .collect::<hvsim_explorer::Result<Vec<_>>>()?;
-        Target::Linux { command: args.init_cmd.clone(), mem: args.mem, files, system: args.nodes.system()? }
+    let (target, start) = if args.linux {
+        (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
-        Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }
+        (Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }, StartOptions::default())
     };
     let linux = target.is_linux();
     let config = ExploreConfig {
@@ -91,6 +75,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         setup_limit: vtime(args.setup_limit.unwrap_or(Duration::from_secs(if linux { 600 } else { 10 }))),
         branch_from_snapshots: !args.no_snapshots,
         stop_at_first_bug: false,
+        start,
     };
     let host = Host::open()?;
     let bar = ProgressBar::new(args.branches);
@@ -98,9 +83,6 @@ pub fn main(args: Args) -> Result<ExitCode> {
         ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
             .expect("valid template"),
     );
-    if linux {
-        eprintln!("hvsim: booting the Linux target to its setup-complete point (about half a minute here)");
-    }
     let mut exploration = explore(&config, &host, &mut |p| {
         bar.set_position(p.branches);
         bar.set_message(format!("| {} snapshots | {} signals | {} bugs", p.snapshots, p.signals, p.bugs));

@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod cache;
 pub mod diff_log;
 pub mod doctor;
 pub mod explore;

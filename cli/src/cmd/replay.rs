@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use hvsim_explorer::bug::{self, BugRecord};
+use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
+use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
+use hvsim_guest_image::target::Launch;
 use hvsim_snapshot::file;
 
 use crate::session::{Output, Session};
@@ -26,6 +29,10 @@ pub struct Args {
     /// saved, so the result equals the uninterrupted run.
     #[arg(long, value_parser = util::parse_seed, requires = "snapshot")]
     seed: Option<u64>,
+    /// With a bug record of a Linux target: boot the guest even if the boot
+    /// cache holds it.
+    #[arg(long, requires = "bug")]
+    cold_boot: bool,
     #[command(flatten)]
     out: Output,
 }
@@ -34,7 +41,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         let record = BugRecord::load(path)?;
-        let outcome = bug::replay(&record, &host)?;
+        let start = StartOptions { cold_boot: args.cold_boot, watchdog: args.out.watchdog.map(|w| w.0) };
+        let outcome = bug::replay(&record, &host, &start)?;
         if args.out.json {
             println!(
                 "{}",
@@ -62,11 +70,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let path = args.snapshot.as_ref().expect("clap requires a bug or a snapshot");
     let loaded = file::load(path)?;
     let guest = loaded.header.guest.clone();
+    let started = std::time::Instant::now();
     let mut machine = loaded.restore(&host.settings(guest == "linux", args.out.watchdog.map(|w| w.0)))?;
     if let Some(seed) = args.seed {
-        machine.reseed(seed);
+        machine.reseed(seed)?;
     }
     let host_limits = if guest == "linux" { host.probes.limits() } else { Vec::new() };
     let seed = args.seed.unwrap_or(loaded.header.seed);
-    Session::start(machine, &guest, seed, &args.out, host_limits)?.finish(&args.out)
+    // The snapshot is the machine: nothing boots.
+    let boot = BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
+    Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?.finish(&args.out)
 }

@@ -4,14 +4,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use hvsim_guest_image::linux::{self, GuestFile, LinuxOptions};
-use hvsim_guest_image::raw;
-use hvsim_vmm::{Machine, MachineConfig, Vtime};
-
+use anyhow::{Context, Result};
 use hvsim_guest_image::host::Host;
+use hvsim_guest_image::raw;
+use hvsim_guest_image::target::{StartOptions, Target};
+use hvsim_vmm::Vtime;
 
-use crate::nodes::NodeArgs;
+use crate::nodes::LinuxArgs;
 use crate::session::{Output, Session};
 use crate::util;
 
@@ -21,23 +20,15 @@ pub struct Args {
     /// Built-in raw guest to run (see --list-guests).
     #[arg(long)]
     guest: Option<String>,
-    /// Boot hvsim's Linux guest (building its kernel the first time).
+    /// Boot hvsim's Linux guest (building its kernel the first time; later
+    /// runs of the same machine shape restore it from the boot cache).
     #[arg(long)]
     linux: bool,
-    /// With --linux: the shell command init runs; its exit status ends the run.
-    #[arg(long, default_value = "true", requires = "linux")]
-    init_cmd: String,
-    /// With --linux: guest RAM (e.g. 128M, 1G).
-    #[arg(long, default_value = "128M", value_parser = util::parse_size, requires = "linux")]
-    mem: usize,
+    #[command(flatten)]
+    linux_args: LinuxArgs,
     /// With --linux: keep the kernel's boot messages on the console.
     #[arg(long, requires = "linux")]
     verbose_boot: bool,
-    /// With --linux: copy a host file into the guest (repeatable).
-    #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
-    guest_file: Vec<GuestFile>,
-    #[command(flatten)]
-    nodes: NodeArgs,
     /// Master seed (decimal or 0x hex): the run is a pure function of it.
     #[arg(long, default_value = "0", value_parser = util::parse_seed)]
     seed: u64,
@@ -64,39 +55,23 @@ pub fn main(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // Bad input is reported before anything slow (kernel build, boot).
-    let system = if args.linux { Some(args.nodes.system()?) } else { None };
-    let host = Host::open()?;
-    let (name, config, host_limits) = if let Some(system) = system {
-        let opts = LinuxOptions {
-            command: args.init_cmd.clone(),
-            node_command: system.node_cmd.clone(),
-            nested_workarounds: host.profile.nested_pvm,
-            verbose: args.verbose_boot,
-            cpuid_virtualized: host.probes.cpuid_virtualized,
-            files: args.guest_file.clone(),
-        };
-        let image = linux::prepare(&opts).context("cannot prepare the Linux guest")?;
-        let mut config = MachineConfig::linux(image, args.seed, args.mem, &host.profile);
-        system.apply(&mut config, args.seed)?;
-        ("linux", config, host.probes.limits())
+    let watchdog = args.out.watchdog.map(|w| w.0);
+    let (target, start) = if args.linux {
+        (args.linux_args.target(args.verbose_boot)?, args.linux_args.start_options(watchdog))
     } else {
-        let name = args.guest.as_deref().expect("clap requires a target");
-        let Some(guest) = raw::find(name) else {
-            let names: Vec<_> = raw::GUESTS.iter().map(|g| g.name).collect();
-            bail!("no built-in guest `{name}` (there are: {})", names.join(", "));
-        };
-        (guest.name, MachineConfig::raw(guest.build(), args.seed, &host.profile), Vec::new())
+        let guest = args.guest.clone().expect("clap requires a target");
+        (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog })
     };
-    let mut config = config;
-    config.host = host.settings(args.linux, args.out.watchdog.map(|w| w.0));
-
-    let machine = Machine::new(&config).context("cannot create the virtual machine")?;
-    let mut session = Session::start(machine, name, args.seed, &args.out, host_limits)?;
+    let host = Host::open()?;
+    let launch = target.start(args.seed, &host, &start).context("cannot start the guest")?;
+    let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
+    let name = target.name();
+    let mut session = Session::start(launch, &name, args.seed, &args.out, host_limits)?;
     if let (Some(at), Some(path)) = (args.snapshot_at, &args.save_snapshot) {
         let at = Vtime(u64::try_from(at.as_nanos()).unwrap_or(u64::MAX));
         match session.run_to(at)? {
             None => {
-                let stats = hvsim_snapshot::file::save(path, &mut session.machine, name, args.seed)?;
+                let stats = hvsim_snapshot::file::save(path, &mut session.machine, &name, args.seed)?;
                 eprintln!(
                     "hvsim: snapshot at virtual time {at} saved to {} ({} pages, {} bytes)",
                     path.display(),

@@ -43,7 +43,7 @@ pub const PACKAGES: &[&str] = &[
     "xz-utils", "busybox-static",
 ];
 /// Bump when the build procedure changes its output.
-const RECIPE: &str = "hvsim-kernel-recipe-1";
+const RECIPE: &str = "hvsim-kernel-recipe-2";
 /// Build steps `make vmlinux` prints for this configuration (for progress).
 const EXPECTED_BUILD_STEPS: u64 = 1450;
 
@@ -124,13 +124,13 @@ pub fn ensure_built() -> Result<Kernel> {
     }
 
     step("configuring (tinyconfig + fragment)");
-    run(&mut log, &log_path, "make tinyconfig", Command::new("make").arg("tinyconfig").current_dir(&work))?;
+    run(&mut log, &log_path, "make tinyconfig", make().arg("tinyconfig").current_dir(&work))?;
     let fragment = work.join("hvsim.config");
     std::fs::write(&fragment, CONFIG_FRAGMENT).map_err(io("writing the config fragment", &fragment))?;
     run(&mut log, &log_path, "merging the config fragment", Command::new("scripts/kconfig/merge_config.sh")
         .args(["-m", ".config", "hvsim.config"])
         .current_dir(&work))?;
-    run(&mut log, &log_path, "make olddefconfig", Command::new("make").arg("olddefconfig").current_dir(&work))?;
+    run(&mut log, &log_path, "make olddefconfig", make().arg("olddefconfig").current_dir(&work))?;
     let config_path = work.join(".config");
     let config = std::fs::read_to_string(&config_path).map_err(io("reading the kernel config", &config_path))?;
     check_config(&config, CONFIG_FRAGMENT)?;
@@ -147,6 +147,17 @@ pub fn ensure_built() -> Result<Kernel> {
     std::fs::remove_dir_all(&work).map_err(io("removing the build tree", &work))?;
     eprintln!("hvsim: guest kernel built in {:.0?}: {}", start.elapsed(), vmlinux.display());
     Ok(Kernel { vmlinux, key })
+}
+
+/// `make` with the build's identity fixed: the kernel's version string
+/// (`uname -v`) is then the same on every machine.
+fn make() -> Command {
+    let mut c = Command::new("make");
+    c.env("KBUILD_BUILD_TIMESTAMP", "Thu Jan  1 00:00:00 UTC 2026")
+        .env("KBUILD_BUILD_USER", "hvsim")
+        .env("KBUILD_BUILD_HOST", "hvsim")
+        .env("KBUILD_BUILD_VERSION", "1");
+    c
 }
 
 fn step(what: &str) {
@@ -180,7 +191,7 @@ fn command_failed(what: &str, status: &str, log_path: &Path) -> ImageError {
 /// `make vmlinux`, counting build steps for the progress bar.
 fn compile(log: &mut File, log_path: &Path, work: &Path, jobs: usize) -> Result<()> {
     let err = log.try_clone().map_err(io("duplicating the log", log_path))?;
-    let mut child = Command::new("make")
+    let mut child = make()
         .arg(format!("-j{jobs}"))
         .arg("vmlinux")
         .current_dir(work)

@@ -1,6 +1,9 @@
-//! The Linux guest: hvsim's kernel, its initramfs, and the command line that
-//! ties them to the run (see docs/guest-kernel.md).
+//! The Linux guest: hvsim's kernel, its initramfs, and the command line,
+//! which make the boot (the same for every run of a machine shape, see
+//! `boot_cache`), and the run's work, which init receives once booted (see
+//! docs/guest-kernel.md).
 
+pub mod boot_cache;
 pub mod initramfs;
 pub mod kernel;
 pub mod packages;
@@ -9,17 +12,13 @@ use std::path::PathBuf;
 
 use hvsim_vmm::boot::linux::LinuxImage;
 use hvsim_vmm::cpuid::{self, Reg, Why};
+use hvsim_vmm::{Machine, MachineConfig, Stop, Vtime};
 
-use crate::error::Result;
+use crate::error::{ImageError, Result};
 
-/// What to boot.
+/// How to boot: the same for every run of a machine shape.
 #[derive(Clone, Debug)]
 pub struct LinuxOptions {
-    /// Shell command init runs (`/bin/sh -c`); its exit status ends the run.
-    pub command: String,
-    /// With simulated nodes: the shell command init runs on every node at
-    /// boot and again whenever a crashed node restarts.
-    pub node_command: Option<String>,
     /// Pass the boot parameters that enable the kernel's workarounds for a
     /// nested `kvm_pvm` host (only there: elsewhere they cost speed).
     pub nested_workarounds: bool,
@@ -28,8 +27,40 @@ pub struct LinuxOptions {
     /// Whether this host really gives the guest hvsim's CPUID (see
     /// `raw::probes`). If not, the kernel is told which features to ignore.
     pub cpuid_virtualized: bool,
+}
+
+/// What a run gives the booted guest: init writes it before it starts
+/// anything (see `hvsim_abi::inbox`).
+#[derive(Clone, Debug, Default)]
+pub struct LinuxWork {
+    /// Shell command init runs (`/bin/sh -c`); its exit status ends the run.
+    pub command: String,
+    /// With simulated nodes: the shell command init runs on every node when
+    /// the run starts and again whenever a crashed node restarts.
+    pub node_command: Option<String>,
     /// Host files to put into the guest (executable).
     pub files: Vec<GuestFile>,
+}
+
+impl LinuxWork {
+    /// The work as the guest's inbox: its files, read from the host now.
+    pub fn inbox(&self) -> Result<Vec<u8>> {
+        let mut files = vec![(hvsim_abi::linux::COMMAND.to_owned(), 0o644, self.command.clone().into_bytes())];
+        if let Some(c) = &self.node_command {
+            files.push((hvsim_abi::linux::NODE_COMMAND.to_owned(), 0o644, c.clone().into_bytes()));
+        }
+        for f in &self.files {
+            let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
+            files.push((f.guest.clone(), 0o755, bytes));
+        }
+        let mut out = Vec::with_capacity(files.iter().map(|f| f.0.len() + f.2.len() + 16).sum::<usize>() + 8);
+        let mut sink = |b: &[u8]| out.extend_from_slice(b);
+        hvsim_abi::inbox::encode_header(&mut sink);
+        for (path, mode, data) in &files {
+            hvsim_abi::inbox::encode_file(&hvsim_abi::inbox::File { path, mode: *mode, data }, &mut sink);
+        }
+        Ok(out)
+    }
 }
 
 /// A host file copied into the guest's initramfs.
@@ -126,20 +157,41 @@ pub fn prepare(opts: &LinuxOptions) -> Result<LinuxImage> {
         None => kernel::ensure_built()?.vmlinux,
     };
     let busybox = initramfs::host_busybox()?;
-    // The commands travel as files: the kernel command line holds 2 KiB.
-    let mut extra = vec![(hvsim_abi::linux::COMMAND.to_owned(), opts.command.clone().into_bytes())];
-    if let Some(c) = &opts.node_command {
-        extra.push((hvsim_abi::linux::NODE_COMMAND.to_owned(), c.clone().into_bytes()));
+    Ok(LinuxImage { kernel: vmlinux, initrd: initramfs::build(&busybox, &[]), cmdline: cmdline(opts) })
+}
+
+/// Virtual time a boot may take to reach init's ready point (it takes
+/// about a millisecond).
+const BOOT_VTIME_LIMIT: Vtime = Vtime::from_secs(60);
+
+/// Boots `config` until init is ready for its run (`hc::op::READY`).
+/// Shows progress on stderr: on nested hosts this takes half a minute.
+pub fn boot_to_ready(config: &MachineConfig) -> Result<Machine> {
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("hvsim: booting the Linux guest [{elapsed}] {spinner}")
+            .expect("valid template"),
+    );
+    if spinner.is_hidden() {
+        eprintln!("hvsim: booting the Linux guest (later runs of this machine shape restore it from the boot cache)");
+    } else {
+        spinner.enable_steady_tick(std::time::Duration::from_millis(250));
     }
-    for f in &opts.files {
-        let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
-        extra.push((f.guest.clone(), bytes));
-    }
-    Ok(LinuxImage {
-        kernel: vmlinux,
-        initrd: initramfs::build(&busybox, &extra),
-        cmdline: cmdline(opts),
-    })
+    let mut m = Machine::new(config)?;
+    let stop = m.run_until_ready(BOOT_VTIME_LIMIT);
+    spinner.finish_and_clear();
+    let why = match stop? {
+        None => return Ok(m),
+        Some(Stop::Ended(end)) => end.detail(),
+        Some(Stop::Deadline) => format!("still booting after {BOOT_VTIME_LIMIT} of virtual time"),
+        Some(Stop::Message) => "stopped at a message".to_owned(),
+    };
+    let console = String::from_utf8_lossy(m.console()).into_owned();
+    let tail: Vec<&str> = console.lines().rev().take(8).collect();
+    Err(ImageError::Setup(format!(
+        "the Linux guest never became ready for its run ({why}); last console lines:\n  {}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
+    )))
 }
 
 #[cfg(test)]
@@ -148,19 +200,37 @@ mod tests {
 
     #[test]
     fn workarounds_only_when_asked() {
-        let mut o = LinuxOptions {
-            command: "echo 'a b'".into(),
-            node_command: None,
-            nested_workarounds: false,
-            verbose: false,
-            cpuid_virtualized: true,
-            files: vec![],
-        };
+        let mut o = LinuxOptions { nested_workarounds: false, verbose: false, cpuid_virtualized: true };
         let c = cmdline(&o);
-        assert!(!c.contains("syscall_pf_fixup") && !c.contains("echo"), "{c}");
+        assert!(!c.contains("syscall_pf_fixup"), "{c}");
         assert!(!c.contains("clearcpuid"));
         o.nested_workarounds = true;
         assert!(cmdline(&o).contains("syscall_pf_fixup no_int3_selftest no_fpu_drop_fwait"));
+    }
+
+    #[test]
+    fn the_work_travels_as_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, b"\x7fELF...").unwrap();
+        let work = LinuxWork {
+            command: "echo 'a b'".into(),
+            node_command: Some("serve".into()),
+            files: vec![GuestFile { host: tool, guest: "/bin/tool".into() }],
+        };
+        let inbox = work.inbox().unwrap();
+        let files: Vec<_> = hvsim_abi::inbox::files(&inbox).unwrap().map(|f| f.unwrap()).collect();
+        let got: Vec<(&str, u32, &[u8])> = files.iter().map(|f| (f.path, f.mode, f.data)).collect();
+        assert_eq!(
+            got,
+            [
+                (hvsim_abi::linux::COMMAND, 0o644, &b"echo 'a b'"[..]),
+                (hvsim_abi::linux::NODE_COMMAND, 0o644, b"serve"),
+                ("/bin/tool", 0o755, b"\x7fELF..."),
+            ]
+        );
+        let missing = LinuxWork { files: vec![GuestFile { host: "/nonexistent".into(), guest: "/x".into() }], ..work };
+        assert!(missing.inbox().unwrap_err().to_string().contains("/nonexistent"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod entropy;
 mod faults;
 mod idle;
 pub mod probes;
+mod ready;
 pub mod rt;
 mod sdk_garbage;
 mod serial;
@@ -71,6 +72,13 @@ pub const GUESTS: &[Guest] = &[
         deterministic: false,
         runs_forever: false,
         build: spin::build,
+    },
+    Guest {
+        name: "ready",
+        about: "says READY, prints its run's work and random bytes (the boot cache's test guest)",
+        deterministic: true,
+        runs_forever: false,
+        build: ready::build,
     },
     Guest {
         name: "serial",

@@ -26,6 +26,8 @@ pub enum Effect {
     Reboot,
     /// The guest registered its interrupt-pending flag at this page frame.
     IrqFlag(u64),
+    /// The guest is booted and waits for its run (`READY`).
+    Ready,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +38,7 @@ pub struct ChannelStats {
     pub random_bytes: u64,
 }
 
+#[serde_with::serde_as]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Hypercall {
     tx: Vec<u8>,
@@ -51,6 +54,18 @@ pub struct Hypercall {
     /// Machine events the guest has not read yet (`EVENT`), oldest first.
     #[serde(default)]
     events: VecDeque<u32>,
+    /// The run's work (`INBOX`) and how much of it the guest has read.
+    #[serde(default)]
+    #[serde_as(as = "serde_with::hex::Hex")]
+    inbox: Vec<u8>,
+    #[serde(default)]
+    inbox_read: usize,
+    /// What the guest said it handles (`hc::caps`).
+    #[serde(default)]
+    caps: u32,
+    /// The guest sent `READY` (it may only once).
+    #[serde(default)]
+    ready: bool,
 }
 
 /// Events kept for a guest that does not read them (a raw guest never
@@ -73,7 +88,22 @@ impl Hypercall {
             entropy: Stream::new(seed, "guest"),
             stats: ChannelStats::default(),
             events: VecDeque::new(),
+            inbox: Vec::new(),
+            inbox_read: 0,
+            caps: 0,
+            ready: false,
         }
+    }
+
+    /// Gives the guest its run's work, to read with `INBOX`.
+    pub fn set_inbox(&mut self, work: Vec<u8>) {
+        self.inbox = work;
+        self.inbox_read = 0;
+    }
+
+    /// Whether the guest handles all of `caps` (`hc::caps`).
+    pub fn guest_handles(&self, caps: u32) -> bool {
+        self.caps & caps == caps
     }
 
     /// Queues a machine event for the guest (see `hc::op::EVENT`).
@@ -182,6 +212,33 @@ impl Hypercall {
                     return Err(GuestError(format!("EVENT while {} earlier bytes are still unread", self.rx.len())));
                 }
                 self.rx.extend(self.events.pop_front().unwrap_or(0).to_le_bytes());
+                Ok(None)
+            }
+            hc::op::READY => {
+                if std::mem::replace(&mut self.ready, true) {
+                    return Err(GuestError("READY sent a second time (a run starts once)".into()));
+                }
+                Ok(Some(Effect::Ready))
+            }
+            hc::op::INBOX => {
+                if arg == 0 || arg > hc::MAX_RANDOM {
+                    return Err(GuestError(format!("INBOX of {arg} bytes (allowed: 1..={})", hc::MAX_RANDOM)));
+                }
+                if !self.rx.is_empty() {
+                    return Err(GuestError(format!("INBOX while {} earlier bytes are still unread", self.rx.len())));
+                }
+                let rest = &self.inbox[self.inbox_read..];
+                let n = rest.len().min(arg as usize);
+                self.rx.extend(&rest[..n]);
+                self.inbox_read += n;
+                if self.inbox_read == self.inbox.len() {
+                    // Read to the end: nothing of it needs to live on in snapshots.
+                    self.set_inbox(Vec::new());
+                }
+                Ok(None)
+            }
+            hc::op::CAPS => {
+                self.caps = arg;
                 Ok(None)
             }
             hc::op::RESET => {
@@ -322,6 +379,39 @@ mod tests {
             h.push_event(i);
         }
         assert_eq!(next(&mut h), 11);
+    }
+
+    #[test]
+    fn the_inbox_is_read_in_chunks_then_empty() {
+        let mut h = Hypercall::new(1);
+        h.set_inbox((0..100u8).collect());
+        let mut got = Vec::new();
+        loop {
+            cmd(&mut h, hc::op::INBOX, 30).unwrap();
+            let mut status = [0; 4];
+            h.pio_read(hc::CMD, &mut status, Vtime(0)).unwrap();
+            let n = u32::from_le_bytes(status) as usize;
+            if n == 0 {
+                break;
+            }
+            let mut b = vec![0; n];
+            h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+            got.extend(b);
+        }
+        assert_eq!(got, (0..100u8).collect::<Vec<_>>());
+        assert!(cmd(&mut h, hc::op::INBOX, 0).is_err());
+        cmd(&mut h, hc::op::RANDOM, 4).unwrap();
+        assert!(cmd(&mut h, hc::op::INBOX, 4).is_err(), "INBOX behind unread bytes");
+    }
+
+    #[test]
+    fn ready_once_and_caps() {
+        let mut h = Hypercall::new(1);
+        assert!(!h.guest_handles(hc::caps::RESEED));
+        cmd(&mut h, hc::op::CAPS, hc::caps::RESEED).unwrap();
+        assert!(h.guest_handles(hc::caps::RESEED));
+        assert_eq!(cmd(&mut h, hc::op::READY, 0), Ok(Some(Effect::Ready)));
+        assert!(cmd(&mut h, hc::op::READY, 0).is_err());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! whole of a running guest. The run loop and exit handling are in `run.rs`.
 
 mod dirty;
+mod inputs;
 mod profile;
 mod run;
 mod snapshot;
@@ -31,6 +32,7 @@ use crate::vcpu_state::saveable_msrs;
 use crate::watchdog::Watchdog;
 use crate::{cpuid, msr};
 
+pub use inputs::RunInputs;
 pub use profile::{Stretch, WallProfile};
 pub use run::Stop;
 pub use snapshot::MachineSnapshot;
@@ -250,8 +252,9 @@ impl MachineState {
         })
     }
 
-    /// Re-seeds every entropy stream from `seed`, for what happens from now on.
-    pub fn reseed(&mut self, seed: u64) {
+    /// Re-seeds every entropy stream the VMM keeps from `seed`, for what
+    /// happens from now on (`Machine::reseed` also reaches the guest's).
+    fn reseed(&mut self, seed: u64) {
         self.devices.hc.entropy_mut().reseed(seed);
         self.devices.virtio.reseed(seed);
     }
@@ -277,6 +280,8 @@ pub struct Machine {
     /// How many of `state.messages` `take_messages` has handed out.
     messages_taken: usize,
     stop_on_message: bool,
+    /// Inside `run_until_ready`.
+    stop_at_ready: bool,
     /// Copy of the current exit's data, for the log.
     scratch: Vec<u8>,
     profile: Option<WallProfile>,
@@ -338,6 +343,7 @@ impl Machine {
             vcpu_thread: None,
             messages_taken: 0,
             stop_on_message: false,
+            stop_at_ready: false,
             scratch: Vec::with_capacity(4096),
             profile: None,
             dirty_log: false,
@@ -406,11 +412,6 @@ impl Machine {
         let new = self.state.messages[self.messages_taken..].to_vec();
         self.messages_taken = self.state.messages.len();
         new
-    }
-
-    /// Re-seeds every entropy stream from `seed` for what happens from now on.
-    pub fn reseed(&mut self, seed: u64) {
-        self.state.reseed(seed);
     }
 
     /// Every message of the run so far (including before a restored snapshot).

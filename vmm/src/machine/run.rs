@@ -23,6 +23,13 @@ pub enum Stop {
     Ended(End),
 }
 
+/// Why the run loop stopped: a [`Stop`], or (only in `run_until_ready`)
+/// the guest's `READY`.
+enum Halt {
+    Stop(Stop),
+    Ready,
+}
+
 /// What handling one exit decided, beyond the bytes moved.
 enum Outcome {
     Continue,
@@ -42,28 +49,49 @@ impl Machine {
     /// once the trace holds `max_events` events: a point that, unlike a
     /// virtual time, no two exits share.
     pub fn run_until_point(&mut self, deadline: Vtime, max_events: u64) -> Result<Stop> {
+        match self.run_loop(deadline, max_events)? {
+            Halt::Stop(stop) => Ok(stop),
+            Halt::Ready => unreachable!("READY halts only run_until_ready"),
+        }
+    }
+
+    /// Runs a booting guest until it is ready for its run (`hc::op::READY`):
+    /// `Ok(None)`, and the machine waits for [`Machine::begin_run`].
+    /// Otherwise why it stopped first. Elsewhere `READY` stops nothing.
+    pub fn run_until_ready(&mut self, deadline: Vtime) -> Result<Option<Stop>> {
+        self.stop_at_ready = true;
+        let halt = self.run_loop(deadline, u64::MAX);
+        self.stop_at_ready = false;
+        Ok(match halt? {
+            Halt::Stop(stop) => Some(stop),
+            Halt::Ready => None,
+        })
+    }
+
+    fn run_loop(&mut self, deadline: Vtime, max_events: u64) -> Result<Halt> {
         self.prepare_vcpu_thread()?;
         loop {
             if let Some(end) = &self.state.ended {
                 self.trace.flush()?;
-                return Ok(Stop::Ended(end.clone()));
+                return Ok(Halt::Stop(Stop::Ended(end.clone())));
             }
             if self.trace.state().events >= max_events {
                 self.trace.flush()?;
-                return Ok(Stop::Deadline);
+                return Ok(Halt::Stop(Stop::Deadline));
             }
             if self.state.halted {
                 if !self.wake_from_halt(deadline)? {
-                    return Ok(Stop::Deadline);
+                    return Ok(Halt::Stop(Stop::Deadline));
                 }
                 continue;
             }
             if self.now() >= deadline {
                 self.trace.flush()?;
-                return Ok(Stop::Deadline);
+                return Ok(Halt::Stop(Stop::Deadline));
             }
-            if self.step()? {
-                return Ok(Stop::Message);
+            if let Some(halt) = self.step()? {
+                self.trace.flush()?;
+                return Ok(halt);
             }
         }
     }
@@ -84,8 +112,8 @@ impl Machine {
         Ok(())
     }
 
-    /// One guest entry and exit. Returns whether a message stop is due.
-    fn step(&mut self) -> Result<bool> {
+    /// One guest entry and exit. Returns a halt the caller asked for, if due.
+    fn step(&mut self) -> Result<Option<Halt>> {
         let now = self.now();
         self.scratch.clear();
         let watchdog = self.watchdog.as_ref();
@@ -197,26 +225,26 @@ impl Machine {
                 if self.vcpu.if_flag() {
                     // Logged when the halt resolves, with the time it woke at.
                     self.state.halted = true;
-                    return Ok(false);
+                    return Ok(None);
                 }
                 self.record(kind, addr, None)?;
                 self.state.ended = Some(End::Halted);
-                Ok(false)
+                Ok(None)
             }
             Outcome::End(end) => {
                 self.record(kind, addr, None)?;
                 self.state.ended = Some(end);
-                Ok(false)
+                Ok(None)
             }
             Outcome::Continue => {
                 let inject = self.inject_if_ready()?;
                 self.record(kind, addr, inject)?;
-                Ok(false)
+                Ok(None)
             }
             Outcome::Effect(effect) => {
                 let inject = match effect {
                     Effect::Exit(_) | Effect::Panic(_) | Effect::Reboot => None,
-                    Effect::Message(_) | Effect::IrqFlag(_) => self.inject_if_ready()?,
+                    Effect::Message(_) | Effect::IrqFlag(_) | Effect::Ready => self.inject_if_ready()?,
                 };
                 self.record(kind, addr, inject)?;
                 match effect {
@@ -224,12 +252,13 @@ impl Machine {
                     Effect::Panic(code) => self.state.ended = Some(End::GuestPanic { code }),
                     Effect::Reboot => self.state.ended = Some(End::Reboot),
                     Effect::IrqFlag(pfn) => self.register_irq_flag(pfn)?,
+                    Effect::Ready => return Ok(self.stop_at_ready.then_some(Halt::Ready)),
                     Effect::Message(bytes) => {
                         self.state.messages.push(Message { vtime: now, bytes });
-                        return Ok(self.stop_on_message);
+                        return Ok(self.stop_on_message.then_some(Halt::Stop(Stop::Message)));
                     }
                 }
-                Ok(false)
+                Ok(None)
             }
         }
     }
@@ -278,7 +307,7 @@ impl Machine {
     /// Otherwise the interrupt waits: for an interrupt-window exit where the
     /// host's are exact, and, where the guest registered one, with its
     /// interrupt-pending flag raised so it pokes us once it enables interrupts.
-    fn inject_if_ready(&mut self) -> Result<Option<u8>> {
+    pub(super) fn inject_if_ready(&mut self) -> Result<Option<u8>> {
         let pending = self.state.devices.pic.has_interrupt();
         let injected = if pending && self.vcpu.ready_for_interrupt() {
             let vector = self.state.devices.pic.acknowledge();
@@ -320,7 +349,7 @@ impl Machine {
         Ok(())
     }
 
-    fn record(&mut self, kind: ExitKind, addr: u64, inject: Option<u8>) -> Result<()> {
+    pub(super) fn record(&mut self, kind: ExitKind, addr: u64, inject: Option<u8>) -> Result<()> {
         let ev = Event { kind, addr, data: &self.scratch, vtime: self.state.clock.now(), inject };
         self.trace.record(&ev)
     }

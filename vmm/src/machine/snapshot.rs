@@ -26,7 +26,7 @@ impl Machine {
     /// guest (`KVM_RUN` with `immediate_exit`): until then part of that
     /// instruction's effect lives only inside KVM, invisible to a capture,
     /// and would be applied on top of a restored state.
-    fn complete_pending_io(&mut self) -> Result<()> {
+    pub(super) fn complete_pending_io(&mut self) -> Result<()> {
         self.vcpu.set_immediate_exit(true);
         let r = self.vcpu.fd_mut().run().map(|_| ());
         self.vcpu.set_immediate_exit(false);

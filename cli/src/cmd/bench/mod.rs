@@ -12,6 +12,7 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
 use hvsim_guest_image::host::Host;
 
+mod boot;
 mod net;
 
 #[derive(clap::Args)]
@@ -54,6 +55,21 @@ enum What {
         #[arg(long)]
         json: bool,
     },
+    /// A cold Linux boot to init's ready point against a warm restore of the
+    /// same machine from the boot cache, with the restore's cost split.
+    Boot {
+        /// Guest RAM.
+        #[arg(long, default_value = "128M", value_parser = crate::util::parse_size)]
+        mem: usize,
+        /// Simulated nodes (each adds a NIC and a disk).
+        #[arg(long, default_value = "0")]
+        nodes: u16,
+        /// Restores measured (the median is reported).
+        #[arg(long, default_value = "5")]
+        repeat: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Snapshot capture to a file, restore from a file, and in-process reset
     /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
     Snapshot {
@@ -71,6 +87,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
         What::Explore { seeds, max_branches, json } => bench_explore(seeds.max(1), max_branches, json),
         What::Net { bytes, json } => net::bench_net(bytes, json),
+        What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
     }
 }
 
@@ -210,6 +227,7 @@ fn bench_explore(seeds: u64, max_branches: u64, json: bool) -> Result<ExitCode> 
                 setup_limit: Vtime::from_secs(10),
                 branch_from_snapshots: snapshots,
                 stop_at_first_bug: true,
+                start: Default::default(),
             };
             let e = explore(&config, &host, &mut |_| {})?;
             let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));

@@ -14,10 +14,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use hvsim_explorer::target::System;
-use hvsim_explorer::Target;
 use hvsim_guest_image::host::Host;
-use hvsim_vmm::{End, Machine, Stop, Vtime};
+use hvsim_guest_image::target::{StartOptions, System, Target};
+use hvsim_vmm::{End, Stop, Vtime};
 
 /// The guest's side: one TCP exchange per phase, server on node 0.
 fn script(bytes: u64) -> String {
@@ -60,8 +59,9 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
         mem: 128 << 20,
         files: Vec::new(),
         system: System { nodes: 2, disk_bytes: 16 << 20, ..System::default() },
+        verbose_boot: false,
     };
-    let mut m = Machine::new(&target.config(0, &host)?).context("cannot create the virtual machine")?;
+    let mut m = target.start(0, &host, &StartOptions::default()).context("cannot start the guest")?.machine;
     m.set_stop_on_message(true);
     m.enable_wall_profile(0);
     eprintln!("hvsim: bench net: booting two nodes and exchanging {bytes} bytes four ways (a few minutes here)");

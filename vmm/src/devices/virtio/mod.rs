@@ -53,8 +53,6 @@ pub struct VirtioSpec {
     pub nodes: u16,
     /// Each node's disk size in bytes (a multiple of 512).
     pub disk_bytes: u64,
-    /// Read-only base image under every node's disk (a raw disk image).
-    pub disk_base: Option<String>,
     /// An entropy source (virtio-rng) fed from the run's seed.
     pub rng: bool,
 }
@@ -154,26 +152,14 @@ pub struct Virtio {
 
 impl Virtio {
     /// The devices of `spec`, with the faults of `plan`, seeded from `seed`.
-    /// Reads the base image, if any.
     pub fn new(spec: &VirtioSpec, plan: &FaultPlan, seed: u64) -> Result<Virtio, String> {
         spec.check()?;
-        let base = spec.disk_base.as_deref().map(Base::load).transpose()?;
-        if let Some(b) = &base {
-            if b.bytes.len() as u64 > spec.disk_bytes {
-                return Err(format!(
-                    "base image {} ({} bytes) is larger than the disk ({} bytes)",
-                    b.path,
-                    b.bytes.len(),
-                    spec.disk_bytes
-                ));
-            }
-        }
         let mut kinds = Vec::new();
         for node in 0..spec.nodes {
             kinds.push((format!("net{node}"), Kind::Net(Net::new(node))));
         }
         for node in 0..spec.nodes {
-            let disk = Disk::new(node, spec.disk_bytes, base.clone(), plan.disk.clone(), seed);
+            let disk = Disk::new(node, spec.disk_bytes, None, plan.disk.clone(), seed);
             kinds.push((format!("blk{node}"), Kind::Blk(Blk::new(disk))));
         }
         if spec.rng {
@@ -209,6 +195,32 @@ impl Virtio {
 
     /// Re-reads base images after a snapshot was deserialized (their bytes
     /// are not part of the snapshot, only their path and hash).
+    /// Gives a booted machine its run's faults and the base image under
+    /// every node's disk (see `Machine::begin_run`): the guest must not
+    /// have read the disks yet, or must drop what it cached of them.
+    pub fn begin_run(&mut self, plan: &FaultPlan, base: Option<Base>) -> Result<(), String> {
+        for d in &mut self.devices {
+            if let Kind::Blk(b) = &mut d.kind {
+                if let Some(base) = &base {
+                    if base.bytes.len() as u64 > b.disk.capacity {
+                        return Err(format!(
+                            "base image {} ({} bytes) is larger than the disk ({} bytes)",
+                            base.path,
+                            base.bytes.len(),
+                            b.disk.capacity
+                        ));
+                    }
+                }
+                b.disk.base = base.clone();
+                b.disk.set_faults(plan.disk.clone());
+            }
+        }
+        self.switch.set_faults(plan.network.clone());
+        self.power = power_schedule(&plan.crashes);
+        self.plan = plan.clone();
+        Ok(())
+    }
+
     pub fn attach_bases(&mut self) -> Result<(), String> {
         for d in &mut self.devices {
             if let Kind::Blk(b) = &mut d.kind {
@@ -658,7 +670,7 @@ mod tests {
     use super::*;
 
     fn machine(nodes: u16) -> (Virtio, GuestRam) {
-        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, disk_base: None, rng: true };
+        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, rng: true };
         (Virtio::new(&spec, &FaultPlan::default(), 1).unwrap(), GuestRam::new(4 << 20).unwrap())
     }
 
@@ -715,7 +727,7 @@ mod tests {
     fn breaking_a_disk_with_a_request_in_flight_leaves_nothing_due() {
         // Regression: the completion stayed due forever, and a halted guest
         // waiting for it hung the VMM.
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, disk_base: None, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, rng: false };
         let plan = FaultPlan::parse("[disk]\nlatency = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
@@ -730,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_crash_cuts_power_until_the_restart_and_tells_the_guest() {
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, disk_base: None, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, rng: false };
         let plan = FaultPlan::parse("[[crash]]\nnode = 0\nat = \"1ms\"\nrestart = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let read = |v: &mut Virtio, now: u64| {

@@ -1,0 +1,90 @@
+//! `hvsim cache`: the boot cache of Linux machines booted to init's ready
+//! point (see `hvsim_guest_image::linux::boot_cache`).
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+use hvsim_guest_image::linux::boot_cache::BootCache;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// List the cached machines, most recently used first.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove every cached machine (the next Linux run of each shape boots).
+    Clear,
+}
+
+pub fn main(args: Args) -> Result<ExitCode> {
+    let cache = BootCache::open()?;
+    match args.what {
+        What::Ls { json } => {
+            let entries = cache.entries()?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "dir": cache.dir(),
+                        "max_bytes": cache.max_bytes(),
+                        "entries": entries,
+                    }))?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{}", summary(&cache)?);
+            if !entries.is_empty() {
+                println!("  key              |      size | last used | machine");
+            }
+            for e in &entries {
+                let machine = e.shape.as_ref().map_or("(description unreadable)".to_owned(), |s| {
+                    let v = &s.spec.virtio;
+                    let nodes = if v.nodes > 0 { format!(", {} nodes with {} MiB disks", v.nodes, v.disk_bytes >> 20) } else { String::new() };
+                    format!("{} MiB RAM{nodes}, kernel {}", s.spec.ram_size >> 20, &s.kernel_sha256[..12.min(s.kernel_sha256.len())])
+                });
+                println!("  {} | {:>6} MiB | {:>9} | {machine}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
+            }
+        }
+        What::Clear => {
+            let (n, bytes) = cache.clear()?;
+            println!("removed {n} cached machines ({} MiB) from {}", mib(bytes), cache.dir().display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line about the cache (also for `hvsim doctor`).
+pub fn summary(cache: &BootCache) -> Result<String> {
+    let entries = cache.entries()?;
+    let bytes: u64 = entries.iter().map(|e| e.bytes).sum();
+    Ok(format!(
+        "boot cache: {} machines, {} MiB of {} MiB allowed, in {}",
+        entries.len(),
+        mib(bytes),
+        mib(cache.max_bytes()),
+        cache.dir().display()
+    ))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
+}
+
+fn ago(unix_ms: u64) -> String {
+    let then = SystemTime::UNIX_EPOCH + Duration::from_millis(unix_ms);
+    let secs = SystemTime::now().duration_since(then).unwrap_or_default().as_secs();
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        3600..=86399 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86400),
+    }
+}

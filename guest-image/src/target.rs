@@ -1,0 +1,222 @@
+//! What a run runs, as plain data (so a bug record names the exact target to
+//! replay), and the one place that turns it into a machine ready to run:
+//! `hvsim run`, `hvsim explore`, replays and benchmarks all start here.
+//!
+//! A raw guest starts from the run's seed. A Linux target boots (or restores
+//! from the boot cache) the machine its shape describes, then receives what
+//! is particular to the run: the seed, the command and files, the fault plan
+//! and the disk image (see `Machine::begin_run`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hvsim_vmm::devices::virtio::VirtioSpec;
+use hvsim_vmm::disk::Base;
+use hvsim_vmm::faults::FaultPlan;
+use hvsim_vmm::machine::{HostSettings, RunInputs};
+use hvsim_vmm::{Machine, MachineConfig};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{ImageError, Result};
+use crate::host::Host;
+use crate::linux::boot_cache::{BootCache, BootKind, BootReport, Shape, BOOT_SEED};
+use crate::linux::{self, GuestFile, LinuxOptions, LinuxWork};
+use crate::raw;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    Raw { guest: String },
+    Linux {
+        command: String,
+        mem: usize,
+        /// Host files copied into the guest, with the SHA-256 of their
+        /// contents when the target was described (a replay refuses changed
+        /// files).
+        #[serde(default)]
+        files: Vec<(GuestFile, String)>,
+        /// Simulated nodes, their disks, and the faults injected.
+        #[serde(default)]
+        system: System,
+        /// Keep the kernel's boot messages on the console.
+        #[serde(default)]
+        verbose_boot: bool,
+    },
+}
+
+/// A simulated multi-node system inside the Linux guest (`--nodes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct System {
+    pub nodes: u16,
+    /// Each node's disk size in bytes.
+    pub disk_bytes: u64,
+    /// The base image under every disk, with its SHA-256 (a replay refuses
+    /// a changed image).
+    pub disk_image: Option<(PathBuf, String)>,
+    /// The fault plan's text: kept whole, so a bug record replays without
+    /// the file. Ranges are resolved from the run's seed.
+    pub fault_plan: Option<String>,
+    /// The command every node runs, started again when a node restarts.
+    #[serde(default)]
+    pub node_cmd: Option<String>,
+}
+
+impl System {
+    /// The devices: part of the machine's shape.
+    pub fn virtio_spec(&self) -> VirtioSpec {
+        VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, rng: true }
+    }
+
+    /// The fault plan, resolved under the run's seed.
+    pub fn faults(&self, seed: u64) -> Result<FaultPlan> {
+        match &self.fault_plan {
+            None => Ok(FaultPlan::default()),
+            Some(text) => FaultPlan::parse(text, seed, self.nodes).map_err(|e| ImageError::Setup(format!("fault plan: {e}"))),
+        }
+    }
+
+    /// The disks' base image, refused if it changed since it was described.
+    fn disk_base(&self) -> Result<Option<Base>> {
+        let Some((path, hash)) = &self.disk_image else { return Ok(None) };
+        let base = Base::load(&path.display().to_string()).map_err(ImageError::Setup)?;
+        if base.sha256 != *hash {
+            return Err(changed("disk image", path));
+        }
+        Ok(Some(base))
+    }
+}
+
+/// How to start.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StartOptions {
+    /// Boot even if the boot cache holds the machine, and do not save it.
+    pub cold_boot: bool,
+    /// The watchdog (from the command line): `Some(None)` turns it off.
+    pub watchdog: Option<Option<Duration>>,
+}
+
+/// A machine about to run its first instruction of the run.
+pub struct Launch {
+    pub machine: Machine,
+    pub boot: BootReport,
+}
+
+fn changed(what: &str, path: &Path) -> ImageError {
+    ImageError::Setup(format!("{what} {} changed since it was recorded (its SHA-256 differs)", path.display()))
+}
+
+impl Target {
+    pub fn name(&self) -> String {
+        match self {
+            Target::Raw { guest } => guest.clone(),
+            Target::Linux { .. } => "linux".into(),
+        }
+    }
+
+    pub fn is_linux(&self) -> bool {
+        matches!(self, Target::Linux { .. })
+    }
+
+    /// The machine of this target at the start of a run with seed `seed`.
+    pub fn start(&self, seed: u64, host: &Host, opts: &StartOptions) -> Result<Launch> {
+        let started = Instant::now();
+        let settings = host.settings(self.is_linux(), opts.watchdog);
+        match self {
+            Target::Raw { guest } => {
+                let g = raw::find(guest).ok_or_else(|| {
+                    let names: Vec<_> = raw::GUESTS.iter().map(|g| g.name).collect();
+                    ImageError::Setup(format!("no built-in guest `{guest}` (there are: {})", names.join(", ")))
+                })?;
+                let mut config = MachineConfig::raw(g.build(), seed, &host.profile);
+                config.host = settings;
+                let machine = Machine::new(&config)?;
+                let boot = BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
+                Ok(Launch { machine, boot })
+            }
+            Target::Linux { command, mem, files, system, verbose_boot } => {
+                // The run's inputs first: a changed file fails before a boot.
+                let mut work = LinuxWork { command: command.clone(), node_command: system.node_cmd.clone(), files: vec![] };
+                for (f, hash) in files {
+                    if file_hash(&f.host)? != *hash {
+                        return Err(changed("guest file", &f.host));
+                    }
+                    work.files.push(f.clone());
+                }
+                let inputs =
+                    RunInputs { seed, inbox: work.inbox()?, faults: system.faults(seed)?, disk_base: system.disk_base()? };
+                let config = linux_boot(*mem, system, *verbose_boot, host, settings.clone())?;
+                let (mut machine, boot) = if opts.cold_boot {
+                    let machine = linux::boot_to_ready(&config)?;
+                    (machine, BootReport { kind: BootKind::Cold, wall_ms: started.elapsed().as_millis() as u64, key: None })
+                } else {
+                    let shape = Shape::of(&config)?;
+                    BootCache::open()?.get_or_boot(&shape, &settings, || linux::boot_to_ready(&config))?
+                };
+                machine.begin_run(inputs)?;
+                Ok(Launch { machine, boot })
+            }
+        }
+    }
+}
+
+/// The machine a Linux target boots: the same for every run of its shape.
+pub fn linux_boot(mem: usize, system: &System, verbose_boot: bool, host: &Host, settings: HostSettings) -> Result<MachineConfig> {
+    let image = linux::prepare(&LinuxOptions {
+        nested_workarounds: host.profile.nested_pvm,
+        verbose: verbose_boot,
+        cpuid_virtualized: host.probes.cpuid_virtualized,
+    })?;
+    let mut config = MachineConfig::linux(image, BOOT_SEED, mem, &host.profile);
+    config.spec.virtio = system.virtio_spec();
+    config.host = settings;
+    Ok(config)
+}
+
+/// SHA-256 (hex) of a host file.
+pub fn file_hash(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(crate::error::io("reading a file", path))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_recorded_before_nodes_existed_still_load() {
+        let old = r#"{"kind":"linux","command":"true","mem":134217728,"files":[]}"#;
+        let t: Target = serde_json::from_str(old).unwrap();
+        assert!(matches!(t, Target::Linux { system, verbose_boot: false, .. } if system == System::default()));
+        let with = Target::Linux {
+            command: "true".into(),
+            mem: 1 << 27,
+            files: vec![],
+            system: System {
+                nodes: 2,
+                disk_bytes: 1 << 20,
+                disk_image: None,
+                fault_plan: Some("[network]\ndrop = 0.1\n".into()),
+                node_cmd: Some("serve".into()),
+            },
+            verbose_boot: false,
+        };
+        let back: Target = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back, with, "the fault plan's text travels with a bug record");
+    }
+
+    #[test]
+    fn changed_inputs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("disk.img");
+        std::fs::write(&img, b"one").unwrap();
+        let hash = file_hash(&img).unwrap();
+        let system = System { nodes: 1, disk_bytes: 4096, disk_image: Some((img.clone(), hash)), ..System::default() };
+        assert_eq!(system.disk_base().unwrap().unwrap().bytes.as_slice(), b"one");
+        std::fs::write(&img, b"two").unwrap();
+        let e = system.disk_base().unwrap_err().to_string();
+        assert!(e.contains("disk image") && e.contains("changed"), "{e}");
+        let bad = System { fault_plan: Some("[network]\ndrop = 2.0\n".into()), ..System::default() };
+        assert!(bad.faults(1).unwrap_err().to_string().starts_with("fault plan: "));
+    }
+}
