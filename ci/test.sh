@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's, and CI's through .ci/run).
 #
-#   ci/test.sh            the default suite: unit tests, raw-guest KVM tests
+#   ci/test.sh            the default suite: unit tests, raw-guest and Linux KVM tests
 #   ci/test.sh --slow     also the slow suites (see README)
 #
 # KVM tests skip with a printed reason where /dev/kvm cannot be opened;
@@ -18,8 +18,16 @@ for arg in "$@"; do
 done
 
 export HVSIM_SLOW_TESTS=$slow
+threads="${HVSIM_TEST_THREADS:-2}"
 cargo build --workspace --all-targets
-cargo test --workspace -- --test-threads="${HVSIM_TEST_THREADS:-2}"
+# cargo-nextest (on every machine of this project's kind) schedules every
+# test of every binary on one pool of threads: the Linux tests, which take
+# most of the time, spread over both cores. Plain cargo test otherwise.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --test-threads "$threads" --no-fail-fast --failure-output final
+else
+  cargo test --workspace -- --test-threads="$threads"
+fi
 
 # The C and Python guest SDKs test themselves outside hvsim.
 tmp=$(mktemp -d)

@@ -1,8 +1,9 @@
 //! Virtio network and disks with fault injection (issue: "Virtio network
 //! and disks with deterministic fault injection, and proof that each fault
-//! landed"). Every test boots the Linux guest with two nodes (~40-60 s of
-//! wall time each on the nested development host); the workloads are busybox
-//! `nc`/`dd` and a small C program, `guest/faultload.c`.
+//! landed"). Every test runs the Linux guest with two nodes and the same
+//! disks, one machine shape: booted once (~30 s on the nested development
+//! host), restored from the boot cache for every other run. The workloads
+//! are busybox `nc`/`dd` and a small C program, `guest/faultload.c`.
 
 mod common;
 
@@ -198,7 +199,7 @@ fn a_crashed_node_loses_its_processes_and_unsynced_files_and_restarts() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "crash.toml", CRASH_RESTART);
-    let v = nodes_run(Some(&plan), &["--disk-size", "4M", "--node-cmd", SERVICE], CRASH_SCRIPT);
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], CRASH_SCRIPT);
     let lines = lines(&v);
     let line = |prefix: &str| -> String {
         let mut found = lines.iter().filter(|l| l.starts_with(prefix));
