@@ -33,6 +33,17 @@ restart = "1s"
 torn = true
 "#;
 
+/// Shell functions for the scripts, which fork nothing: a fork costs about
+/// 0.4 s of wall time where the guest kernel is emulated. `stamp` sets `$up`
+/// to the virtual uptime; `pause S` waits S seconds on a FIFO nobody writes
+/// (only where no child of the shell ends meanwhile: busybox restarts the
+/// wait after a signal). A script starts with `LIB`; node shells then
+/// source /tmp/lib.sh.
+const LIB: &str = r#"printf '%s\n' 'stamp() { read up _ < /proc/uptime; }' 'pause() { read -t "$1" _ <> /tmp/pause; }' > /tmp/lib.sh
+mkfifo /tmp/pause
+. /tmp/lib.sh
+"#;
+
 /// Each node writes a flushed sector of 'F's at sector 0, then 8 unflushed
 /// sectors of 'U's in one request at sectors 8-15. Node 1 then sends a
 /// numbered line every second to node 0 over TCP; both sides log virtual
@@ -45,11 +56,11 @@ for n in 0 1; do
   hvsim-node $n sh -c 'head -c 512 /dev/zero | tr "\0" F | dd of=$HVSIM_DISK bs=512 count=1 oflag=direct conv=fsync 2>/dev/null
                        head -c 4096 /dev/zero | tr "\0" U | dd of=$HVSIM_DISK bs=4096 seek=1 count=1 oflag=direct 2>/dev/null'
 done
-hvsim-node 0 sh -c 'sleep 15 | nc -l -p 5000 | while read l; do echo "got $l at $(cut -d" " -f1 /proc/uptime)"; done' &
-sleep 0.1
-hvsim-node 1 sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; echo "sent $i at $(cut -d" " -f1 /proc/uptime)" >&2; sleep 1; done | nc 10.0.0.1 5000'
+hvsim-node 0 sh -c '. /tmp/lib.sh; pause 15 | nc -l -p 5000 | while read l; do stamp; echo "got $l at $up"; done' &
+pause 0.1
+hvsim-node 1 sh -c '. /tmp/lib.sh; for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; stamp; echo "sent $i at $up" >&2; pause 1; done | nc 10.0.0.1 5000'
 wait
-sleep 1.5
+pause 1.5
 for n in 0 1; do
   echo "disk$n $(hvsim-node $n sh -c 'dd if=$HVSIM_DISK bs=512 count=17 iflag=direct 2>/dev/null' | tr "\0" . | fold -w 512 | cut -c1-4 | tr "\n" " ")"
 done
@@ -109,12 +120,13 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     let base = dir.path().join("base.img");
     std::fs::write(&base, [vec![0u8; 16 * 512], vec![b'B'; 512]].concat()).unwrap();
     let image = ["--disk-image", base.to_str().unwrap()];
-    let a = nodes_run(Some(&plan), &image, SCRIPT);
+    let script = format!("{LIB}{SCRIPT}");
+    let a = nodes_run(Some(&plan), &image, &script);
     // The second run also saves a snapshot in the middle of the partition,
     // with frames being retransmitted and a crash behind it; a new process
     // restoring it must finish exactly as the uninterrupted run did.
     let snap = dir.path().join("nodes.snap");
-    let b = nodes_run(Some(&plan), &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(), SCRIPT);
+    let b = nodes_run(Some(&plan), &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(), &script);
     let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
     let replayed: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
@@ -172,14 +184,14 @@ restart = "1s"
 
 /// Every node's service: says when it started and what its file system
 /// holds, then sleeps.
-const SERVICE: &str = r#"echo "node $HVSIM_NODE up at $(cut -d' ' -f1 /proc/uptime) with: $(ls /mnt/d$HVSIM_NODE 2>/dev/null | tr '\n' ' ')"; exec sleep 1000"#;
+const SERVICE: &str = r#"read up _ < /proc/uptime; echo "node $HVSIM_NODE up at $up with: $(ls /mnt/d$HVSIM_NODE 2>/dev/null | tr '\n' ' ')"; exec sleep 1000"#;
 
 /// Node 1 makes a file system on its disk and writes two files, syncing
 /// only the first. A process of node 1 sleeps through the crash. While the
 /// node is down, node 0 pings it; after the restart, again.
 const CRASH_SCRIPT: &str = r#"
 hvsim-node 1 sh -c 'mke2fs -q $HVSIM_DISK 4096 && mkdir -p /mnt/d1 && mount -t ext2 $HVSIM_DISK /mnt/d1 && echo kept > /mnt/d1/durable && sync && echo gone > /mnt/d1/volatile'
-echo "before at $(cut -d' ' -f1 /proc/uptime): $(cat /mnt/d1/durable /mnt/d1/volatile | tr '\n' ' ')"
+stamp; echo "before at $up: $(cat /mnt/d1/durable /mnt/d1/volatile | tr '\n' ' ')"
 hvsim-node 1 sleep 100 &
 sleeper=$!
 sleep 3.2
@@ -187,8 +199,8 @@ wait $sleeper
 echo "sleeper exited with $?"
 echo "during: $(hvsim-node 1 true 2>&1)"
 hvsim-node 0 ping -c 1 -W 1 10.0.0.2 > /dev/null && echo "ping while down: answered" || echo "ping while down: lost"
-sleep 1
-echo "after at $(cut -d' ' -f1 /proc/uptime): $(cat /mnt/d1/durable) $(ls /mnt/d1 | tr '\n' ' ')"
+pause 1
+stamp; echo "after at $up: $(cat /mnt/d1/durable) $(ls /mnt/d1 | tr '\n' ' ')"
 hvsim-node 0 ping -c 1 -W 1 10.0.0.2 > /dev/null && echo "ping after restart: answered" || echo "ping after restart: lost"
 "#;
 
@@ -199,7 +211,7 @@ fn a_crashed_node_loses_its_processes_and_unsynced_files_and_restarts() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "crash.toml", CRASH_RESTART);
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], CRASH_SCRIPT);
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{CRASH_SCRIPT}"));
     let lines = lines(&v);
     let line = |prefix: &str| -> String {
         let mut found = lines.iter().filter(|l| l.starts_with(prefix));
