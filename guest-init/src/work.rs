@@ -35,33 +35,81 @@ fn ioctl(dev: &File, request: libc::c_ulong, arg: *mut libc::c_void) -> io::Resu
     usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
+/// The inbox, read as a stream: every byte is read once, into one reused
+/// buffer (each page a process touches first costs a page fault, and those
+/// are expensive where the guest kernel is emulated).
+struct Inbox {
+    dev: File,
+    buf: Vec<u8>,
+}
+
+impl Inbox {
+    /// Reads the next `n` bytes (at most [`CHUNK`]) into the buffer.
+    fn read(&mut self, n: usize) -> io::Result<&[u8]> {
+        debug_assert!(n <= CHUNK);
+        let mut got = 0;
+        while got < n {
+            let mut chunk = Chunk { addr: self.buf[got..].as_mut_ptr() as u64, len: (n - got) as u64 };
+            let len = ioctl(&self.dev, HVSIM_IOC_INBOX, (&mut chunk as *mut Chunk).cast())?;
+            if len == 0 {
+                return Err(io::Error::other(format!("the inbox ends {} bytes early", n - got)));
+            }
+            got += len.min(n - got);
+        }
+        Ok(&self.buf[..n])
+    }
+
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(self.read(4)?.try_into().expect("4 bytes")))
+    }
+
+    /// The next file's header: path, mode, data length; `None` at the end.
+    fn header(&mut self) -> io::Result<Option<(String, u32, u64)>> {
+        let mut chunk = Chunk { addr: self.buf.as_mut_ptr() as u64, len: 4 };
+        let len = ioctl(&self.dev, HVSIM_IOC_INBOX, (&mut chunk as *mut Chunk).cast())?;
+        if len == 0 {
+            return Ok(None);
+        }
+        if len < 4 {
+            self.read(4 - len)?;
+        }
+        let path_len = u32::from_le_bytes(self.buf[..4].try_into().expect("4 bytes")) as usize;
+        if path_len > 4096 {
+            return Err(io::Error::other(format!("a path of {path_len} bytes")));
+        }
+        let path = String::from_utf8(self.read(path_len)?.to_vec()).map_err(|_| io::Error::other("a path that is not UTF-8"))?;
+        let mode = self.u32()?;
+        let len = u64::from_le_bytes(self.read(8)?.try_into().expect("8 bytes"));
+        Ok(Some((path, mode, len)))
+    }
+}
+
 /// Waits for the run, then writes its files. Returns how many there were.
 pub fn receive() -> io::Result<usize> {
     let dev = OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
     ioctl(&dev, HVSIM_IOC_READY, std::ptr::null_mut())?;
-    let mut bytes = Vec::new();
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let mut chunk = Chunk { addr: buf.as_mut_ptr() as u64, len: CHUNK as u64 };
-        let n = ioctl(&dev, HVSIM_IOC_INBOX, (&mut chunk as *mut Chunk).cast())?;
-        if n == 0 {
-            break;
-        }
-        bytes.extend_from_slice(&buf[..n.min(CHUNK)]);
+    let mut inbox = Inbox { dev, buf: vec![0u8; CHUNK] };
+    if inbox.read(inbox::MAGIC.len())? != inbox::MAGIC {
+        return Err(io::Error::other("the inbox is malformed (bad magic)"));
     }
-    let files = inbox::files(&bytes).map_err(|e| io::Error::other(format!("the inbox is malformed: {e:?}")))?;
     let mut count = 0;
-    for file in files {
-        let file = file.map_err(|e| io::Error::other(format!("the inbox is malformed: {e:?}")))?;
-        write(&file).map_err(|e| io::Error::other(format!("{}: {e}", file.path)))?;
+    while let Some((path, mode, len)) = inbox.header()? {
+        let mut out = create(&path, mode).map_err(|e| io::Error::other(format!("{path}: {e}")))?;
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(CHUNK as u64) as usize;
+            io::Write::write_all(&mut out, inbox.read(n)?).map_err(|e| io::Error::other(format!("{path}: {e}")))?;
+            left -= n as u64;
+        }
         count += 1;
     }
     Ok(count)
 }
 
-/// Writes one file of the work, creating the directories it needs.
-fn write(file: &inbox::File<'_>) -> io::Result<()> {
-    let path = Path::new(file.path);
+/// Creates (or truncates) one file of the work with `mode`, and the
+/// directories it needs.
+fn create(path: &str, mode: u32) -> io::Result<File> {
+    let path = Path::new(path);
     let plain = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     if !plain || path.parent().is_none() {
         return Err(io::Error::other("not a plain absolute path"));
@@ -69,11 +117,11 @@ fn write(file: &inbox::File<'_>) -> io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mode = file.mode & 0o7777;
-    let mut out = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
-    io::Write::write_all(&mut out, file.data)?;
+    let mode = mode & 0o7777;
+    let out = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
     // The mode of an existing file stays otherwise; umask may have masked it.
-    out.set_permissions(std::fs::Permissions::from_mode(mode))
+    out.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -96,11 +144,11 @@ mod tests {
     fn only_plain_absolute_paths_are_written() {
         let dir = tempfile_dir();
         let ok = format!("{dir}/a/b/file");
-        write(&inbox::File { path: &ok, mode: 0o750, data: b"x" }).unwrap();
+        io::Write::write_all(&mut create(&ok, 0o750).unwrap(), b"x").unwrap();
         assert_eq!(std::fs::read(&ok).unwrap(), b"x");
         assert_eq!(std::fs::metadata(&ok).unwrap().permissions().mode() & 0o7777, 0o750);
         for bad in ["relative/file", "/", &format!("{dir}/../escape")] {
-            assert!(write(&inbox::File { path: bad, mode: 0o644, data: b"" }).is_err(), "{bad}");
+            assert!(create(bad, 0o644).is_err(), "{bad}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
