@@ -1,7 +1,7 @@
 //! `hvsim`: the command line of the deterministic simulation VMM.
 
 mod cmd;
-mod nodes;
+mod linux_args;
 mod session;
 mod util;
 

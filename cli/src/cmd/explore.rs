@@ -10,7 +10,7 @@ use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::nodes::LinuxArgs;
+use crate::linux_args::LinuxArgs;
 use crate::util;
 
 #[derive(clap::Args)]

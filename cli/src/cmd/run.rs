@@ -10,7 +10,7 @@ use hvsim_guest_image::raw;
 use hvsim_guest_image::target::{StartOptions, Target};
 use hvsim_vmm::Vtime;
 
-use crate::nodes::LinuxArgs;
+use crate::linux_args::LinuxArgs;
 use crate::session::{Output, Session};
 use crate::util;
 
