@@ -1,5 +1,7 @@
-//! Builds the guest's init statically and hands it to this crate, which
-//! embeds it: `hvsim` then needs no separate file to boot a Linux guest.
+//! Builds the guest's init statically, and libvoidstar (the SDK library the
+//! Antithesis SDKs load, `guest-sdk/voidstar/`), and hands both to this
+//! crate, which embeds them: `hvsim` then needs no separate file to boot a
+//! Linux guest.
 //!
 //! The init is an ordinary workspace crate (guest-init/), compiled here a
 //! second time by a nested cargo with `+crt-static` (glibc, no dynamic
@@ -43,4 +45,16 @@ fn main() {
     let built = target_dir.join(target).join("release").join("hvsim-init");
     std::fs::copy(&built, out_dir.join("hvsim-init"))
         .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+
+    // libvoidstar: no C library, so it loads into any program.
+    let voidstar = manifest_dir.join("../guest-sdk/voidstar/voidstar.c");
+    println!("cargo:rerun-if-changed={}", voidstar.display());
+    let status = Command::new(env::var("CC").unwrap_or_else(|_| "gcc".into()))
+        .args(["-shared", "-fPIC", "-nostdlib", "-ffreestanding", "-fvisibility=hidden", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .args(["-Wl,--build-id=none", "-Wl,-soname,libvoidstar.so", "-o"])
+        .arg(out_dir.join("libvoidstar.so"))
+        .arg(&voidstar)
+        .status()
+        .expect("cannot run gcc for libvoidstar");
+    assert!(status.success(), "building libvoidstar failed: {status}");
 }

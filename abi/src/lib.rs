@@ -111,6 +111,21 @@ pub mod hc {
         pub const INBOX: u8 = 0x0A;
         /// `arg` is the set of [`super::caps`] the guest handles.
         pub const CAPS: u8 = 0x0B;
+        /// `arg` is the page frame number of the guest's coverage map:
+        /// [`super::COVERAGE_BYTES`] of contiguous memory, one bit per edge
+        /// of instrumented programs (see [`super::coverage_bit`]), which
+        /// hvsim reads between exits.
+        pub const COVERAGE: u8 = 0x0C;
+    }
+
+    /// Size of the coverage map ([`op::COVERAGE`]): 2^19 edges.
+    pub const COVERAGE_BYTES: usize = 64 * 1024;
+
+    /// The bit of the coverage map that stands for an edge (a module base,
+    /// `k << 32`, plus the edge's number): a multiplicative hash, so the
+    /// edges of every module spread over the whole map.
+    pub const fn coverage_bit(edge: u64) -> usize {
+        (edge.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 19)) as usize
     }
 
     /// What a guest tells the VMM it handles ([`op::CAPS`]).
@@ -144,10 +159,10 @@ pub mod hc {
         }
     }
 
-    /// Largest `RANDOM` request.
+    /// Largest `RANDOM` request. (A message may be as long as the guest's
+    /// RAM; longer ones, which the guest cannot have had in memory at once,
+    /// are dropped and counted at `SEND`.)
     pub const MAX_RANDOM: u32 = 64 * 1024;
-    /// Largest message; longer ones are dropped (and counted) at `SEND`.
-    pub const MAX_MESSAGE: usize = 1024 * 1024;
 }
 
 /// Where hvsim's Linux guest init finds the run's work (files it writes

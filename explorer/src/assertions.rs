@@ -38,6 +38,9 @@ pub struct AssertionRecord {
     pub id: String,
     pub message: String,
     pub kind: AssertKind,
+    /// The SDK's name for it (e.g. `AlwaysGreaterThan`).
+    #[serde(default)]
+    pub display: String,
     pub location: Location,
     /// The SDK announced it before it was reached.
     pub registered: bool,
@@ -107,6 +110,7 @@ impl Assertions {
             id: a.id.clone(),
             message: a.message.clone(),
             kind: a.kind,
+            display: a.display.clone(),
             location: a.location.clone(),
             registered: false,
             hits: 0,
@@ -145,6 +149,7 @@ mod tests {
             id: "a".into(),
             message: "a".into(),
             kind,
+            display: kind.display().into(),
             hit,
             condition,
             location: Location::default(),
@@ -175,7 +180,10 @@ mod tests {
         assert_eq!(verdict_after(Sometimes, &[(true, false), (true, true)]), Held);
         assert_eq!(verdict_after(Reachable, &[(true, true)]), Held);
         assert_eq!(verdict_after(Unreachable, &[(true, true)]), Failed);
-        assert_eq!(verdict_after(AlwaysGreaterThan, &[(true, false)]), Failed);
+        // Unreachable fails whatever condition it reports (Python SDK 0.2
+        // reports true).
+        assert_eq!(verdict_after(Unreachable, &[(true, false)]), Failed);
+        assert_eq!(verdict_after(AlwaysOrUnreachable, &[(true, false)]), Failed);
     }
 
     #[test]

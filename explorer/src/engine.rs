@@ -12,7 +12,7 @@
 //! decision depends only on the master seed, so an exploration with a
 //! branch budget is itself reproducible.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use hvsim_guest_image::host::Host;
@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
 use crate::bug::{BugKind, BugRecord};
+use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
 use crate::{StartOptions, Target};
@@ -72,10 +73,27 @@ pub struct Node {
 /// What was learned from messages, across every timeline.
 #[derive(Debug, Default)]
 struct Signals {
+    /// The best value of each numeric guidance so far.
     numeric: HashMap<String, f64>,
+    /// The best count of true conditions of each boolean guidance so far.
     boolean: HashMap<String, u64>,
-    edges: BTreeSet<u64>,
+    /// The values of each JSON guidance seen so far (at most
+    /// [`MAX_JSON_VALUES`] each).
+    json: HashMap<String, HashSet<String>>,
+    coverage: Coverage,
     total: u64,
+}
+
+/// Distinct values of one JSON guidance that count as progress.
+const MAX_JSON_VALUES: usize = 1000;
+
+/// What an exploration learned about the program's instrumentation.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Instrumentation {
+    /// Each distinct SDK identification (`antithesis_sdk`) received.
+    pub sdks: Vec<serde_json::Value>,
+    /// Instrumented modules: name, edges, base (`hvsim_coverage_module`).
+    pub coverage_modules: BTreeMap<String, (u64, u64)>,
 }
 
 /// Garbage on the SDK channel: counted, a few kept as examples.
@@ -92,6 +110,12 @@ pub struct SeriesPoint {
     pub snapshots: usize,
     pub signals: u64,
     pub bugs: usize,
+    /// Coverage edges this branch's timeline reached first.
+    #[serde(default)]
+    pub new_edges: u64,
+    /// Coverage edges reached so far, over every timeline.
+    #[serde(default)]
+    pub edges: usize,
 }
 
 /// How the root snapshot was reached.
@@ -122,6 +146,7 @@ pub struct Exploration {
     pub garbage: Garbage,
     pub faults: FaultTally,
     pub coverage_edges: usize,
+    pub instrumentation: Instrumentation,
     pub series: Vec<SeriesPoint>,
     /// Branch at which the first bug appeared, and how long it took.
     pub first_bug: Option<(u64, u64)>,
@@ -169,12 +194,15 @@ struct State {
     bug_by_signature: HashMap<String, usize>,
     events: BTreeMap<String, u64>,
     garbage: Garbage,
+    instrumentation: Instrumentation,
 }
 
 /// What one message meant.
 #[derive(Default)]
 struct Outcome {
     new_signals: u64,
+    /// Coverage edges never seen before (also counted in `new_signals`).
+    new_edges: u64,
     bug: Option<BugKind>,
     setup_complete: bool,
 }
@@ -198,21 +226,43 @@ impl State {
                     o.new_signals += 1;
                 }
             }
-            SdkMessage::Boolean { id, true_count } => {
-                let best = self.signals.boolean.entry(id).or_insert(0);
-                if true_count > *best {
-                    *best = true_count;
+            SdkMessage::Boolean { id, true_count, maximize } => {
+                let better = |old: u64| if maximize { true_count > old } else { true_count < old };
+                match self.signals.boolean.get_mut(&id) {
+                    Some(best) if !better(*best) => {}
+                    Some(best) => {
+                        *best = true_count;
+                        o.new_signals += 1;
+                    }
+                    None => {
+                        self.signals.boolean.insert(id, true_count);
+                        o.new_signals += 1;
+                    }
+                }
+            }
+            SdkMessage::Json { id, value } => {
+                let seen = self.signals.json.entry(id).or_default();
+                if seen.len() < MAX_JSON_VALUES && seen.insert(value.to_string()) {
                     o.new_signals += 1;
                 }
             }
+            SdkMessage::GuidanceRegistered { .. } => {}
             SdkMessage::Coverage { edges } => {
                 for e in edges {
-                    o.new_signals += u64::from(self.signals.edges.insert(e));
+                    o.new_edges += u64::from(self.signals.coverage.add_edge(e));
                 }
+                o.new_signals += o.new_edges;
+            }
+            SdkMessage::CoverageModule { name, edges, base } => {
+                self.instrumentation.coverage_modules.insert(name, (edges, base));
             }
             SdkMessage::SetupComplete { .. } => o.setup_complete = true,
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
-            SdkMessage::SdkInfo(_) => {}
+            SdkMessage::SdkInfo(info) => {
+                if !self.instrumentation.sdks.contains(&info) {
+                    self.instrumentation.sdks.push(info);
+                }
+            }
             SdkMessage::Garbage(why) => {
                 self.garbage.count += 1;
                 if self.garbage.examples.len() < 10 {
@@ -222,6 +272,14 @@ impl State {
         }
         self.signals.total += o.new_signals;
         o
+    }
+
+    /// Edges the guest's coverage map shows that no timeline reached before,
+    /// counted as signals.
+    fn new_coverage(&mut self, m: &Machine) -> u64 {
+        let new = m.coverage_map().map_or(0, |map| self.signals.coverage.merge_map(map));
+        self.signals.total += new;
+        new
     }
 
     /// Records a bug unless one with the same signature exists (then counts it).
@@ -282,6 +340,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         bug_by_signature: HashMap::new(),
         events: BTreeMap::new(),
         garbage: Garbage::default(),
+        instrumentation: Instrumentation::default(),
     };
 
     // The root: run until setup complete.
@@ -291,6 +350,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     while !setup_complete {
         match machine.run_until(config.setup_limit)? {
             Stop::Message => {
+                state.new_coverage(&machine);
                 for msg in machine.take_messages() {
                     let o = state.process(&msg.bytes);
                     setup_complete |= o.setup_complete;
@@ -310,6 +370,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             }
         }
     }
+    state.new_coverage(&machine);
     faults.add(&before, &machine);
     let root = RootInfo { point: point(&machine), setup_complete };
     let mut tree = SnapshotTree::new(&mut machine)?;
@@ -341,15 +402,19 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         let base = nodes[ni].timeline.clone();
         let from = machine.now();
         let deadline = Vtime(from.nanos().saturating_add(config.slice.nanos()));
+        let mut new_edges = 0;
         loop {
             match machine.run_until(deadline)? {
                 Stop::Message => {
                     let at = point(&machine);
                     let timeline = base.then(Segment { seed, until: at });
-                    let mut new_here = 0;
+                    let covered = state.new_coverage(&machine);
+                    new_edges += covered;
+                    let mut new_here = covered;
                     for msg in machine.take_messages() {
                         let o = state.process(&msg.bytes);
                         new_here += o.new_signals;
+                        new_edges += o.new_edges;
                         if let Some(kind) = o.bug {
                             state.record_bug(kind, at, timeline.clone(), target, config.seed, branches);
                         }
@@ -364,8 +429,12 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                         });
                     }
                 }
-                Stop::Deadline => break,
+                Stop::Deadline => {
+                    new_edges += state.new_coverage(&machine);
+                    break;
+                }
                 Stop::Ended(end) => {
+                    new_edges += state.new_coverage(&machine);
                     if is_crash(&end) {
                         let at = point(&machine);
                         let timeline = base.then(Segment { seed, until: at });
@@ -396,6 +465,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             snapshots: p.snapshots,
             signals: p.signals,
             bugs: p.bugs,
+            new_edges,
+            edges: state.signals.coverage.edges(),
         });
         progress(p);
     }
@@ -412,7 +483,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         signals: state.signals.total,
         wall_ms: start.elapsed().as_millis() as u64,
         vtime_ns: vtime_total,
-        coverage_edges: state.signals.edges.len(),
+        coverage_edges: state.signals.coverage.edges(),
+        instrumentation: state.instrumentation,
         assertions: state.assertions,
         bugs: state.bugs,
         events: state.events,

@@ -2,6 +2,7 @@
 //!
 //! - [`sdk`]: the guest's JSON-lines protocol (Antithesis SDK shapes).
 //! - [`assertions`]: the catalog and per-assertion verdicts.
+//! - [`coverage`]: the edges every timeline reached.
 //! - [`engine`]: the exploration loop over the snapshot tree.
 //! - [`timeline`], [`bug`]: replayable timelines and bug records.
 //! - [`report`]: report.md, report.json and the bug files.
@@ -10,6 +11,7 @@
 
 pub mod assertions;
 pub mod bug;
+pub mod coverage;
 pub mod engine;
 pub mod error;
 pub mod report;

@@ -9,7 +9,7 @@ use hvsim_vmm::faults::FaultReport;
 use serde::Serialize;
 
 use crate::assertions::Verdict;
-use crate::engine::{Exploration, Garbage, SeriesPoint};
+use crate::engine::{Exploration, Garbage, Instrumentation, SeriesPoint};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
@@ -19,6 +19,8 @@ pub struct AssertionReport {
     pub id: String,
     pub message: String,
     pub kind: AssertKind,
+    /// The SDK's name for the assertion (e.g. `AlwaysGreaterThan`).
+    pub display: String,
     pub verdict: Verdict,
     pub hits: u64,
     pub passes: u64,
@@ -68,6 +70,17 @@ pub struct Report {
     pub faults: Vec<FaultReport>,
     /// Coverage (signals) and bugs over time; at most 100 points.
     pub series: Vec<SeriesPoint>,
+    /// The SDKs that reported, and the instrumented modules.
+    pub instrumentation: Instrumentation,
+    /// The timelines (branches) that reached the most coverage edges first,
+    /// most first; at most 10.
+    pub edges_by_timeline: Vec<TimelineEdges>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TimelineEdges {
+    pub branch: u64,
+    pub new_edges: u64,
 }
 
 /// Writes the output directory for `exp` and returns the report.
@@ -104,6 +117,7 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
             id: r.id.clone(),
             message: r.message.clone(),
             kind: r.kind,
+            display: r.display.clone(),
             verdict: r.verdict(),
             hits: r.hits,
             passes: r.passes,
@@ -125,6 +139,14 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
         .filter(|(i, _)| i % step == 0 || *i + 1 == exp.series.len())
         .map(|(_, p)| p.clone())
         .collect();
+    let mut edges_by_timeline: Vec<TimelineEdges> = exp
+        .series
+        .iter()
+        .filter(|p| p.new_edges > 0)
+        .map(|p| TimelineEdges { branch: p.branch, new_edges: p.new_edges })
+        .collect();
+    edges_by_timeline.sort_by(|a, b| b.new_edges.cmp(&a.new_edges).then(a.branch.cmp(&b.branch)));
+    edges_by_timeline.truncate(10);
     let report = Report {
         summary: Summary {
             target: exp.target.name(),
@@ -146,6 +168,8 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
         events: exp.events.clone(),
         faults: exp.faults.reports(),
         series,
+        instrumentation: exp.instrumentation.clone(),
+        edges_by_timeline,
     };
     write_atomic(&out.join("report.json"), &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
     write_atomic(&out.join("report.md"), markdown(&report, exp).as_bytes())?;
@@ -194,9 +218,9 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
     for a in &r.assertions {
         let _ = writeln!(
             m,
-            "| {} | {:?} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             a.verdict.label(),
-            a.kind,
+            a.display,
             a.message.replace('|', "\\|"),
             a.hits,
             a.passes,
@@ -218,11 +242,30 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
             let _ = writeln!(m, "- {name}: {n}");
         }
     }
+    if !r.instrumentation.sdks.is_empty() {
+        let _ = writeln!(m, "\n## SDKs\n");
+        for sdk in &r.instrumentation.sdks {
+            let _ = writeln!(m, "- `{sdk}`");
+        }
+    }
+    if s.coverage_edges > 0 || !r.instrumentation.coverage_modules.is_empty() {
+        let _ = writeln!(m, "\n## Coverage\n");
+        let _ = writeln!(m, "{} edges reached over all timelines.\n", s.coverage_edges);
+        for (name, (edges, _)) in &r.instrumentation.coverage_modules {
+            let _ = writeln!(m, "- module `{name}`: {edges} edges");
+        }
+        if !r.edges_by_timeline.is_empty() {
+            let _ = writeln!(m, "\n| branch | edges it reached first |\n| --- | --- |");
+            for t in &r.edges_by_timeline {
+                let _ = writeln!(m, "| {} | {} |", t.branch, t.new_edges);
+            }
+        }
+    }
     let _ = writeln!(m, "\n## Coverage and bugs over time\n");
-    let _ = writeln!(m, "| branch | wall ms | snapshots | signals | bugs |");
-    let _ = writeln!(m, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- |");
     for p in &r.series {
-        let _ = writeln!(m, "| {} | {} | {} | {} | {} |", p.branch, p.wall_ms, p.snapshots, p.signals, p.bugs);
+        let _ = writeln!(m, "| {} | {} | {} | {} | {} | {} |", p.branch, p.wall_ms, p.snapshots, p.signals, p.edges, p.bugs);
     }
     m
 }

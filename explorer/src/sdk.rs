@@ -9,27 +9,21 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Lines longer than this are garbage (the channel itself allows 1 MiB).
-pub const MAX_LINE: usize = 64 * 1024;
-
-/// The kinds of assertion, as `display_type` names them.
+/// What an assertion is, as far as its verdict goes: Antithesis derives it
+/// from `assert_type` and `must_hit` (`display_type` is only a name to show).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AssertKind {
+    /// `always`, must be hit.
     Always,
+    /// `always`, need not be hit.
     AlwaysOrUnreachable,
+    /// `sometimes`.
     Sometimes,
+    /// `reachability`, must be hit.
     Reachable,
+    /// `reachability`, must not be hit.
     Unreachable,
-    AlwaysGreaterThan,
-    AlwaysGreaterThanOrEqualTo,
-    AlwaysLessThan,
-    AlwaysLessThanOrEqualTo,
-    SometimesGreaterThan,
-    SometimesGreaterThanOrEqualTo,
-    SometimesLessThan,
-    SometimesLessThanOrEqualTo,
-    SometimesAll,
 }
 
 /// What an assertion demands of every hit, or of at least one.
@@ -44,37 +38,58 @@ pub enum Demand {
 }
 
 impl AssertKind {
-    fn from_display(display: &str) -> Option<AssertKind> {
+    /// The kind of an assertion of `assert_type` and `must_hit`.
+    fn of(assert_type: &str, must_hit: bool) -> Option<AssertKind> {
         use AssertKind::*;
-        Some(match display {
-            "Always" => Always,
-            "AlwaysOrUnreachable" => AlwaysOrUnreachable,
-            "Sometimes" => Sometimes,
-            "Reachable" => Reachable,
-            "Unreachable" => Unreachable,
-            "AlwaysGreaterThan" => AlwaysGreaterThan,
-            "AlwaysGreaterThanOrEqualTo" => AlwaysGreaterThanOrEqualTo,
-            "AlwaysLessThan" => AlwaysLessThan,
-            "AlwaysLessThanOrEqualTo" => AlwaysLessThanOrEqualTo,
-            "SometimesGreaterThan" => SometimesGreaterThan,
-            "SometimesGreaterThanOrEqualTo" => SometimesGreaterThanOrEqualTo,
-            "SometimesLessThan" => SometimesLessThan,
-            "SometimesLessThanOrEqualTo" => SometimesLessThanOrEqualTo,
-            "SometimesAll" => SometimesAll,
+        Some(match (assert_type, must_hit) {
+            ("always", true) => Always,
+            ("always", false) => AlwaysOrUnreachable,
+            ("sometimes", _) => Sometimes,
+            ("reachability", true) => Reachable,
+            ("reachability", false) => Unreachable,
             _ => return None,
         })
     }
 
-    pub fn demand(self) -> Demand {
+    /// For messages without `assert_type` (older hvsim SDKs): the kind a
+    /// `display_type` names.
+    fn from_display(display: &str) -> Option<AssertKind> {
         use AssertKind::*;
+        Some(match display {
+            "AlwaysOrUnreachable" => AlwaysOrUnreachable,
+            "Reachable" => Reachable,
+            "Unreachable" => Unreachable,
+            d if d.starts_with("Always") => Always,
+            d if d.starts_with("Sometimes") => Sometimes,
+            _ => return None,
+        })
+    }
+
+    fn assert_type(self) -> &'static str {
         match self {
-            Always | AlwaysGreaterThan | AlwaysGreaterThanOrEqualTo | AlwaysLessThan | AlwaysLessThanOrEqualTo => {
-                Demand::Every { must_hit: true }
-            }
-            AlwaysOrUnreachable => Demand::Every { must_hit: false },
-            Sometimes | Reachable | SometimesGreaterThan | SometimesGreaterThanOrEqualTo | SometimesLessThan
-            | SometimesLessThanOrEqualTo | SometimesAll => Demand::Some,
-            Unreachable => Demand::Never,
+            AssertKind::Always | AssertKind::AlwaysOrUnreachable => "always",
+            AssertKind::Sometimes => "sometimes",
+            AssertKind::Reachable | AssertKind::Unreachable => "reachability",
+        }
+    }
+
+    /// The `display_type` Antithesis's SDKs give this kind.
+    pub fn display(self) -> &'static str {
+        match self {
+            AssertKind::Always => "Always",
+            AssertKind::AlwaysOrUnreachable => "AlwaysOrUnreachable",
+            AssertKind::Sometimes => "Sometimes",
+            AssertKind::Reachable => "Reachable",
+            AssertKind::Unreachable => "Unreachable",
+        }
+    }
+
+    pub fn demand(self) -> Demand {
+        match self {
+            AssertKind::Always => Demand::Every { must_hit: true },
+            AssertKind::AlwaysOrUnreachable => Demand::Every { must_hit: false },
+            AssertKind::Sometimes | AssertKind::Reachable => Demand::Some,
+            AssertKind::Unreachable => Demand::Never,
         }
     }
 
@@ -104,6 +119,8 @@ pub struct Assertion {
     pub id: String,
     pub message: String,
     pub kind: AssertKind,
+    /// The SDK's name for it (`display_type`, e.g. `AlwaysGreaterThan`).
+    pub display: String,
     /// `false`: a registration (the SDK announcing the assertion exists).
     pub hit: bool,
     pub condition: bool,
@@ -114,14 +131,22 @@ pub struct Assertion {
 #[derive(Clone, Debug, PartialEq)]
 pub enum SdkMessage {
     Assert(Assertion),
-    /// Numeric guidance: the value the SDK wants maximised or minimised.
+    /// Numeric guidance: the value (`left - right`) the SDK wants maximised
+    /// or minimised.
     Numeric { id: String, value: f64, maximize: bool },
-    /// Boolean guidance (sometimes_all): how many of the named bools held.
-    Boolean { id: String, true_count: u64 },
+    /// Boolean guidance: how many of the named bools held; `maximize`:
+    /// more is better (`sometimes_all`), else fewer (`always_some`).
+    Boolean { id: String, true_count: u64, maximize: bool },
+    /// JSON guidance: any value; a value never seen before is progress.
+    Json { id: String, value: Value },
+    /// Guidance announced before it is reached (`guidance_data: null`).
+    GuidanceRegistered { id: String },
     /// The system is up: the explorer's root snapshot goes here.
     SetupComplete { details: Value },
-    /// An edge-coverage report (hvsim extension).
+    /// An edge-coverage report (hvsim extension; libvoidstar sends them).
     Coverage { edges: Vec<u64> },
+    /// An instrumented module: its edges are `base + 1 ..= base + edges`.
+    CoverageModule { name: String, edges: u64, base: u64 },
     /// SDK identification (`antithesis_sdk`).
     SdkInfo(Value),
     /// `send_event`: any other single-key object.
@@ -134,11 +159,9 @@ fn string(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// Parses one line of the protocol.
+/// Parses one line of the protocol (of any length: the channel carries
+/// messages as long as the guest's RAM).
 pub fn parse(line: &[u8]) -> SdkMessage {
-    if line.len() > MAX_LINE {
-        return SdkMessage::Garbage(format!("line of {} bytes (limit {MAX_LINE})", line.len()));
-    }
     let v: Value = match serde_json::from_slice(line) {
         Ok(v) => v,
         Err(e) => return SdkMessage::Garbage(format!("not JSON: {e}")),
@@ -161,14 +184,32 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             }
             _ => SdkMessage::Garbage("hvsim_coverage without a list of integer edges".into()),
         },
+        "hvsim_coverage_module" => match (
+            string(body, "name"),
+            body.get("edges").and_then(Value::as_u64),
+            body.get("base").and_then(Value::as_u64),
+        ) {
+            (Some(name), Some(edges), Some(base)) => SdkMessage::CoverageModule { name, edges, base },
+            _ => SdkMessage::Garbage("hvsim_coverage_module without name, edges and base".into()),
+        },
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
     }
 }
 
 fn parse_assert(body: &Value) -> SdkMessage {
     let display = string(body, "display_type").unwrap_or_default();
-    let Some(kind) = AssertKind::from_display(&display) else {
-        return SdkMessage::Garbage(format!("antithesis_assert with unknown display_type {display:?}"));
+    let must_hit = body.get("must_hit").and_then(Value::as_bool);
+    let kind = match (string(body, "assert_type"), must_hit) {
+        (Some(t), Some(must_hit)) => AssertKind::of(&t, must_hit),
+        // Without must_hit, the display type settles it.
+        (Some(t), None) => AssertKind::from_display(&display).filter(|k| k.assert_type() == t),
+        (None, _) => AssertKind::from_display(&display),
+    };
+    let Some(kind) = kind else {
+        return SdkMessage::Garbage(format!(
+            "antithesis_assert with assert_type {:?}, must_hit {must_hit:?} and display_type {display:?}",
+            string(body, "assert_type")
+        ));
     };
     let message = string(body, "message").unwrap_or_default();
     let id = string(body, "id").filter(|s| !s.is_empty()).unwrap_or_else(|| message.clone());
@@ -185,6 +226,7 @@ fn parse_assert(body: &Value) -> SdkMessage {
         id,
         message,
         kind,
+        display: if display.is_empty() { kind.display().to_owned() } else { display },
         hit,
         condition,
         location,
@@ -198,21 +240,33 @@ fn parse_guidance(body: &Value) -> SdkMessage {
         return SdkMessage::Garbage("antithesis_guidance without id".into());
     }
     let data = body.get("guidance_data").unwrap_or(&Value::Null);
-    match string(body, "guidance_type").as_deref() {
+    let hit = body.get("hit").and_then(Value::as_bool).unwrap_or(true);
+    let maximize = body.get("maximize").and_then(Value::as_bool).unwrap_or(true);
+    let kind = string(body, "guidance_type");
+    if !matches!(kind.as_deref(), Some("numeric" | "boolean" | "json")) {
+        return SdkMessage::Garbage(format!("guidance {id:?} of unknown type {kind:?}"));
+    }
+    // SDKs announce guidance with no data before it is reached.
+    if !hit || data.is_null() {
+        return SdkMessage::GuidanceRegistered { id };
+    }
+    match kind.as_deref() {
         Some("numeric") => {
             let (Some(left), Some(right)) =
                 (data.get("left").and_then(Value::as_f64), data.get("right").and_then(Value::as_f64))
             else {
                 return SdkMessage::Garbage(format!("numeric guidance {id:?} without left and right"));
             };
-            let maximize = body.get("maximize").and_then(Value::as_bool).unwrap_or(true);
             SdkMessage::Numeric { id, value: left - right, maximize }
         }
-        Some("boolean") => {
-            let true_count = data.as_object().map_or(0, |o| o.values().filter(|v| v.as_bool() == Some(true)).count());
-            SdkMessage::Boolean { id, true_count: true_count as u64 }
-        }
-        other => SdkMessage::Garbage(format!("guidance {id:?} of unknown type {other:?}")),
+        Some("boolean") => match data.as_object() {
+            Some(o) => {
+                let true_count = o.values().filter(|v| v.as_bool() == Some(true)).count() as u64;
+                SdkMessage::Boolean { id, true_count, maximize }
+            }
+            None => SdkMessage::Garbage(format!("boolean guidance {id:?} whose data is not an object")),
+        },
+        _ => SdkMessage::Json { id, value: data.clone() },
     }
 }
 
@@ -222,7 +276,7 @@ mod tests {
 
     fn assert_line(display: &str, hit: bool, cond: bool) -> String {
         format!(
-            r#"{{"antithesis_assert":{{"id":"x","message":"x","condition":{cond},"hit":{hit},"must_hit":true,"assert_type":"always","display_type":"{display}","location":{{"file":"a.c","function":"f","class":"","begin_line":3,"begin_column":1}},"details":{{"k":1}}}}}}"#
+            r#"{{"antithesis_assert":{{"id":"x","message":"x","condition":{cond},"hit":{hit},"must_hit":false,"assert_type":"always","display_type":"{display}","location":{{"file":"a.c","function":"f","class":"","begin_line":3,"begin_column":1}},"details":{{"k":1}}}}}}"#
         )
     }
 
@@ -238,28 +292,59 @@ mod tests {
         }
     }
 
+    /// The meaning comes from assert_type and must_hit, as the official SDKs
+    /// set them (their rich assertions say only "Always" or "Sometimes").
     #[test]
-    fn every_kind_has_a_demand() {
-        for d in ["Always", "Sometimes", "Reachable", "Unreachable", "SometimesAll", "AlwaysLessThanOrEqualTo"] {
-            let SdkMessage::Assert(a) = parse(assert_line(d, false, false).as_bytes()) else { panic!("{d}") };
-            let _ = a.kind.demand();
+    fn kinds_come_from_assert_type_and_must_hit() {
+        let line = |t: &str, must_hit: &str, display: &str| {
+            format!(
+                r#"{{"antithesis_assert":{{"assert_type":{t},"condition":false,"details":null,"display_type":"{display}","hit":true,"id":"x","location":{{}},"message":"x"{must_hit}}}}}"#
+            )
+        };
+        for (t, must_hit, display, kind) in [
+            (r#""always""#, r#","must_hit":true"#, "Always", AssertKind::Always),
+            (r#""always""#, r#","must_hit":false"#, "AlwaysOrUnreachable", AssertKind::AlwaysOrUnreachable),
+            (r#""sometimes""#, r#","must_hit":true"#, "Sometimes", AssertKind::Sometimes),
+            (r#""reachability""#, r#","must_hit":true"#, "Reachable", AssertKind::Reachable),
+            (r#""reachability""#, r#","must_hit":false"#, "Unreachable", AssertKind::Unreachable),
+            // The display type does not decide, even when it disagrees.
+            (r#""always""#, r#","must_hit":true"#, "Whatever the SDK calls it", AssertKind::Always),
+            (r#""sometimes""#, r#","must_hit":true"#, "SometimesGreaterThan", AssertKind::Sometimes),
+            // Without must_hit, the display type settles it.
+            (r#""reachability""#, "", "Unreachable", AssertKind::Unreachable),
+            // Without assert_type (older hvsim SDKs), the display type.
+            ("null", r#","must_hit":true"#, "AlwaysLessThanOrEqualTo", AssertKind::Always),
+        ] {
+            match parse(line(t, must_hit, display).as_bytes()) {
+                SdkMessage::Assert(a) => assert_eq!((a.kind, a.display.as_str()), (kind, display), "{t} {must_hit} {display}"),
+                m => panic!("{t} {must_hit} {display}: {m:?}"),
+            }
         }
         assert!(AssertKind::Unreachable.failure_is_bug());
         assert!(!AssertKind::Sometimes.failure_is_bug());
+        assert!(matches!(parse(line(r#""eventually""#, r#","must_hit":true"#, "Always").as_bytes()), SdkMessage::Garbage(_)));
     }
 
+    /// Guidance as the official SDKs send it: registrations with null data,
+    /// minimizing numeric guidance, always_some's "want none" booleans.
     #[test]
-    fn lifecycle_events_guidance_and_coverage() {
-        assert!(matches!(parse(br#"{"antithesis_setup":{"status":"complete","details":null}}"#), SdkMessage::SetupComplete { .. }));
+    fn guidance_in_every_shape() {
         assert_eq!(
-            parse(br#"{"leader_elected":{"node":2}}"#),
-            SdkMessage::Event { name: "leader_elected".into(), details: serde_json::json!({"node":2}) }
+            parse(br#"{"antithesis_guidance":{"guidance_data":null,"guidance_type":"numeric","hit":false,"id":"x positive","location":{},"maximize":false,"message":"x positive"}}"#),
+            SdkMessage::GuidanceRegistered { id: "x positive".into() }
         );
         assert_eq!(
-            parse(br#"{"antithesis_guidance":{"guidance_type":"numeric","id":"q","maximize":true,"guidance_data":{"left":7,"right":2}}}"#),
-            SdkMessage::Numeric { id: "q".into(), value: 5.0, maximize: true }
+            parse(br#"{"antithesis_guidance":{"guidance_data":{"left":5,"right":0},"guidance_type":"numeric","hit":true,"id":"x positive","location":{},"maximize":false,"message":"x positive"}}"#),
+            SdkMessage::Numeric { id: "x positive".into(), value: 5.0, maximize: false }
         );
-        assert_eq!(parse(br#"{"hvsim_coverage":{"edges":[3,9]}}"#), SdkMessage::Coverage { edges: vec![3, 9] });
+        assert_eq!(
+            parse(br#"{"antithesis_guidance":{"guidance_data":{"a":true,"b":false},"guidance_type":"boolean","hit":true,"id":"some","maximize":false,"message":"some"}}"#),
+            SdkMessage::Boolean { id: "some".into(), true_count: 1, maximize: false }
+        );
+        assert_eq!(
+            parse(br#"{"antithesis_guidance":{"guidance_data":{"phase":3},"guidance_type":"json","hit":true,"id":"j","maximize":true,"message":"j"}}"#),
+            SdkMessage::Json { id: "j".into(), value: serde_json::json!({"phase":3}) }
+        );
     }
 
     #[test]
@@ -273,10 +358,11 @@ mod tests {
             br#"{"antithesis_assert":{"id":"x","display_type":"Always"}}"#,
             br#"{"antithesis_setup":{"status":"starting"}}"#,
             br#"{"hvsim_coverage":{"edges":["a"]}}"#,
+            br#"{"antithesis_guidance":{"guidance_type":"numeric","id":"q","hit":true,"guidance_data":{"left":1}}}"#,
+            br#"{"antithesis_guidance":{"guidance_type":"telepathy","id":"q","hit":true,"guidance_data":{}}}"#,
             &[0xff, 0xfe],
         ] {
             assert!(matches!(parse(bad), SdkMessage::Garbage(_)), "{}", String::from_utf8_lossy(bad));
         }
-        assert!(matches!(parse(&vec![b' '; MAX_LINE + 1]), SdkMessage::Garbage(_)));
     }
 }

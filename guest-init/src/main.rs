@@ -1,15 +1,14 @@
 //! PID 1 of hvsim's Linux guest.
 //!
-//! As init: mounts /proc, /sys, /dev, /tmp and /run, creates the SDK FIFO
-//! at /run/hvsim/sdk, and with `hvsim_nodes=N` on the command line sets up
+//! As init: mounts /proc, /sys, /dev, /tmp and /run, the SDK channel at
+//! /run/hvsim/sdk (see `sdk.rs`), and with `hvsim_nodes=N` on the command line sets up
 //! N simulated nodes, one network namespace each (see `nodes.rs`). That is
 //! the boot, the same for every run of a machine shape: init then tells
 //! hvsim it is ready and receives the run's work (see `work.rs`). It prints
 //! a readiness line, starts the node service command
 //! (`hvsim_abi::linux::NODE_COMMAND`) on each node, runs the run's command
-//! (`hvsim_abi::linux::COMMAND`) with `/bin/sh -c`, relays every SDK line
-//! written to the FIFO to hvsim's channel, follows hvsim's node crashes and
-//! restarts (see `power.rs`), reaps every orphan meanwhile, then powers the
+//! (`hvsim_abi::linux::COMMAND`) with `/bin/sh -c`, follows hvsim's node
+//! crashes and restarts (see `power.rs`), reaps every orphan meanwhile, then powers the
 //! machine off with the command's exit status through `/dev/hvsim`
 //! (falling back to an ordinary power-off outside hvsim).
 //!
@@ -19,7 +18,7 @@
 
 mod nodes;
 mod power;
-mod relay;
+mod sdk;
 mod sys;
 mod tools;
 mod work;
@@ -53,13 +52,10 @@ fn init() -> u8 {
             return 1;
         }
     }
-    let mut relay = match relay::Relay::create() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("hvsim-init: cannot create the SDK relay at {}: {e}", relay::SDK_PATH);
-            return 1;
-        }
-    };
+    if let Err(e) = sdk::setup() {
+        eprintln!("hvsim-init: cannot set up the SDK channel at {}: {e}", sdk::SDK_PATH);
+        return 1;
+    }
     let mut nodes = 0;
     if let Ok(n) = std::env::var("hvsim_nodes") {
         let Ok(n) = n.parse::<u16>() else {
@@ -89,7 +85,7 @@ fn init() -> u8 {
         power = Some(power::Power::start(nodes, service));
     }
     println!("hvsim-init: ready");
-    let status = match sys::run_shell(&command, &mut relay, power.as_mut()) {
+    let status = match sys::run_shell(&command, power.as_mut()) {
         Ok(status) => status,
         Err(e) => {
             eprintln!("hvsim-init: cannot run /bin/sh: {e}");

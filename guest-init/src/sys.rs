@@ -7,15 +7,11 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
 use crate::power::Power;
-use crate::relay::{Relay, SDK_PATH};
+use crate::sdk::SDK_PATH;
 
 /// `ioctl` on /dev/hvsim that ends the run with an exit status
 /// (`_IOW('h', 1, int)`, see the kernel patch "x86: hvsim guest support").
 const HVSIM_IOC_EXIT: libc::c_ulong = 0x4004_6801;
-
-fn cstr(s: &str) -> CString {
-    CString::new(s).expect("no NUL in a constant path")
-}
 
 pub fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
     std::fs::create_dir_all(target)?;
@@ -64,14 +60,14 @@ pub fn spawn(cmd: &mut Command) -> io::Result<std::process::Child> {
     cmd.spawn()
 }
 
-/// Runs `/bin/sh -c command` with the SDK relay pumping, reaping every
-/// other child that exits meanwhile (PID 1 inherits orphans). Returns the
-/// shell's exit status, or 128 + signal number if it was killed.
+/// Runs `/bin/sh -c command`, reaping every other child that exits
+/// meanwhile (PID 1 inherits orphans). Returns the shell's exit status, or
+/// 128 + signal number if it was killed.
 ///
-/// One `poll` waits on the SDK FIFO, a signalfd for SIGCHLD and, with
-/// simulated nodes, /dev/hvsim for machine events: no timers, so waiting
-/// costs the guest no virtual time.
-pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>) -> io::Result<u8> {
+/// One `poll` waits on a signalfd for SIGCHLD and, with simulated nodes,
+/// /dev/hvsim for machine events: no timers, so waiting costs the guest no
+/// virtual time.
+pub fn run_shell(command: &str, mut power: Option<&mut Power>) -> io::Result<u8> {
     // SAFETY: plain signal-set manipulation on local data.
     let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
@@ -94,13 +90,12 @@ pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>
     let events = power.as_ref().and_then(|p| p.fd());
     loop {
         let mut fds = [
-            libc::pollfd { fd: relay.fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             // A negative descriptor is ignored.
             libc::pollfd { fd: events.unwrap_or(-1), events: libc::POLLPRI, revents: 0 },
         ];
-        // SAFETY: fds is a valid array of three pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) };
+        // SAFETY: fds is a valid array of two pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -108,15 +103,12 @@ pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>
             }
             return Err(e);
         }
-        if fds[0].revents != 0 {
-            relay.pump();
-        }
-        if fds[2].revents != 0 {
+        if fds[1].revents != 0 {
             if let Some(p) = power.as_deref_mut() {
                 p.handle_events();
             }
         }
-        if fds[1].revents != 0 {
+        if fds[0].revents != 0 {
             let mut info = [0u8; 128];
             // SAFETY: reading signalfd records into a local buffer.
             while unsafe { libc::read(sfd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
@@ -128,7 +120,6 @@ pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>
                     break;
                 }
                 if r == pid {
-                    relay.finish();
                     let s = std::process::ExitStatus::from_raw(status);
                     return Ok(match (s.code(), s.signal()) {
                         (Some(code), _) => code as u8,
@@ -138,16 +129,6 @@ pub fn run_shell(command: &str, relay: &mut Relay, mut power: Option<&mut Power>
                 }
             }
         }
-    }
-}
-
-pub fn mkfifo(path: &str, mode: libc::mode_t) -> io::Result<()> {
-    let p = cstr(path);
-    // SAFETY: p is a NUL-terminated path.
-    if unsafe { libc::mkfifo(p.as_ptr(), mode) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

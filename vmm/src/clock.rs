@@ -10,6 +10,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::entropy::Stream;
+
 /// Nanoseconds of virtual time since the machine was created.
 #[derive(
     Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -124,16 +126,39 @@ pub const ALL_EXIT_KINDS: [ExitKind; 12] = [
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Clock {
     now: Vtime,
+    /// Timing perturbation: with it, an exit of a kind that costs `c` costs
+    /// `c + U[0, c)`, drawn from this stream (see docs/determinism.md).
+    #[serde(default)]
+    jitter: Option<Stream>,
 }
 
 impl Clock {
+    /// A clock at zero; with `seed`, exit costs are perturbed from the
+    /// `timing` stream of that seed.
+    pub fn new(jitter_seed: Option<u64>) -> Clock {
+        Clock { now: Vtime::ZERO, jitter: jitter_seed.map(|seed| Stream::new(seed, "timing")) }
+    }
+
     pub fn now(&self) -> Vtime {
         self.now
     }
 
     /// Charges one exit of `kind`.
     pub fn charge(&mut self, kind: ExitKind) {
-        self.now = self.now.saturating_add(kind.cost_ns());
+        let cost = kind.cost_ns();
+        let extra = match &mut self.jitter {
+            Some(stream) if cost > 0 => stream.below(cost),
+            _ => 0,
+        };
+        debug_assert!(extra < cost.max(1), "the perturbation at most doubles a cost");
+        self.now = self.now.saturating_add(cost + extra);
+    }
+
+    /// Re-keys the perturbation (if any) from `seed`.
+    pub fn reseed(&mut self, seed: u64) {
+        if let Some(stream) = &mut self.jitter {
+            stream.reseed(seed);
+        }
     }
 
     /// Jumps forward to `t` (a timer deadline while the guest is halted).
@@ -174,6 +199,28 @@ mod tests {
     #[test]
     fn display() {
         assert_eq!(Vtime(3_600_000_001_000).to_string(), "3600.000001000s");
+    }
+
+    #[test]
+    fn perturbed_costs_stay_within_bounds_and_follow_the_seed() {
+        let run = |seed| {
+            let mut c = Clock::new(Some(seed));
+            let mut times = Vec::new();
+            for _ in 0..200 {
+                let before = c.now();
+                c.charge(ExitKind::PioOut);
+                let cost = c.now().nanos() - before.nanos();
+                assert!((1_000..2_000).contains(&cost), "{cost}");
+                c.charge(ExitKind::Halt);
+                times.push(c.now());
+            }
+            times
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+        let mut plain = Clock::default();
+        plain.charge(ExitKind::PioOut);
+        assert_eq!(plain.now(), Vtime(1_000), "no perturbation unless asked");
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub const HIDDEN_BITS: &[HiddenBit] = &[
     bit(0x7, Ebx, 10, "invpcid", NestedHost),
     bit(0x7, Ebx, 20, "smap", NestedHost),
     bit(0x80000001, Ecx, 5, "abm/lzcnt", NestedHost),
+    bit(0x7, Ebx, 9, "erms", NestedHost),
+    bit(0x7, Edx, 4, "fsrm", NestedHost),
 ];
 
 /// Leaves zeroed entirely, and why.

@@ -1,5 +1,6 @@
 //! The initramfs: hvsim's init as `/init`, Debian's busybox-static as the
-//! shell and tool box, and the few nodes and directories a boot needs.
+//! shell and tool box, libvoidstar for the Antithesis SDKs, and the few
+//! nodes and directories a boot needs.
 //!
 //! Uncompressed on purpose: on nested hosts the guest kernel runs emulated,
 //! and decompressing is the slowest part of unpacking. Built byte-for-byte
@@ -17,6 +18,10 @@ pub const HOST_BUSYBOX: &str = "/bin/busybox";
 
 /// The static init, built by build.rs from guest-init/.
 pub const INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hvsim-init"));
+/// libvoidstar, built by build.rs from guest-sdk/voidstar/: where the
+/// Antithesis SDKs look for it, they send everything to hvsim.
+pub const VOIDSTAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libvoidstar.so"));
+pub const VOIDSTAR_PATH: &str = "usr/lib/libvoidstar.so";
 
 enum Node<'a> {
     Dir,
@@ -70,6 +75,8 @@ pub fn build(busybox: &[u8], extra: &[(String, Vec<u8>)]) -> Vec<u8> {
         ("tmp", Node::Dir),
         ("usr", Node::Dir),
         ("usr/bin", Node::Dir),
+        ("usr/lib", Node::Dir),
+        (VOIDSTAR_PATH, Node::File(VOIDSTAR)),
         ("bin/busybox", Node::File(busybox)),
         // busybox sh runs every applet itself (SH_STANDALONE), so one link
         // is enough: no per-applet entries for the kernel to unpack.

@@ -28,12 +28,14 @@ pub enum Effect {
     IrqFlag(u64),
     /// The guest is booted and waits for its run (`READY`).
     Ready,
+    /// The guest's coverage map is at this page frame (`COVERAGE`).
+    CoverageMap(u64),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelStats {
     pub messages: u64,
-    /// Messages longer than `hc::MAX_MESSAGE`, dropped at `SEND`.
+    /// Messages longer than guest RAM, dropped at `SEND`.
     pub oversized: u64,
     pub random_bytes: u64,
 }
@@ -42,12 +44,16 @@ pub struct ChannelStats {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Hypercall {
     tx: Vec<u8>,
-    /// Bytes of the current message beyond `MAX_MESSAGE` (not kept).
+    /// Bytes of the current message beyond `max_message` (not kept).
     tx_overflow: u64,
     rx: VecDeque<u8>,
     clock_latch: u64,
     alarm_lo: u32,
     alarm: Option<Vtime>,
+    /// Timing perturbation: the alarm goes off up to a quarter of its delay
+    /// (at most [`MAX_ALARM_LATENESS`]) late, drawn from this stream.
+    #[serde(default)]
+    alarm_jitter: Option<Stream>,
     /// The guest's entropy stream (`RANDOM`).
     entropy: Stream,
     stats: ChannelStats,
@@ -66,18 +72,29 @@ pub struct Hypercall {
     /// The guest sent `READY` (it may only once).
     #[serde(default)]
     ready: bool,
+    /// The longest message kept: the guest's RAM size.
+    #[serde(default = "default_max_message")]
+    max_message: usize,
+}
+
+fn default_max_message() -> usize {
+    1 << 20
 }
 
 /// Events kept for a guest that does not read them (a raw guest never
 /// does); older ones are dropped first.
 const MAX_EVENTS: usize = 256;
+/// The most a perturbed alarm goes off late.
+pub const MAX_ALARM_LATENESS: u64 = 100_000;
 
 fn u32_of(data: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(data.try_into().ok()?))
 }
 
 impl Hypercall {
-    pub fn new(seed: u64) -> Hypercall {
+    /// The port block of a guest with `ram` bytes of RAM (the longest
+    /// message it can send).
+    pub fn new(seed: u64, ram: usize) -> Hypercall {
         Hypercall {
             tx: Vec::new(),
             tx_overflow: 0,
@@ -85,6 +102,7 @@ impl Hypercall {
             clock_latch: 0,
             alarm_lo: 0,
             alarm: None,
+            alarm_jitter: None,
             entropy: Stream::new(seed, "guest"),
             stats: ChannelStats::default(),
             events: VecDeque::new(),
@@ -92,6 +110,22 @@ impl Hypercall {
             inbox_read: 0,
             caps: 0,
             ready: false,
+            max_message: ram,
+        }
+    }
+
+    /// Perturbs the alarm from the `timing` stream of `seed` (see
+    /// [`MAX_ALARM_LATENESS`]).
+    pub fn with_alarm_jitter(mut self, seed: u64) -> Hypercall {
+        self.alarm_jitter = Some(Stream::new(seed, "alarm"));
+        self
+    }
+
+    /// Re-keys the guest's entropy stream and the alarm's perturbation.
+    pub fn reseed(&mut self, seed: u64) {
+        self.entropy.reseed(seed);
+        if let Some(s) = &mut self.alarm_jitter {
+            s.reseed(seed);
         }
     }
 
@@ -123,10 +157,6 @@ impl Hypercall {
         &self.stats
     }
 
-    pub fn entropy_mut(&mut self) -> &mut Stream {
-        &mut self.entropy
-    }
-
     /// The armed alarm, if any.
     pub fn deadline(&self) -> Option<Vtime> {
         self.alarm
@@ -143,10 +173,10 @@ impl Hypercall {
         }
     }
 
-    pub fn pio_write(&mut self, port: u16, data: &[u8]) -> Result<Option<Effect>, GuestError> {
+    pub fn pio_write(&mut self, port: u16, data: &[u8], now: Vtime) -> Result<Option<Effect>, GuestError> {
         match port {
             hc::DATA => {
-                let room = hc::MAX_MESSAGE.saturating_sub(self.tx.len());
+                let room = self.max_message.saturating_sub(self.tx.len());
                 let keep = data.len().min(room);
                 self.tx.extend_from_slice(&data[..keep]);
                 self.tx_overflow += (data.len() - keep) as u64;
@@ -163,7 +193,14 @@ impl Hypercall {
             hc::ALARM_HI => {
                 let hi = u32_of(data).ok_or_else(|| width_error(port, data.len(), "OUT"))?;
                 let t = (u64::from(hi) << 32) | u64::from(self.alarm_lo);
-                self.alarm = (t != 0).then_some(Vtime(t));
+                let late = match &mut self.alarm_jitter {
+                    Some(stream) if t != 0 => {
+                        let bound = (t.saturating_sub(now.0) / 4).min(MAX_ALARM_LATENESS);
+                        stream.below(bound + 1)
+                    }
+                    _ => 0,
+                };
+                self.alarm = (t != 0).then_some(Vtime(t.saturating_add(late)));
                 Ok(None)
             }
             // The exit itself is the point: the run loop injects after it.
@@ -241,6 +278,7 @@ impl Hypercall {
                 self.caps = arg;
                 Ok(None)
             }
+            hc::op::COVERAGE => Ok(Some(Effect::CoverageMap(u64::from(arg)))),
             hc::op::RESET => {
                 self.tx.clear();
                 self.tx_overflow = 0;
@@ -293,15 +331,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const RAM: usize = 1 << 20;
+
     fn cmd(h: &mut Hypercall, op: u8, arg: u32) -> Result<Option<Effect>, GuestError> {
-        h.pio_write(hc::CMD, &hc::cmd(op, arg).to_le_bytes())
+        h.pio_write(hc::CMD, &hc::cmd(op, arg).to_le_bytes(), Vtime(0))
     }
 
     #[test]
     fn message_round_trip() {
-        let mut h = Hypercall::new(1);
-        h.pio_write(hc::DATA, b"hello ").unwrap();
-        h.pio_write(hc::DATA, b"world").unwrap();
+        let mut h = Hypercall::new(1, RAM);
+        h.pio_write(hc::DATA, b"hello ", Vtime(0)).unwrap();
+        h.pio_write(hc::DATA, b"world", Vtime(0)).unwrap();
         assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(b"hello world".to_vec()))));
         assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(vec![]))));
         assert_eq!(h.stats().messages, 2);
@@ -309,21 +349,21 @@ mod tests {
 
     #[test]
     fn oversized_message_is_dropped_and_counted() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         let chunk = vec![b'x'; 4096];
-        for _ in 0..=(hc::MAX_MESSAGE / chunk.len()) {
-            h.pio_write(hc::DATA, &chunk).unwrap();
+        for _ in 0..=(RAM / chunk.len()) {
+            h.pio_write(hc::DATA, &chunk, Vtime(0)).unwrap();
         }
         assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(None));
         assert_eq!(h.stats().oversized, 1);
-        h.pio_write(hc::DATA, b"ok").unwrap();
+        h.pio_write(hc::DATA, b"ok", Vtime(0)).unwrap();
         assert_eq!(cmd(&mut h, hc::op::SEND, 0), Ok(Some(Effect::Message(b"ok".to_vec()))));
     }
 
     #[test]
     fn random_bytes_come_from_the_seed() {
         let draw = |seed| {
-            let mut h = Hypercall::new(seed);
+            let mut h = Hypercall::new(seed, RAM);
             cmd(&mut h, hc::op::RANDOM, 8).unwrap();
             let mut status = [0; 4];
             h.pio_read(hc::CMD, &mut status, Vtime(0)).unwrap();
@@ -338,19 +378,19 @@ mod tests {
 
     #[test]
     fn protocol_violations_are_errors() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         assert!(cmd(&mut h, hc::op::RANDOM, 0).is_err());
         assert!(cmd(&mut h, hc::op::RANDOM, hc::MAX_RANDOM + 1).is_err());
         assert!(cmd(&mut h, 0x7F, 0).is_err());
         assert!(h.pio_read(hc::DATA, &mut [0; 1], Vtime(0)).is_err());
         assert!(h.pio_read(hc::CLOCK_LO, &mut [0; 2], Vtime(0)).is_err());
-        assert!(h.pio_write(hc::CMD, &[1]).is_err());
-        assert!(h.pio_write(hc::BASE + 2, &[1]).is_err());
+        assert!(h.pio_write(hc::CMD, &[1], Vtime(0)).is_err());
+        assert!(h.pio_write(hc::BASE + 2, &[1], Vtime(0)).is_err());
     }
 
     #[test]
     fn clock_latches_both_halves() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         let t = Vtime(0x1_2345_6789);
         let mut lo = [0; 4];
         let mut hi = [0; 4];
@@ -362,7 +402,7 @@ mod tests {
 
     #[test]
     fn events_are_read_oldest_first_then_zero() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         let next = |h: &mut Hypercall| {
             cmd(h, hc::op::EVENT, 0).unwrap();
             let mut b = [0; 4];
@@ -383,7 +423,7 @@ mod tests {
 
     #[test]
     fn the_inbox_is_read_in_chunks_then_empty() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         h.set_inbox((0..100u8).collect());
         let mut got = Vec::new();
         loop {
@@ -406,7 +446,7 @@ mod tests {
 
     #[test]
     fn ready_once_and_caps() {
-        let mut h = Hypercall::new(1);
+        let mut h = Hypercall::new(1, RAM);
         assert!(!h.guest_handles(hc::caps::RESEED));
         cmd(&mut h, hc::op::CAPS, hc::caps::RESEED).unwrap();
         assert!(h.guest_handles(hc::caps::RESEED));
@@ -415,10 +455,32 @@ mod tests {
     }
 
     #[test]
+    fn a_perturbed_alarm_goes_off_late_within_bounds() {
+        let arm = |h: &mut Hypercall, at: u64, now: u64| {
+            h.pio_write(hc::ALARM_LO, &(at as u32).to_le_bytes(), Vtime(now)).unwrap();
+            h.pio_write(hc::ALARM_HI, &((at >> 32) as u32).to_le_bytes(), Vtime(now)).unwrap();
+            h.deadline().unwrap().0
+        };
+        let mut lates = Vec::new();
+        let mut h = Hypercall::new(1, RAM).with_alarm_jitter(7);
+        for i in 0..100u64 {
+            let late = arm(&mut h, 1_000_000 * (i + 1), 0) - 1_000_000 * (i + 1);
+            assert!(late <= MAX_ALARM_LATENESS, "{late}");
+            lates.push(late);
+            // A short delay is late by at most a quarter of it.
+            assert!(arm(&mut h, 1_000 + 400, 1_000) - 1_400 <= 100);
+        }
+        assert!(lates.iter().any(|&l| l > 0) && lates.iter().any(|&l| l != lates[0]));
+        let mut again = Hypercall::new(1, RAM).with_alarm_jitter(7);
+        assert_eq!(arm(&mut again, 1_000_000, 0) - 1_000_000, lates[0], "lateness follows the seed");
+        assert_eq!(arm(&mut Hypercall::new(1, RAM), 5_000, 0), 5_000, "no perturbation unless asked");
+    }
+
+    #[test]
     fn alarm_is_one_shot() {
-        let mut h = Hypercall::new(1);
-        h.pio_write(hc::ALARM_LO, &5000u32.to_le_bytes()).unwrap();
-        h.pio_write(hc::ALARM_HI, &0u32.to_le_bytes()).unwrap();
+        let mut h = Hypercall::new(1, RAM);
+        h.pio_write(hc::ALARM_LO, &5000u32.to_le_bytes(), Vtime(0)).unwrap();
+        h.pio_write(hc::ALARM_HI, &0u32.to_le_bytes(), Vtime(0)).unwrap();
         assert_eq!(h.deadline(), Some(Vtime(5000)));
         assert!(!h.fire(Vtime(4999)));
         assert!(h.fire(Vtime(6000)));
@@ -430,11 +492,11 @@ mod tests {
         fn arbitrary_guest_traffic_never_panics(
             ops in prop::collection::vec((0u16..24, any::<bool>(), prop::collection::vec(any::<u8>(), 0..9)), 0..100)
         ) {
-            let mut h = Hypercall::new(9);
+            let mut h = Hypercall::new(9, RAM);
             for (off, write, mut data) in ops {
                 let port = hc::BASE + off;
                 if write {
-                    let _ = h.pio_write(port, &data);
+                    let _ = h.pio_write(port, &data, Vtime(1));
                 } else {
                     let _ = h.pio_read(port, &mut data, Vtime(1));
                 }

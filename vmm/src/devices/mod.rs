@@ -51,13 +51,17 @@ pub struct Devices {
 }
 
 impl Devices {
-    pub fn new(seed: u64, epoch: u64, policy: UnclaimedPolicy, virtio: Virtio) -> Devices {
+    /// The devices of a machine with `ram` bytes of RAM; with `perturb`,
+    /// the alarm's timing is perturbed from the seed (see
+    /// `Hypercall::with_alarm_jitter`).
+    pub fn new(seed: u64, epoch: u64, ram: usize, policy: UnclaimedPolicy, virtio: Virtio, perturb: bool) -> Devices {
+        let hc = Hypercall::new(seed, ram);
         Devices {
             pic: PicPair::default(),
             pit: Pit::default(),
             rtc: Rtc::new(epoch),
             serial: Serial::default(),
-            hc: Hypercall::new(seed),
+            hc: if perturb { hc.with_alarm_jitter(seed) } else { hc },
             virtio,
             policy,
             stats: BusStats::default(),
@@ -75,11 +79,11 @@ impl Devices {
     ) -> Result<Option<Effect>, GuestError> {
         if Hypercall::claims(port) {
             if port == hvsim_abi::hc::DATA {
-                return self.hc.pio_write(port, data);
+                return self.hc.pio_write(port, data, now);
             }
             let mut effect = None;
             for unit in data.chunks(size.max(1)) {
-                if let Some(e) = self.hc.pio_write(port, unit)? {
+                if let Some(e) = self.hc.pio_write(port, unit, now)? {
                     // A later unit of the same `rep outs` cannot undo an
                     // exit or a message; keep the first effect.
                     effect.get_or_insert(e);
@@ -234,7 +238,7 @@ mod tests {
 
     fn devices(policy: UnclaimedPolicy) -> Devices {
         let none = Virtio::new(&Default::default(), &Default::default(), 1).unwrap();
-        Devices::new(1, rtc::DEFAULT_EPOCH, policy, none)
+        Devices::new(1, rtc::DEFAULT_EPOCH, 1 << 20, policy, none, false)
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub struct MachineSpec {
     pub nested_workarounds: bool,
     pub unclaimed: UnclaimedPolicy,
     pub virtio: VirtioSpec,
+    /// Timing perturbation from the seed: exit costs and the alarm vary
+    /// within bounds, so that the schedules of programs whose randomness
+    /// lives in their own memory differ between seeds (docs/determinism.md).
+    #[serde(default)]
+    pub perturb_timing: bool,
 }
 
 /// How this host runs the machine. Not part of the guest's world: taken from
@@ -107,6 +112,8 @@ impl MachineConfig {
                 nested_workarounds: host.nested_pvm,
                 unclaimed: UnclaimedPolicy::Strict,
                 virtio: VirtioSpec::default(),
+                // The built-in guests' exact timings are part of their tests.
+                perturb_timing: false,
             },
             faults: FaultPlan::default(),
             host: HostSettings::for_host(host),
@@ -126,6 +133,7 @@ impl MachineConfig {
                 unclaimed: UnclaimedPolicy::Lenient,
                 // The kernel's entropy comes from the seed; nodes are opt-in.
                 virtio: VirtioSpec { rng: true, ..VirtioSpec::default() },
+                perturb_timing: true,
             },
             faults: FaultPlan::default(),
             host: HostSettings::for_host(host),
@@ -223,6 +231,9 @@ pub struct MachineState {
     /// An interrupt-window exit is requested (part of the vCPU's run state).
     pub irq_window_requested: bool,
     pub irq_flag: Option<IrqFlag>,
+    /// Where the guest's coverage map is (`hc::op::COVERAGE`).
+    #[serde(default)]
+    pub coverage_map: Option<u64>,
     pub ended: Option<End>,
     /// Why this run can no longer be replayed exactly (empty: it can).
     pub nonreplayable: Vec<String>,
@@ -241,11 +252,12 @@ impl MachineState {
         let virtio = Virtio::new(&spec.virtio, &config.faults, config.seed).map_err(Error::Config)?;
         Ok(MachineState {
             messages: Vec::new(),
-            clock: Clock::default(),
-            devices: Devices::new(config.seed, config.epoch, spec.unclaimed, virtio),
+            clock: Clock::new(spec.perturb_timing.then_some(config.seed)),
+            devices: Devices::new(config.seed, config.epoch, spec.ram_size, spec.unclaimed, virtio, spec.perturb_timing),
             halted: false,
             irq_window_requested: false,
             irq_flag: None,
+            coverage_map: None,
             ended: None,
             nonreplayable: Vec::new(),
             counters: Counters::default(),
@@ -255,7 +267,8 @@ impl MachineState {
     /// Re-seeds every entropy stream the VMM keeps from `seed`, for what
     /// happens from now on (`Machine::reseed` also reaches the guest's).
     fn reseed(&mut self, seed: u64) {
-        self.devices.hc.entropy_mut().reseed(seed);
+        self.clock.reseed(seed);
+        self.devices.hc.reseed(seed);
         self.devices.virtio.reseed(seed);
     }
 }
@@ -412,6 +425,13 @@ impl Machine {
         let new = self.state.messages[self.messages_taken..].to_vec();
         self.messages_taken = self.state.messages.len();
         new
+    }
+
+    /// The guest's coverage map (`hc::op::COVERAGE`), if it has one: one
+    /// bit per edge its instrumented programs reached (`hc::coverage_bit`).
+    pub fn coverage_map(&self) -> Option<&[u8]> {
+        let gpa = self.state.coverage_map? as usize;
+        self.ram.as_slice().get(gpa..gpa + hvsim_abi::hc::COVERAGE_BYTES)
     }
 
     /// Every message of the run so far (including before a restored snapshot).

@@ -2,6 +2,8 @@
 //! timers, inject an interrupt if one is due and the guest can take it, and
 //! log the exit. This is where every VM exit is handled.
 
+use hvsim_abi::hc;
+
 use crate::clock::{ExitKind, Vtime};
 use crate::devices::hypercall::{Effect, GuestError};
 use crate::error::Result;
@@ -244,7 +246,9 @@ impl Machine {
             Outcome::Effect(effect) => {
                 let inject = match effect {
                     Effect::Exit(_) | Effect::Panic(_) | Effect::Reboot => None,
-                    Effect::Message(_) | Effect::IrqFlag(_) | Effect::Ready => self.inject_if_ready()?,
+                    Effect::Message(_) | Effect::IrqFlag(_) | Effect::Ready | Effect::CoverageMap(_) => {
+                        self.inject_if_ready()?
+                    }
                 };
                 self.record(kind, addr, inject)?;
                 match effect {
@@ -252,6 +256,7 @@ impl Machine {
                     Effect::Panic(code) => self.state.ended = Some(End::GuestPanic { code }),
                     Effect::Reboot => self.state.ended = Some(End::Reboot),
                     Effect::IrqFlag(pfn) => self.register_irq_flag(pfn)?,
+                    Effect::CoverageMap(pfn) => self.register_coverage_map(pfn),
                     Effect::Ready => return Ok(self.stop_at_ready.then_some(Halt::Ready)),
                     Effect::Message(bytes) => {
                         self.state.messages.push(Message { vtime: now, bytes });
@@ -336,6 +341,17 @@ impl Machine {
         self.ram.write(gpa, &0u32.to_le_bytes())?;
         self.state.irq_flag = Some(super::IrqFlag { gpa, raised: false });
         Ok(())
+    }
+
+    fn register_coverage_map(&mut self, pfn: u64) {
+        let gpa = pfn << 12;
+        if self.ram.contains(gpa, hc::COVERAGE_BYTES as u64) {
+            self.state.coverage_map = Some(gpa);
+        } else {
+            self.state.ended = Some(End::GuestError {
+                reason: format!("COVERAGE page frame {pfn:#x}: the map would lie outside guest RAM"),
+            });
+        }
     }
 
     /// Writes the guest's interrupt-pending flag when its value changes.

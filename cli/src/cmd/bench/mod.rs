@@ -34,15 +34,21 @@ enum What {
         #[arg(long)]
         json: bool,
     },
-    /// Timelines per second and time to the first bug on the demo, branching
-    /// from snapshots against starting every timeline from the root.
+    /// Timelines per second and time to the first bug, branching from
+    /// snapshots against starting every timeline from the root: on the demo,
+    /// or (--linux) on a Linux program whose bug sits behind four 1-in-8
+    /// random choices (guest-sdk/c/vault.c, built with gcc).
     Explore {
-        /// Master seeds to measure (1..=N).
-        #[arg(long, default_value = "3")]
-        seeds: u64,
-        /// Give up on a seed after this many branches.
-        #[arg(long, default_value = "5000")]
-        max_branches: u64,
+        /// Master seeds to measure (1..=N). Default: 3, or 1 with --linux.
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// Give up on a seed after this many branches. Default: 5000, or
+        /// 400 with --linux.
+        #[arg(long)]
+        max_branches: Option<u64>,
+        /// Explore the Linux vault instead of the demo.
+        #[arg(long)]
+        linux: bool,
         #[arg(long)]
         json: bool,
     },
@@ -85,7 +91,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
-        What::Explore { seeds, max_branches, json } => bench_explore(seeds.max(1), max_branches, json),
+        What::Explore { seeds, max_branches, linux, json } => {
+            let seeds = seeds.unwrap_or(if linux { 1 } else { 3 }).max(1);
+            let max_branches = max_branches.unwrap_or(if linux { 400 } else { 5000 });
+            bench_explore(seeds, max_branches, linux, json)
+        }
         What::Net { bytes, json } => net::bench_net(bytes, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
     }
@@ -214,17 +224,50 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_explore(seeds: u64, max_branches: u64, json: bool) -> Result<ExitCode> {
+/// The Linux vault of `bench explore --linux`, built for the guest.
+fn linux_vault(dir: &std::path::Path) -> Result<Target> {
+    const SDK: &str = include_str!("../../../../guest-sdk/c/hvsim_sdk.h");
+    const VAULT: &str = include_str!("../../../../guest-sdk/c/vault.c");
+    std::fs::write(dir.join("hvsim_sdk.h"), SDK)?;
+    std::fs::write(dir.join("vault.c"), VAULT)?;
+    let binary = dir.join("vault");
+    let out = std::process::Command::new("gcc")
+        .args(["-std=gnu11", "-O1", "-static", "-s", "-o"])
+        .arg(&binary)
+        .arg(dir.join("vault.c"))
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run gcc to build the vault: {e}"))?;
+    if !out.status.success() {
+        bail!("gcc could not build the vault: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let file = hvsim_guest_image::linux::GuestFile { host: binary.clone(), guest: "/bin/vault".into() };
+    Ok(Target::Linux {
+        command: "/bin/vault".into(),
+        mem: 128 << 20,
+        files: vec![(file, hvsim_guest_image::target::file_hash(&binary)?)],
+        system: Default::default(),
+        verbose_boot: false,
+    })
+}
+
+fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
+    let dir = tempfile::tempdir()?;
+    let (target, slice) = if linux {
+        eprintln!("hvsim: bench explore --linux: exploring a Linux program to its bug (minutes here)");
+        (linux_vault(dir.path())?, Vtime(500_000_000))
+    } else {
+        (Target::Raw { guest: "demo".into() }, Vtime(5_000_000))
+    };
     let mut rows = Vec::new();
     for seed in 1..=seeds {
         for snapshots in [true, false] {
             let config = ExploreConfig {
-                target: Target::Raw { guest: "demo".into() },
+                target: target.clone(),
                 seed,
                 budget: Budget { branches: Some(max_branches), ..Budget::default() },
-                slice: Vtime(5_000_000),
-                setup_limit: Vtime::from_secs(10),
+                slice,
+                setup_limit: Vtime::from_secs(if linux { 600 } else { 10 }),
                 branch_from_snapshots: snapshots,
                 stop_at_first_bug: true,
                 start: Default::default(),
@@ -256,7 +299,10 @@ fn bench_explore(seeds: u64, max_branches: u64, json: bool) -> Result<ExitCode> 
     if json {
         println!("{}", serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary }));
     } else {
-        println!("explore the demo to its first bug, branching from snapshots vs from the root every time:");
+        println!(
+            "explore {} to its first bug, branching from snapshots vs from the root every time:",
+            if linux { "the Linux vault (four 1-in-8 gates)" } else { "the demo" }
+        );
         println!("  seed | mode      | branches to bug | ms to bug | timelines/s");
         for r in &rows {
             println!(

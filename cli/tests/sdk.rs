@@ -1,0 +1,229 @@
+//! Branches that really diverge, and programs built with the official
+//! Antithesis SDKs working unchanged (issue: "Branches that really diverge,
+//! and programs built with the official Antithesis SDKs work unchanged").
+//! Every program here is real and runs inside the Linux guest: the official
+//! Rust crate from crates.io, and small C programs that do to the output
+//! path and to libvoidstar exactly what the Go and C++ SDKs do.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// Builds a C program from `cli/tests/guest/` statically; returns HOST:GUEST.
+fn c_program(dir: &Path, name: &str, guest: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest").join(format!("{name}.c"));
+    let bin = dir.join(name);
+    let out = Command::new("gcc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-static", "-s", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("gcc runs");
+    assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
+    format!("{}:{guest}", bin.display())
+}
+
+fn explore_json(args: &[&str], out: &Path) -> Value {
+    let mut full = vec!["explore", "--json", "--out", out.to_str().unwrap()];
+    full.extend_from_slice(args);
+    let o = output(&full);
+    assert!(o.status.success(), "hvsim {full:?}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn assertion<'a>(r: &'a Value, message: &str) -> &'a Value {
+    r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == message).unwrap_or_else(|| {
+        panic!("{message:?} missing from the report: {}", r["assertions"])
+    })
+}
+
+/// The console lines between init's readiness line and its report.
+fn command_output(v: &Value) -> Vec<String> {
+    let console = v["console"].as_str().expect("console");
+    let after = console.split("hvsim-init: ready").nth(1).unwrap_or_else(|| panic!("no readiness line: {console}"));
+    let before = after.split("hvsim-init: command exited").next().unwrap();
+    before.lines().map(|l| l.trim_end_matches('\r').to_owned()).filter(|l| !l.is_empty()).collect()
+}
+
+#[test]
+fn branches_diverge_in_the_kernel_and_in_programs_with_private_generators() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The kernel's random pool after a snapshot: every seed re-keys it.
+    let snap = dir.path().join("urandom.snap");
+    let command = "sleep 1; head -c 16 /dev/urandom | od -An -tx1";
+    let (original, code) = run_json(&[
+        "--linux", "--seed", "1", "--init-cmd", command, "--snapshot-at", "500ms", "--save-snapshot", snap.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{}", original["console"]);
+    let replay = |seed: &str| -> Value {
+        let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap(), "--seed", seed]);
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)))
+    };
+    let (a, b, c) = (replay("7"), replay("7"), replay("8"));
+    let bytes = |v: &Value| command_output(v).join(" ");
+    assert_eq!(bytes(&a).split_whitespace().count(), 16, "{}", a["console"]);
+    assert_eq!(bytes(&a), bytes(&b), "one seed, one result");
+    assert_eq!((&a["trace_hash"], &a["memory_hash"]), (&b["trace_hash"], &b["memory_hash"]));
+    assert_ne!(bytes(&a), bytes(&c), "/dev/urandom must follow the seed after a snapshot");
+    assert_ne!(bytes(&a), bytes(&original), "re-seeding must re-key the kernel's pool");
+
+    // A program whose three threads share a constant-seeded PRNG: only the
+    // schedule can change its outcome, and timing perturbation does.
+    let program = c_program(dir.path(), "interleave", "/bin/interleave");
+    let r = explore_json(
+        &["--linux", "--guest-file", &program, "--init-cmd", "/bin/interleave", "--no-snapshots", "--branches", "20"],
+        &dir.path().join("out"),
+    );
+    let outcomes: Vec<&Value> = r["assertions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["message"].as_str().unwrap().starts_with("interleave: outcome ") && a["passes"].as_u64() > Some(0))
+        .collect();
+    let hits: u64 = outcomes.iter().map(|a| a["hits"].as_u64().unwrap()).sum();
+    assert_eq!(hits, 20, "every branch reports its outcome: {}", r["assertions"]);
+    assert!(outcomes.len() >= 3, "20 branches of one snapshot reached only {} outcomes: {}", outcomes.len(), r["assertions"]);
+}
+
+/// The example program (`guest-sdk/examples/antithesis-rust`), built
+/// statically with SanitizerCoverage, as a user would build it for hvsim
+/// (docs/sdk-protocol.md). Cached outside the repository.
+fn vault() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = root.join("guest-sdk/examples/antithesis-rust/Cargo.toml");
+    let target = hvsim_guest_image::cache::dir().join("examples-target");
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "--locked", "--quiet", "--target", "x86_64-unknown-linux-gnu", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env(
+            "RUSTFLAGS",
+            "-C target-feature=+crt-static -C passes=sancov-module \
+             -C llvm-args=-sanitizer-coverage-level=3 -C llvm-args=-sanitizer-coverage-trace-pc-guard",
+        )
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building the example failed: {}", String::from_utf8_lossy(&out.stderr));
+    target.join("x86_64-unknown-linux-gnu/release/antithesis-vault")
+}
+
+#[test]
+fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
+    if !kvm_available() {
+        return;
+    }
+    let binary = vault();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = format!("{}:/bin/vault", binary.display());
+    let r = explore_json(
+        &["--linux", "--guest-file", &file, "--init-cmd", "/bin/vault", "--branches", "200", "--slice", "500ms"],
+        &out,
+    );
+    let s = &r["summary"];
+    assert_eq!(s["garbage"]["count"], 0, "malformed messages: {}", s["garbage"]);
+    assert_eq!(s["setup_complete"], true);
+    // Every assertion kind of the crate, with the verdict it deserves.
+    for held in [
+        "always: x is at least 5",
+        "always or unreachable: x stays below 7",
+        "sometimes: x is 5",
+        "reachable: the program starts",
+        "unreachable: x is never huge",
+        "numeric: x stays above 1",
+        "numeric: x at least 5",
+        "numeric: x below 100",
+        "numeric: x at most 6",
+        "numeric: x sometimes above 4",
+        "numeric: x sometimes at least 5",
+        "numeric: x sometimes below 6",
+        "numeric: x sometimes at most 5",
+        "boolean: x is small or odd",
+        "boolean: x small and positive",
+        "gate 1 opens",
+        "gate 2 opens",
+        "gate 3 opens",
+        "gate 4 opens",
+    ] {
+        let a = assertion(&r, held);
+        assert_eq!(a["verdict"], "held", "{a}");
+        assert_eq!(a["registered"], true, "the crate registers every assertion: {a}");
+    }
+    let never = assertion(&r, "unreachable: x is never huge");
+    assert_eq!((never["kind"].as_str(), never["hits"].as_u64()), (Some("unreachable"), Some(0)));
+    assert_eq!(assertion(&r, "numeric: x stays above 1")["display"], "Always");
+    // The bug behind four 1-in-8 random choices, found within 200 branches.
+    let closed = assertion(&r, "the vault stays closed");
+    assert_eq!(closed["verdict"], "failed", "{closed}");
+    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
+    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    assert_eq!(r["events"]["vault_started"], 1);
+    // The SDK said who it is; coverage from the instrumented binary arrived
+    // and steered.
+    let sdk = &r["instrumentation"]["sdks"][0];
+    assert_eq!((sdk["language"]["name"].as_str(), sdk["sdk_version"].as_str()), (Some("Rust"), Some("0.3.0")));
+    let module = &r["instrumentation"]["coverage_modules"]["sanitizer-coverage"];
+    assert!(module[0].as_u64() > Some(100), "{}", r["instrumentation"]);
+    assert!(s["coverage_edges"].as_u64() > Some(100), "{s}");
+    assert!(!r["edges_by_timeline"].as_array().unwrap().is_empty(), "branches reached new edges: {}", r["series"]);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Coverage") && md.contains("\"sdk_version\":\"0.3.0\""), "{md}");
+    // And it replays.
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+}
+
+#[test]
+fn what_the_go_and_cpp_sdks_do_to_the_output_path_and_libvoidstar_works() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = c_program(dir.path(), "sdk_shapes", "/bin/sdk-shapes");
+    let (v, code) = run_json(&[
+        "--linux", "--guest-file", &program,
+        "--init-cmd", "for m in go cpp voidstar concurrent; do sdk-shapes $m || echo \"$m failed\"; done",
+    ]);
+    assert_eq!(code, 0, "{}", v["console"]);
+    let out = command_output(&v);
+    assert!(!out.iter().any(|l| l.ends_with("failed")), "{out:?}");
+    let messages: Vec<Value> = v["messages"].as_array().unwrap().iter().map(|m| {
+        serde_json::from_str(m.as_str().unwrap()).unwrap_or_else(|e| panic!("a message is not JSON ({e}): {m:.200}"))
+    }).collect();
+    let ids: Vec<String> =
+        messages.iter().filter_map(|m| m["antithesis_assert"]["id"].as_str().map(str::to_owned)).collect();
+    let mut expected: Vec<String> = Vec::new();
+    for mode in ["go", "cpp", "voidstar"] {
+        let n = if mode == "voidstar" { 2 } else { 3 };
+        expected.extend((0..n).map(|i| format!("{mode} {i}")));
+    }
+    for p in 0..4 {
+        expected.extend((0..25).map(|i| format!("concurrent {p} {i}")));
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected, "each line exactly once, whole");
+    // Go truncates the file and C++ never flushes: nothing was lost. The
+    // 300 KiB message through libvoidstar arrived whole.
+    let big = messages.iter().find(|m| m["antithesis_assert"]["id"] == "voidstar 1").unwrap();
+    assert_eq!(big["antithesis_assert"]["details"].as_str().map(str::len), Some(300 * 1024));
+    // libvoidstar's random numbers come from the run's seed.
+    let random = out.iter().find(|l| l.starts_with("voidstar: random ")).expect("random line").clone();
+    let (v2, _) = run_json(&["--linux", "--seed", "1", "--guest-file", &program, "--init-cmd", "sdk-shapes voidstar"]);
+    let random2 = command_output(&v2).into_iter().find(|l| l.starts_with("voidstar: random ")).unwrap();
+    assert_ne!(random, random2, "a different seed gives different numbers");
+    assert!(messages.iter().any(|m| m["hvsim_coverage_module"]["name"] == "sdk-shapes.sym.tsv"));
+}

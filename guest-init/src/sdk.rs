@@ -1,0 +1,22 @@
+//! Where guest programs write SDK messages: `/run/hvsim/sdk` (exported to
+//! commands as `HVSIM_SDK_OUTPUT` and `ANTITHESIS_SDK_LOCAL_OUTPUT`).
+//!
+//! It is the one file of the guest kernel's "hvsim" file system (patch
+//! 0001), mounted at `/run/hvsim/channel`: every line written to it is one
+//! message on hvsim's channel, sent by the kernel. Each open file keeps its
+//! own line buffer, so lines of concurrent processes never mix and a line
+//! may be of any length; it is a regular file, so SDKs may truncate it when
+//! they open it; and what a process leaves unflushed in its stdio buffers
+//! arrives when it exits.
+
+use std::io;
+
+/// Where SDKs write.
+pub const SDK_PATH: &str = "/run/hvsim/sdk";
+const CHANNEL: &str = "/run/hvsim/channel";
+
+/// Mounts the file system and links the SDK path to its file.
+pub fn setup() -> io::Result<()> {
+    crate::sys::mount("hvsim", CHANNEL, "hvsim")?;
+    std::os::unix::fs::symlink("channel/sdk", SDK_PATH)
+}
