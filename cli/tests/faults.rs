@@ -265,7 +265,9 @@ fn faultload(dir: &Path) -> String {
 }
 
 /// Both nodes run faultload on their disks while node 1 sends node 0
-/// `bytes` over TCP (the server counts until the client closes); then the
+/// `bytes` over TCP (the server counts until the client closes), connecting
+/// again, as a real client would, if the faults defeat an attempt before
+/// the connection is up (ARP gives up after three lost requests); then the
 /// run idles past the crashes at 20 s.
 fn chaos_script(rounds: u32, bytes: u32) -> String {
     format!(
@@ -274,7 +276,10 @@ hvsim-node 0 nc -l -p 5000 -e sh -c 'wc -c > /tmp/received' &
 hvsim-node 0 sh -c '/faultload $HVSIM_DISK {rounds}' &
 hvsim-node 1 sh -c '/faultload $HVSIM_DISK {rounds}' &
 sleep 0.05
-head -c {bytes} /dev/zero | hvsim-node 1 nc 10.0.0.1 5000
+for attempt in 1 2 3 4 5; do
+  head -c {bytes} /dev/zero | hvsim-node 1 nc 10.0.0.1 5000 && break
+  sleep 1
+done
 wait
 echo "received $(cat /tmp/received)"
 sleep 25

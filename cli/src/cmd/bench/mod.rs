@@ -314,14 +314,15 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 r["timelines_per_sec"].as_f64().unwrap()
             );
         }
-        let ratio = |a: &str, b: &str| match (summary[a].as_f64(), summary[b].as_f64()) {
-            (Some(x), Some(y)) if x > 0.0 => format!("{:.1}x", y / x),
-            _ => "n/a".into(),
+        let ms = |key: &str| summary[key].as_f64().map_or(format!("not found in {max_branches} branches"), |v| format!("{v:.0} ms"));
+        let ratio = match (summary["snapshots_ms_to_first_bug"].as_f64(), summary["from_root_ms_to_first_bug"].as_f64()) {
+            (Some(x), Some(y)) if x > 0.0 => format!(": {:.1}x faster", y / x),
+            _ => String::new(),
         };
         println!(
-            "  median time to first bug: snapshots {} ms, from root {} ms: {} faster",
-            summary["snapshots_ms_to_first_bug"], summary["from_root_ms_to_first_bug"],
-            ratio("snapshots_ms_to_first_bug", "from_root_ms_to_first_bug")
+            "  median time to first bug: snapshots {}, from the root {}{ratio}",
+            ms("snapshots_ms_to_first_bug"),
+            ms("from_root_ms_to_first_bug")
         );
     }
     Ok(ExitCode::SUCCESS)
