@@ -173,6 +173,79 @@ pub mod linux {
     /// With simulated nodes: the shell command init runs on every node when
     /// the run starts and again when a crashed node restarts.
     pub const NODE_COMMAND: &str = "/etc/hvsim/node-command";
+    /// With containers: node `i`'s container is described by the file
+    /// `CONTAINERS/<i>` (see [`crate::container`]); the node command and
+    /// the run's command are then init's own.
+    pub const CONTAINERS: &str = "/etc/hvsim/containers";
+}
+
+/// A node's container, as the VMM describes it to init: a list of fields,
+/// each `key NUL value NUL`, in order (repeated keys make lists). Values
+/// are UTF-8; the parts of a compound value are separated by
+/// [`container::SEP`].
+pub mod container {
+    /// Separates the parts of a compound value (mounts, dependencies).
+    pub const SEP: char = '\u{1f}';
+
+    pub mod key {
+        /// The service's name (its node's name), shown on its output lines.
+        pub const NAME: &str = "name";
+        pub const HOSTNAME: &str = "hostname";
+        /// One argument of the command (entrypoint and cmd, resolved).
+        pub const ARG: &str = "arg";
+        /// One `NAME=VALUE` of the environment.
+        pub const ENV: &str = "env";
+        pub const WORKDIR: &str = "workdir";
+        /// `user`, `uid`, `user:group` or `uid:gid`, resolved in the
+        /// container's /etc/passwd and /etc/group.
+        pub const USER: &str = "user";
+        /// `no`, `always`, `on-failure` or `unless-stopped`.
+        pub const RESTART: &str = "restart";
+        /// `1`: a minimal init is PID 1 and runs the command as its child.
+        pub const INIT: &str = "init";
+        /// `kind SEP source SEP target SEP ro`: kind `volume` (source is
+        /// the volume's name, a directory on the node's disk) or `file` (a
+        /// path the inbox delivered); ro `1` or `0`.
+        pub const MOUNT: &str = "mount";
+        /// `node SEP condition`: start after node's service has started
+        /// (`service_started`), is healthy (`service_healthy`) or exited
+        /// with status 0 (`service_completed_successfully`).
+        pub const DEPENDS: &str = "depends";
+        /// One argument of the health check command.
+        pub const HEALTH_ARG: &str = "health_arg";
+        /// Health check timing in milliseconds, and retries.
+        pub const HEALTH_INTERVAL_MS: &str = "health_interval_ms";
+        pub const HEALTH_TIMEOUT_MS: &str = "health_timeout_ms";
+        pub const HEALTH_START_PERIOD_MS: &str = "health_start_period_ms";
+        pub const HEALTH_RETRIES: &str = "health_retries";
+        /// The contents of the container's /etc/hosts.
+        pub const HOSTS: &str = "hosts";
+    }
+
+    /// The fields of a description; an error (the byte offset) at the first
+    /// malformed one.
+    pub fn fields(bytes: &[u8]) -> impl Iterator<Item = Result<(&str, &str), usize>> {
+        let mut at = 0;
+        core::iter::from_fn(move || {
+            if at >= bytes.len() {
+                return None;
+            }
+            let start = at;
+            let mut part = || {
+                let rest = &bytes[at..];
+                let end = rest.iter().position(|&b| b == 0)?;
+                at += end + 1;
+                core::str::from_utf8(&rest[..end]).ok()
+            };
+            match (part(), part()) {
+                (Some(k), Some(v)) => Some(Ok((k, v))),
+                _ => {
+                    at = bytes.len();
+                    Some(Err(start))
+                }
+            }
+        })
+    }
 }
 
 /// The inbox: a run's work, as the VMM hands it to a booted guest
@@ -314,7 +387,19 @@ mod tests {
     extern crate std;
     use std::vec::Vec;
 
+    use super::container;
     use super::inbox::{self, File, Malformed};
+
+    #[test]
+    fn container_fields_parse_in_order_and_stop_at_garbage() {
+        let ok = b"name\0db\0arg\0redis-server\0arg\0--port 1\0";
+        let got: Vec<_> = container::fields(ok).collect();
+        assert_eq!(got, [Ok(("name", "db")), Ok(("arg", "redis-server")), Ok(("arg", "--port 1"))]);
+        let cut: Vec<_> = container::fields(b"name\0db\0arg\0no-end").collect();
+        assert_eq!(cut, [Ok(("name", "db")), Err(8)]);
+        let bad: Vec<_> = container::fields(b"\xff\0x\0").collect();
+        assert_eq!(bad, [Err(0)]);
+    }
 
     fn encode(files: &[File<'_>]) -> Vec<u8> {
         let mut out = Vec::new();

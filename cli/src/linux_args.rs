@@ -5,34 +5,62 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use hvsim_guest_image::container::{Container, Overrides};
 use hvsim_guest_image::linux::GuestFile;
+use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::target::{file_hash, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
 use hvsim_vmm::faults::FaultPlan;
 
 use crate::util;
 
+/// Guest RAM by default, and what each container adds.
+const DEFAULT_MEM: usize = 128 << 20;
+const CONTAINER_MEM: usize = 256 << 20;
+
+/// A node name from an image name: its repository's last part
+/// (`docker.io/library/redis:7` -> `redis`).
+fn image_node_name(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let name = last.split([':', '@']).next().unwrap_or(last);
+    if name.is_empty() { "app".into() } else { name.to_owned() }
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct LinuxArgs {
+    /// Run a container image from the store (`hvsim image load`) as one
+    /// node, with its own entrypoint and command (or --image-cmd); the run
+    /// ends when the container exits, with its status.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["init_cmd", "nodes", "guest_file"])]
+    pub image: Option<String>,
+    /// With --image: the command, replacing the image's Cmd as `docker run
+    /// IMAGE CMD...` does (split into words as a shell would).
+    #[arg(long, value_name = "CMD", requires = "image")]
+    pub image_cmd: Option<String>,
     /// With --linux: the shell command init runs; its exit status ends the
-    /// run (report through the SDK to explore it).
-    #[arg(long, default_value = "true", requires = "linux")]
-    pub init_cmd: String,
-    /// With --linux: guest RAM (e.g. 128M, 1G).
-    #[arg(long, default_value = "128M", value_parser = util::parse_size, requires = "linux")]
-    pub mem: usize,
+    /// run (report through the SDK to explore it). Default: `true`.
+    #[arg(long, requires = "linux")]
+    pub init_cmd: Option<String>,
+    /// Guest RAM (e.g. 128M, 1G). Default: 128M, and 256M per container.
+    #[arg(long, value_parser = util::parse_size, requires = "linux_target")]
+    pub mem: Option<usize>,
     /// With --linux: copy a host file into the guest (repeatable).
     #[arg(long, value_name = "HOST:GUEST", value_parser = GuestFile::parse, requires = "linux")]
     pub guest_file: Vec<GuestFile>,
-    /// With --linux: boot the guest even if the boot cache holds it (and do
-    /// not save it there).
-    #[arg(long, requires = "linux")]
+    /// Boot the guest even if the boot cache holds it (and do not save it
+    /// there).
+    #[arg(long, requires = "linux_target")]
     pub cold_boot: bool,
     #[command(flatten)]
     pub nodes: NodeArgs,
 }
 
 impl LinuxArgs {
+    /// Whether these options describe a Linux target without `--linux`.
+    pub fn implies_linux(&self) -> bool {
+        self.image.is_some()
+    }
+
     /// The target these options describe (reads and hashes its files).
     pub fn target(&self, verbose_boot: bool) -> Result<Target> {
         let files = self
@@ -40,7 +68,22 @@ impl LinuxArgs {
             .iter()
             .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
             .collect::<hvsim_guest_image::Result<Vec<_>>>()?;
-        Ok(Target::Linux { command: self.init_cmd.clone(), mem: self.mem, files, system: self.nodes.system()?, verbose_boot })
+        let system = match &self.image {
+            Some(image) => {
+                let store = Store::open()?;
+                let command = match &self.image_cmd {
+                    None => None,
+                    Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
+                };
+                let name = image_node_name(image);
+                let c = Container::resolve(&store, &name, image, Overrides { command, ..Overrides::default() })?;
+                System::with_containers(vec![c], self.nodes.disk_size as u64, self.nodes.fault_plan_text()?)?
+            }
+            None => self.nodes.system()?,
+        };
+        let mem = self.mem.unwrap_or(DEFAULT_MEM + CONTAINER_MEM * system.containers.len());
+        let command = self.init_cmd.clone().unwrap_or_else(|| "true".into());
+        Ok(Target::Linux { command, mem, files, system, verbose_boot })
     }
 
     pub fn start_options(&self, watchdog: Option<Option<std::time::Duration>>) -> StartOptions {
@@ -59,8 +102,8 @@ pub struct NodeArgs {
     /// With --nodes: the fault plan to inject (TOML; see examples/faults/).
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub fault_plan: Option<PathBuf>,
-    /// With --nodes: each node's disk size.
-    #[arg(long, default_value = "64M", value_parser = util::parse_size, requires = "nodes")]
+    /// With --nodes or containers: each node's disk size.
+    #[arg(long, default_value = "64M", value_parser = util::parse_size)]
     pub disk_size: usize,
     /// With --nodes: a raw disk image every node's disk starts from
     /// (read-only; writes go to a per-node overlay in memory).
@@ -74,17 +117,18 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
+    /// The fault plan's text, checked against `--nodes` (for an error that
+    /// names the file now, not at the run's start).
+    fn fault_plan_text(&self) -> Result<Option<String>> {
+        let Some(path) = &self.fault_plan else { return Ok(None) };
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
+        FaultPlan::parse(&text, 0, self.nodes.max(1)).map_err(|e| anyhow::anyhow!("fault plan {}: {e}", path.display()))?;
+        Ok(Some(text))
+    }
+
     /// The system these options describe (reads the plan, hashes the image).
     pub fn system(&self) -> Result<System> {
-        let fault_plan = self
-            .fault_plan
-            .as_ref()
-            .map(|p| std::fs::read_to_string(p).with_context(|| format!("cannot read fault plan {}", p.display())))
-            .transpose()?;
-        if let (Some(text), Some(path)) = (&fault_plan, &self.fault_plan) {
-            // Check it now, for an error that names the file.
-            FaultPlan::parse(text, 0, self.nodes).map_err(|e| anyhow::anyhow!("fault plan {}: {e}", path.display()))?;
-        }
+        let fault_plan = self.fault_plan_text()?;
         let disk_image = match &self.disk_image {
             None => None,
             Some(p) => {
@@ -102,6 +146,7 @@ impl NodeArgs {
             disk_image,
             fault_plan,
             node_cmd: self.node_cmd.clone(),
+            ..System::default()
         })
     }
 }

@@ -37,6 +37,8 @@ enum Command {
     Kernel(cmd::kernel::Args),
     /// List or clear the boot cache of booted Linux machines.
     Cache(cmd::cache::Args),
+    /// Import, list, inspect and remove container images.
+    Image(cmd::image::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::main(a),
         Command::Kernel(a) => cmd::kernel::main(a),
         Command::Cache(a) => cmd::cache::main(a),
+        Command::Image(a) => cmd::image::main(a),
     };
     match result {
         Ok(code) => code,

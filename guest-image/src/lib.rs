@@ -10,9 +10,11 @@
 //! - `target`: what a run runs, and the one place that starts it.
 
 pub mod cache;
+pub mod container;
 pub mod error;
 pub mod host;
 pub mod linux;
+pub mod oci;
 pub mod raw;
 pub mod target;
 

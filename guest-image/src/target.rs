@@ -18,7 +18,10 @@ use hvsim_vmm::{Machine, MachineConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::container::Container;
 use crate::error::{ImageError, Result};
+use crate::oci::rootfs::{self, RootFs};
+use crate::oci::store::Store;
 use crate::host::Host;
 use crate::linux::boot_cache::{BootCache, BootKind, BootReport, Shape, BOOT_SEED};
 use crate::linux::{self, GuestFile, LinuxOptions, LinuxWork};
@@ -60,12 +63,71 @@ pub struct System {
     /// The command every node runs, started again when a node restarts.
     #[serde(default)]
     pub node_cmd: Option<String>,
+    /// A container per node (`--image`, `--compose`): node `i` runs
+    /// `containers[i]` from its image, and the run lasts until they have
+    /// all exited.
+    #[serde(default)]
+    pub containers: Vec<Container>,
+    /// With containers: each node's image disk size (from the largest root
+    /// file system, rounded up to a power of two so that similar projects
+    /// share a machine shape).
+    #[serde(default)]
+    pub image_bytes: u64,
 }
 
 impl System {
+    /// A system of one node per container, each node's disk `disk_bytes`
+    /// (its container's writable layer and volumes). Builds the images'
+    /// root file systems (cached in the image store).
+    pub fn with_containers(containers: Vec<Container>, disk_bytes: u64, fault_plan: Option<String>) -> Result<System> {
+        let store = Store::open()?;
+        let mut largest = 0;
+        for c in &containers {
+            largest = largest.max(container_rootfs(&store, c)?.fs_bytes);
+        }
+        let nodes = u16::try_from(containers.len()).map_err(|_| ImageError::Setup("too many containers".into()))?;
+        Ok(System {
+            nodes,
+            disk_bytes,
+            disk_image: None,
+            fault_plan,
+            node_cmd: None,
+            containers,
+            image_bytes: largest.next_power_of_two().max(MIN_IMAGE_DISK),
+        })
+    }
+
     /// The devices: part of the machine's shape.
     pub fn virtio_spec(&self) -> VirtioSpec {
-        VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, rng: true }
+        let image_bytes = if self.containers.is_empty() { 0 } else { self.image_bytes };
+        VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, image_bytes, rng: true }
+    }
+
+    /// What the containers need at the start of a run: the empty file
+    /// system under every node's disk, each node's image, and init's
+    /// files describing them.
+    fn container_inputs(&self) -> Result<(Option<Base>, Vec<Option<Base>>, Vec<(String, u32, Vec<u8>)>)> {
+        if self.containers.is_empty() {
+            return Ok((self.disk_base()?, Vec::new(), Vec::new()));
+        }
+        let store = Store::open()?;
+        let empty = rootfs::empty_ext4(&store, self.disk_bytes)?;
+        let disk_base = Base::load(&empty.display().to_string()).map_err(ImageError::Setup)?;
+        let hosts = crate::container::hosts(&self.containers);
+        let mut images = Vec::new();
+        let mut files = Vec::new();
+        for (node, c) in self.containers.iter().enumerate() {
+            let fs = container_rootfs(&store, c)?;
+            if fs.fs_bytes > self.image_bytes {
+                return Err(ImageError::Setup(format!(
+                    "the root file system of {} ({} bytes) outgrew its disk ({} bytes)",
+                    c.image, fs.fs_bytes, self.image_bytes
+                )));
+            }
+            images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
+            files.extend(c.inbox_files(node as u16, &hosts)?);
+        }
+        Ok((Some(disk_base), images, files))
     }
 
     /// The fault plan, resolved under the run's seed.
@@ -136,15 +198,16 @@ impl Target {
             }
             Target::Linux { command, mem, files, system, verbose_boot } => {
                 // The run's inputs first: a changed file fails before a boot.
-                let mut work = LinuxWork { command: command.clone(), node_command: system.node_cmd.clone(), files: vec![] };
+                let (disk_base, images, extra_files) = system.container_inputs()?;
+                let mut work =
+                    LinuxWork { command: command.clone(), node_command: system.node_cmd.clone(), files: vec![], extra_files };
                 for (f, hash) in files {
                     if file_hash(&f.host)? != *hash {
                         return Err(changed("guest file", &f.host));
                     }
                     work.files.push(f.clone());
                 }
-                let inputs =
-                    RunInputs { seed, inbox: work.inbox()?, faults: system.faults(seed)?, disk_base: system.disk_base()? };
+                let inputs = RunInputs { seed, inbox: work.inbox()?, faults: system.faults(seed)?, disk_base, images };
                 let config = linux_boot(*mem, system, *verbose_boot, host, settings.clone())?;
                 let (mut machine, boot) = if opts.cold_boot {
                     let machine = linux::boot_to_ready(&config)?;
@@ -173,6 +236,21 @@ pub fn linux_boot(mem: usize, system: &System, verbose_boot: bool, host: &Host, 
     Ok(config)
 }
 
+/// Images whose root file systems are smaller share this image disk size.
+const MIN_IMAGE_DISK: u64 = 256 << 20;
+
+/// The root file system of a container's image (pinned by id), built if
+/// it is not cached.
+fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
+    let record = store.resolve(&c.image_id.to_string()).map_err(|_| {
+        ImageError::Setup(format!("image {} ({}) is not in the image store any more (`hvsim image load` it)", c.image, c.image_id))
+    })?;
+    if !store.rootfs_path(&record.id).exists() {
+        eprintln!("hvsim: building the root file system of {} ({})", c.image, record.id.short());
+    }
+    rootfs::build(store, &record)
+}
+
 /// SHA-256 (hex) of a host file.
 pub fn file_hash(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(crate::error::io("reading a file", path))?;
@@ -198,6 +276,7 @@ mod tests {
                 disk_image: None,
                 fault_plan: Some("[network]\ndrop = 0.1\n".into()),
                 node_cmd: Some("serve".into()),
+                ..System::default()
             },
             verbose_boot: false,
         };

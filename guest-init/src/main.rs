@@ -16,6 +16,7 @@
 //! runs a command on node I; as `/init rdtsc N` it prints N readings of the
 //! time-stamp counter.
 
+mod container;
 mod nodes;
 mod power;
 mod sdk;
@@ -73,8 +74,19 @@ fn init() -> u8 {
         eprintln!("hvsim-init: cannot receive the run's work: {e}");
         return 1;
     }
-    let command = std::fs::read_to_string(hvsim_abi::linux::COMMAND).unwrap_or_else(|_| "true".to_owned());
-    let service = std::fs::read_to_string(hvsim_abi::linux::NODE_COMMAND).ok();
+    // With containers, every node runs its container and the run waits
+    // for them all.
+    let containers = container::count();
+    let (command, service) = if containers > 0 {
+        ("exec /init compose-wait".to_owned(), Some(power::Service::Container))
+    } else {
+        let command = std::fs::read_to_string(hvsim_abi::linux::COMMAND).unwrap_or_else(|_| "true".to_owned());
+        (command, std::fs::read_to_string(hvsim_abi::linux::NODE_COMMAND).ok().map(power::Service::Shell))
+    };
+    if containers > nodes {
+        eprintln!("hvsim-init: {containers} containers for {nodes} nodes");
+        return 1;
+    }
     let mut power = None;
     if nodes > 0 {
         // The disks' base images came with the run: forget what the boot

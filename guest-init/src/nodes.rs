@@ -30,6 +30,12 @@ pub fn disk_link(node: u16) -> String {
     format!("/dev/hvsim-disk{node}")
 }
 
+/// Node `node`'s image disk (a container image's root file system), if
+/// the machine has image disks.
+pub fn image_link(node: u16) -> String {
+    format!("/dev/hvsim-image{node}")
+}
+
 /// Node `node`'s address (hvsim supports at most 64 nodes).
 pub fn address(node: u16) -> [u8; 4] {
     [10, 0, 0, u8::try_from(node + 1).expect("at most 254 nodes")]
@@ -64,7 +70,9 @@ pub fn setup(count: u16) -> io::Result<()> {
         let configured = configure(&iface, address(node));
         setns(&own_net, libc::CLONE_NEWNET)?;
         configured?;
-        let disk = link_disk(node)?;
+        let disk = link_disk(&format!("hvsim-node{node}"), &disk_link(node))?;
+        // Image disks exist only on machines made for containers.
+        let _ = link_disk(&format!("hvsim-image{node}"), &image_link(node));
         let [a, b, c, d] = address(node);
         hosts.push_str(&format!("{a}.{b}.{c}.{d} node{node}\n"));
         println!("hvsim-init: node {node}: eth0 {a}.{b}.{c}.{d} (was {iface}), disk {disk}");
@@ -85,19 +93,18 @@ fn find_nic(node: u16) -> io::Result<String> {
     Err(err(format!("no NIC with MAC {want} for node {node}")))
 }
 
-/// Links node `node`'s disk (found by its virtio serial) as /dev/hvsim-disk<node>.
-fn link_disk(node: u16) -> io::Result<String> {
-    let want = format!("hvsim-node{node}");
+/// Links the disk whose virtio serial is `serial` as `link`.
+fn link_disk(serial: &str, link: &str) -> io::Result<String> {
     for entry in std::fs::read_dir("/sys/block")? {
         let entry = entry?;
-        let serial = std::fs::read_to_string(entry.path().join("serial")).unwrap_or_default();
-        if serial.trim_end_matches(['\0', '\n']) == want {
+        let s = std::fs::read_to_string(entry.path().join("serial")).unwrap_or_default();
+        if s.trim_end_matches(['\0', '\n']) == serial {
             let dev = format!("/dev/{}", entry.file_name().to_string_lossy());
-            std::os::unix::fs::symlink(&dev, disk_link(node))?;
+            std::os::unix::fs::symlink(&dev, link)?;
             return Ok(dev);
         }
     }
-    Err(err(format!("no disk with serial {want} for node {node}")))
+    Err(err(format!("no disk with serial {serial}")))
 }
 
 /// Forks a process that holds new network and UTS namespaces for `node`

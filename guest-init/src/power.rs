@@ -35,11 +35,20 @@ struct Mount {
     read_only: bool,
 }
 
+/// A node's service.
+#[derive(Clone, Debug)]
+pub enum Service {
+    /// A shell command (`--node-cmd`).
+    Shell(String),
+    /// The node's container (`container.rs`).
+    Container,
+}
+
 pub struct Power {
     nodes: u16,
-    /// The command every node runs as its service, started at boot and
-    /// again after each restart.
-    service: Option<String>,
+    /// What every node runs as its service, started at boot and again
+    /// after each restart.
+    service: Option<Service>,
     /// What to mount again on each node when it comes back.
     unmounted: Vec<Vec<Mount>>,
     /// /dev/hvsim, for events; `None` outside hvsim.
@@ -48,7 +57,7 @@ pub struct Power {
 
 impl Power {
     /// Starts the service on every node.
-    pub fn start(nodes: u16, service: Option<String>) -> Power {
+    pub fn start(nodes: u16, service: Option<Service>) -> Power {
         let dev = std::fs::OpenOptions::new().read(true).open("/dev/hvsim").ok();
         let power = Power { nodes, service, unmounted: vec![Vec::new(); usize::from(nodes)], dev };
         for node in 0..nodes {
@@ -113,9 +122,13 @@ impl Power {
     }
 
     fn start_service(&self, node: u16) {
-        let Some(cmd) = &self.service else { return };
         let mut c = std::process::Command::new("/bin/hvsim-node");
-        c.arg(node.to_string()).args(["sh", "-c", cmd]);
+        c.arg(node.to_string());
+        match &self.service {
+            None => return,
+            Some(Service::Shell(cmd)) => c.args(["sh", "-c", cmd]),
+            Some(Service::Container) => c.args(["/init", "container", &node.to_string()]),
+        };
         // Reaped with every other orphan by init's loop.
         if let Err(e) = sys::spawn(&mut c) {
             eprintln!("hvsim-init: node {node}: cannot start its service: {e}");

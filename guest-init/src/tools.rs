@@ -1,5 +1,7 @@
 //! Tools reached from a guest shell: `hvsim-node I CMD...` (a link to
-//! /init) runs a command on a node; `/init rdtsc N` is a test tool.
+//! /init) runs a command on a node; `/init container I` supervises node
+//! I's container and `/init compose-wait` waits for them all (see
+//! `container.rs`); `/init rdtsc N` is a test tool.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -10,8 +12,12 @@ use crate::nodes;
 pub fn main(args: Vec<String>) -> ExitCode {
     match args.first().map(String::as_str) {
         Some("rdtsc") => rdtsc(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5)),
+        Some("container") => crate::container::supervise(&args[1..]),
+        Some("compose-wait") => crate::container::wait_all(),
         _ => {
-            eprintln!("usage: /init rdtsc [N]   (as PID 1: hvsim's init; as hvsim-node: run on a node)");
+            eprintln!(
+                "usage: /init rdtsc [N] | container NODE | compose-wait   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
+            );
             ExitCode::from(2)
         }
     }

@@ -14,7 +14,8 @@ use crate::linux_args::LinuxArgs;
 use crate::util;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").args(["guest", "linux"])))]
+#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image"])))]
+#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image"])))]
 pub struct Args {
     /// Built-in raw guest to explore (default: `demo`, which hides a bug
     /// behind three 1-in-10 random choices).
@@ -61,7 +62,7 @@ fn vtime(d: Duration) -> Vtime {
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
-    let (target, start) = if args.linux {
+    let (target, start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
         (Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }, StartOptions::default())

@@ -3,6 +3,7 @@ pub mod cache;
 pub mod diff_log;
 pub mod doctor;
 pub mod explore;
+pub mod image;
 pub mod kernel;
 pub mod replay;
 pub mod run;

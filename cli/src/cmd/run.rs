@@ -15,7 +15,8 @@ use crate::session::{Output, Session};
 use crate::util;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "list_guests"]).required(true)))]
+#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "list_guests"]).required(true)))]
+#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image"])))]
 pub struct Args {
     /// Built-in raw guest to run (see --list-guests).
     #[arg(long)]
@@ -56,7 +57,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     // Bad input is reported before anything slow (kernel build, boot).
     let watchdog = args.out.watchdog.map(|w| w.0);
-    let (target, start) = if args.linux {
+    let (target, start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(args.verbose_boot)?, args.linux_args.start_options(watchdog))
     } else {
         let guest = args.guest.clone().expect("clap requires a target");

@@ -40,6 +40,8 @@ pub struct LinuxWork {
     pub node_command: Option<String>,
     /// Host files to put into the guest (executable).
     pub files: Vec<GuestFile>,
+    /// Files made for the run (path, mode, contents): containers' descriptions.
+    pub extra_files: Vec<(String, u32, Vec<u8>)>,
 }
 
 impl LinuxWork {
@@ -53,6 +55,7 @@ impl LinuxWork {
             let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
             files.push((f.guest.clone(), 0o755, bytes));
         }
+        files.extend(self.extra_files.iter().cloned());
         let mut out = Vec::with_capacity(files.iter().map(|f| f.0.len() + f.2.len() + 16).sum::<usize>() + 8);
         let mut sink = |b: &[u8]| out.extend_from_slice(b);
         hvsim_abi::inbox::encode_header(&mut sink);
@@ -217,6 +220,7 @@ mod tests {
             command: "echo 'a b'".into(),
             node_command: Some("serve".into()),
             files: vec![GuestFile { host: tool, guest: "/bin/tool".into() }],
+            extra_files: vec![("/etc/hvsim/containers/0".into(), 0o644, b"spec".to_vec())],
         };
         let inbox = work.inbox().unwrap();
         let files: Vec<_> = hvsim_abi::inbox::files(&inbox).unwrap().map(|f| f.unwrap()).collect();
@@ -227,6 +231,7 @@ mod tests {
                 (hvsim_abi::linux::COMMAND, 0o644, &b"echo 'a b'"[..]),
                 (hvsim_abi::linux::NODE_COMMAND, 0o644, b"serve"),
                 ("/bin/tool", 0o755, b"\x7fELF..."),
+                ("/etc/hvsim/containers/0", 0o644, b"spec"),
             ]
         );
         let missing = LinuxWork { files: vec![GuestFile { host: "/nonexistent".into(), guest: "/x".into() }], ..work };

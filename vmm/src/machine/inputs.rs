@@ -30,6 +30,9 @@ pub struct RunInputs {
     pub faults: FaultPlan,
     /// The read-only image under every node's disk.
     pub disk_base: Option<Base>,
+    /// Each node's image disk's contents (by node; a machine with
+    /// `VirtioSpec::image_bytes`).
+    pub images: Vec<Option<Base>>,
 }
 
 impl Machine {
@@ -41,7 +44,7 @@ impl Machine {
         self.complete_pending_io()?;
         let fingerprint = run_fingerprint(&inputs);
         let devices = &mut self.state.devices;
-        devices.virtio.begin_run(&inputs.faults, inputs.disk_base).map_err(Error::Config)?;
+        devices.virtio.begin_run(&inputs.faults, inputs.disk_base, &inputs.images).map_err(Error::Config)?;
         devices.hc.set_inbox(inputs.inbox);
         self.scratch.clear();
         self.scratch.extend_from_slice(&fingerprint);
@@ -83,6 +86,12 @@ fn run_fingerprint(inputs: &RunInputs) -> Vec<u8> {
     h.update(&inputs.inbox);
     if let Some(b) = &inputs.disk_base {
         h.update(b.sha256.as_bytes());
+    }
+    for (node, image) in inputs.images.iter().enumerate() {
+        if let Some(b) = image {
+            h.update((node as u64).to_le_bytes());
+            h.update(b.sha256.as_bytes());
+        }
     }
     h.finalize().to_vec()
 }

@@ -1,5 +1,5 @@
 //! virtio-blk: a node's disk (see `disk.rs` for the overlay, the write
-//! cache and the faults).
+//! cache and the faults), or a node's read-only image disk.
 //!
 //! A request does its I/O against the disk when the driver submits it, and
 //! completes (used ring, interrupt) when the disk's latency has passed on
@@ -20,6 +20,8 @@ use crate::memory::GuestRam;
 pub const DEVICE_ID: u32 = 2;
 /// VIRTIO_BLK_F_SEG_MAX | VIRTIO_BLK_F_FLUSH.
 pub const FEATURES: u64 = (1 << 2) | (1 << 9);
+/// VIRTIO_BLK_F_RO: image disks are read-only.
+const F_RO: u64 = 1 << 5;
 /// Segments per request the driver may use (config `seg_max`).
 const SEG_MAX: u32 = 126;
 /// The largest request accepted (beyond what `seg_max` lets Linux send).
@@ -48,10 +50,24 @@ struct Stats {
     refused_node_down: u64,
 }
 
+/// What a disk is to its node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// The node's own disk: writable, with the plan's faults and the
+    /// node's power.
+    #[default]
+    Node,
+    /// The node's image (a container image's root file system): read-only,
+    /// no faults; it holds what the run brought, whatever happens to the node.
+    Image,
+}
+
 #[serde_with::serde_as]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Blk {
     pub disk: Disk,
+    #[serde(default)]
+    pub role: Role,
     /// Requests done but not yet returned: (due, sequence) -> (head, used length).
     #[serde_as(as = "Vec<(_, _)>")]
     pending: BTreeMap<(u64, u64), (u16, u32)>,
@@ -63,8 +79,15 @@ pub struct Blk {
 }
 
 impl Blk {
-    pub fn new(disk: Disk) -> Blk {
-        Blk { disk, pending: BTreeMap::new(), seq: 0, stats: Stats::default(), down: false }
+    pub fn new(disk: Disk, role: Role) -> Blk {
+        Blk { disk, role, pending: BTreeMap::new(), seq: 0, stats: Stats::default(), down: false }
+    }
+
+    pub fn features(&self) -> u64 {
+        match self.role {
+            Role::Node => FEATURES,
+            Role::Image => FEATURES | F_RO,
+        }
     }
 
     /// The node loses power (the disk loses or tears its unflushed writes,
@@ -171,6 +194,7 @@ impl Blk {
                     (Outcome::Error, _) => (S_IOERR, 0),
                 }
             }
+            T_OUT if self.role == Role::Image => (S_IOERR, 0),
             T_OUT if in_range(payload.len() as u64) => {
                 self.stats.writes += 1;
                 match self.disk.write(sector, payload) {
@@ -187,7 +211,11 @@ impl Blk {
                 }
             }
             T_GET_ID => {
-                let mut id = format!("hvsim-node{}", self.disk.node).into_bytes();
+                let kind = match self.role {
+                    Role::Node => "node",
+                    Role::Image => "image",
+                };
+                let mut id = format!("hvsim-{kind}{}", self.disk.node).into_bytes();
                 id.resize(ID_BYTES.min(room as usize), 0);
                 chain.write_at(ram, 0, &id)?;
                 (S_OK, id.len() as u64)
@@ -236,11 +264,16 @@ mod tests {
 
     impl Rig {
         fn new(plan: &str) -> Rig {
+            Rig::with_role(plan, Role::Node)
+        }
+
+        fn with_role(plan: &str, role: Role) -> Rig {
             let faults = FaultPlan::parse(plan, 1, 1).unwrap().disk;
-            let mut mmio = Mmio::new(DEVICE_ID, FEATURES, 1);
+            let blk = Blk::new(Disk::new(0, 1 << 20, None, faults, 1), role);
+            let mut mmio = Mmio::new(DEVICE_ID, blk.features(), 1);
             driver_ok(&mut mmio, 0, 1);
             Rig {
-                blk: Blk::new(Disk::new(0, 1 << 20, None, faults, 1)),
+                blk,
                 mmio,
                 ram: GuestRam::new(8 << 20).unwrap(),
                 ring: Ring::new(0, 0),
@@ -295,6 +328,22 @@ mod tests {
         let used = r.ring.used(&r.ram);
         assert_eq!(used.iter().map(|u| u.1).collect::<Vec<_>>(), [1, 1, 1025, 21]);
         assert_eq!(r.mmio.interrupt_status, 1);
+    }
+
+    #[test]
+    fn image_disks_are_read_only_and_say_so() {
+        let mut r = Rig::with_role("", Role::Image);
+        assert_ne!(r.blk.features() & F_RO, 0);
+        let base = crate::disk::Base { path: "img".into(), sha256: String::new(), bytes: vec![7u8; 4096].into() };
+        r.blk.disk.base = Some(base);
+        let (s, _) = r.submit(T_OUT, 0, Some(&[1; 512]), 0, 0);
+        assert_eq!(r.status(s), S_IOERR, "a write to an image");
+        let (s, head) = r.submit(T_IN, 0, None, 512, 0);
+        assert_eq!((r.status(s), r.data(head, 512)), (S_OK, vec![7u8; 512]), "the image is unchanged");
+        let (s, head) = r.submit(T_GET_ID, 0, None, 20, 0);
+        assert_eq!(r.status(s), S_OK);
+        assert_eq!(&r.data(head, 12), b"hvsim-image0");
+        assert!(r.mmio.broken.is_none());
     }
 
     #[test]

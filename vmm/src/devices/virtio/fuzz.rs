@@ -130,7 +130,7 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
-        let spec = VirtioSpec { nodes: u16::from(NODES), disk_bytes: 64 * 512, rng: true };
+        let spec = VirtioSpec { nodes: u16::from(NODES), disk_bytes: 64 * 512, image_bytes: 0, rng: true };
         let plan = FaultPlan::parse(PLAN, 7, u16::from(NODES)).expect("the fuzz plan parses");
         Bench { virtio: Virtio::new(&spec, &plan, 7).unwrap(), ram: GuestRam::new(RAM).unwrap(), now: Vtime(0) }
     }

@@ -1,5 +1,6 @@
-//! Virtio devices over MMIO: one NIC and one disk per node, and an entropy
-//! source, all served synchronously on the vCPU thread and completed on
+//! Virtio devices over MMIO: one NIC and one disk per node, optionally a
+//! read-only image disk per node (a container image's root file system),
+//! and an entropy source, all served synchronously on the vCPU thread and completed on
 //! the virtual clock.
 //!
 //! Layout: device `i` has the 4 KiB register window at
@@ -7,7 +8,8 @@
 //! shared once there are more devices than lines; Linux's virtio-mmio
 //! driver requests its interrupt shared). The guest learns the layout from
 //! the kernel command line ([`Virtio::cmdline`]). The order is fixed: every
-//! node's NIC, then every node's disk, then the entropy source.
+//! node's NIC, then every node's disk, then every node's image disk, then
+//! the entropy source.
 //!
 //! Whatever the guest puts in a queue is untrusted: a malformed ring or
 //! descriptor chain marks that one device broken (see [`mmio::Mmio::fail`])
@@ -29,10 +31,10 @@ use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
 use crate::disk::{Base, Disk};
-use crate::faults::{Crash, FaultPlan, FaultReport, Landed};
+use crate::faults::{Crash, DiskFaults, FaultPlan, FaultReport, Landed};
 use crate::memory::GuestRam;
 use crate::switch::Switch;
-use blk::Blk;
+use blk::{Blk, Role};
 use mmio::{Mmio, Request, WINDOW};
 use net::Net;
 use rng::Rng;
@@ -53,13 +55,19 @@ pub struct VirtioSpec {
     pub nodes: u16,
     /// Each node's disk size in bytes (a multiple of 512).
     pub disk_bytes: u64,
+    /// Each node's read-only image disk, in bytes (a multiple of 512); none
+    /// if 0. What it holds comes with each run (`RunInputs::images`), so
+    /// its size is fixed here: the guest reads it when it boots.
+    #[serde(default)]
+    pub image_bytes: u64,
     /// An entropy source (virtio-rng) fed from the run's seed.
     pub rng: bool,
 }
 
 impl VirtioSpec {
     pub fn devices(&self) -> usize {
-        2 * usize::from(self.nodes) + usize::from(self.rng)
+        let per_node = if self.image_bytes > 0 { 3 } else { 2 };
+        per_node * usize::from(self.nodes) + usize::from(self.rng)
     }
 
     pub fn check(&self) -> Result<(), String> {
@@ -68,6 +76,9 @@ impl VirtioSpec {
         }
         if self.nodes > 0 && (self.disk_bytes == 0 || self.disk_bytes % crate::disk::SECTOR as u64 != 0) {
             return Err(format!("disk size {} is not a positive multiple of 512 bytes", self.disk_bytes));
+        }
+        if self.image_bytes % crate::disk::SECTOR as u64 != 0 {
+            return Err(format!("image disk size {} is not a multiple of 512 bytes", self.image_bytes));
         }
         Ok(())
     }
@@ -160,7 +171,13 @@ impl Virtio {
         }
         for node in 0..spec.nodes {
             let disk = Disk::new(node, spec.disk_bytes, None, plan.disk.clone(), seed);
-            kinds.push((format!("blk{node}"), Kind::Blk(Blk::new(disk))));
+            kinds.push((format!("blk{node}"), Kind::Blk(Blk::new(disk, Role::Node))));
+        }
+        if spec.image_bytes > 0 {
+            for node in 0..spec.nodes {
+                let disk = Disk::new(node, spec.image_bytes, None, DiskFaults::default(), seed);
+                kinds.push((format!("img{node}"), Kind::Blk(Blk::new(disk, Role::Image))));
+            }
         }
         if spec.rng {
             kinds.push(("rng".to_owned(), Kind::Rng(Rng::new(seed))));
@@ -195,25 +212,36 @@ impl Virtio {
 
     /// Re-reads base images after a snapshot was deserialized (their bytes
     /// are not part of the snapshot, only their path and hash).
-    /// Gives a booted machine its run's faults and the base image under
-    /// every node's disk (see `Machine::begin_run`): the guest must not
-    /// have read the disks yet, or must drop what it cached of them.
-    pub fn begin_run(&mut self, plan: &FaultPlan, base: Option<Base>) -> Result<(), String> {
+    /// Gives a booted machine its run's faults, the base image under every
+    /// node's disk and each node's image (see `Machine::begin_run`): the
+    /// guest must not have read the disks yet, or must drop what it cached
+    /// of them.
+    pub fn begin_run(&mut self, plan: &FaultPlan, base: Option<Base>, images: &[Option<Base>]) -> Result<(), String> {
+        let image_disks = self.devices.iter().filter(|d| matches!(&d.kind, Kind::Blk(b) if b.role == Role::Image)).count();
+        if images.len() > image_disks {
+            return Err(format!("{} node images for a machine with {image_disks} image disks", images.len()));
+        }
         for d in &mut self.devices {
-            if let Kind::Blk(b) = &mut d.kind {
-                if let Some(base) = &base {
-                    if base.bytes.len() as u64 > b.disk.capacity {
-                        return Err(format!(
-                            "base image {} ({} bytes) is larger than the disk ({} bytes)",
-                            base.path,
-                            base.bytes.len(),
-                            b.disk.capacity
-                        ));
-                    }
+            let Kind::Blk(b) = &mut d.kind else { continue };
+            let base = match b.role {
+                Role::Node => {
+                    b.disk.set_faults(plan.disk.clone());
+                    base.clone()
                 }
-                b.disk.base = base.clone();
-                b.disk.set_faults(plan.disk.clone());
+                Role::Image => images.get(usize::from(b.disk.node)).cloned().flatten(),
+            };
+            if let Some(base) = &base {
+                if base.bytes.len() as u64 > b.disk.capacity {
+                    return Err(format!(
+                        "{} ({} bytes) is larger than the disk {} ({} bytes)",
+                        base.path,
+                        base.bytes.len(),
+                        d.name,
+                        b.disk.capacity
+                    ));
+                }
             }
+            b.disk.base = base;
         }
         self.switch.set_faults(plan.network.clone());
         self.power = power_schedule(&plan.crashes);
@@ -396,7 +424,7 @@ impl Kind {
     fn transport(&self) -> Mmio {
         match self {
             Kind::Net(_) => Mmio::new(net::DEVICE_ID, net::FEATURES, 2),
-            Kind::Blk(_) => Mmio::new(blk::DEVICE_ID, blk::FEATURES, 1),
+            Kind::Blk(b) => Mmio::new(blk::DEVICE_ID, b.features(), 1),
             Kind::Rng(_) => Mmio::new(rng::DEVICE_ID, 0, 1),
         }
     }
@@ -670,7 +698,7 @@ mod tests {
     use super::*;
 
     fn machine(nodes: u16) -> (Virtio, GuestRam) {
-        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, rng: true };
+        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, image_bytes: 0, rng: true };
         (Virtio::new(&spec, &FaultPlan::default(), 1).unwrap(), GuestRam::new(4 << 20).unwrap())
     }
 
@@ -727,7 +755,7 @@ mod tests {
     fn breaking_a_disk_with_a_request_in_flight_leaves_nothing_due() {
         // Regression: the completion stayed due forever, and a halted guest
         // waiting for it hung the VMM.
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
         let plan = FaultPlan::parse("[disk]\nlatency = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
@@ -742,7 +770,7 @@ mod tests {
 
     #[test]
     fn a_crash_cuts_power_until_the_restart_and_tells_the_guest() {
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
         let plan = FaultPlan::parse("[[crash]]\nnode = 0\nat = \"1ms\"\nrestart = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let read = |v: &mut Virtio, now: u64| {

@@ -1,0 +1,301 @@
+//! A container to run on a node: resolved on the host from an image's
+//! config and the user's overrides (a compose service, `--image`) the way
+//! Docker resolves them, pinned to the image's id, and handed to the
+//! guest's init (`hvsim_abi::container`; init's side is
+//! guest-init/src/container.rs).
+
+use std::path::{Path, PathBuf};
+
+use hvsim_abi::container::{key, SEP};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, io, ImageError, Result};
+use crate::oci::store::Store;
+use crate::oci::Digest;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    #[default]
+    No,
+    Always,
+    OnFailure,
+    UnlessStopped,
+}
+
+impl Restart {
+    pub fn parse(s: &str) -> std::result::Result<Restart, String> {
+        // `on-failure:N` (a retry limit) is accepted; the limit is not kept.
+        match s.split(':').next().unwrap_or(s) {
+            "no" | "\"no\"" => Ok(Restart::No),
+            "always" => Ok(Restart::Always),
+            "on-failure" => Ok(Restart::OnFailure),
+            "unless-stopped" => Ok(Restart::UnlessStopped),
+            _ => Err(format!("restart policy {s:?} (no, always, on-failure or unless-stopped)")),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Restart::No => "no",
+            Restart::Always => "always",
+            Restart::OnFailure => "on-failure",
+            Restart::UnlessStopped => "unless-stopped",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    ServiceStarted,
+    ServiceHealthy,
+    ServiceCompletedSuccessfully,
+}
+
+impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::ServiceStarted => "service_started",
+            Condition::ServiceHealthy => "service_healthy",
+            Condition::ServiceCompletedSuccessfully => "service_completed_successfully",
+        }
+    }
+}
+
+/// What is mounted into the container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mount {
+    /// A named volume: a directory on the node's disk, surviving restarts
+    /// and crashes as the disk does.
+    Volume { name: String, target: String, read_only: bool },
+    /// A host file or directory, copied in (read-only unless said), its
+    /// contents pinned by hash.
+    Bind { host: PathBuf, sha256: String, target: String, read_only: bool },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    pub args: Vec<String>,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub start_period_ms: u64,
+    pub retries: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Container {
+    /// The node's name (the service, or `service-N` for replicas).
+    pub name: String,
+    /// The image as the user named it, and the image it resolved to.
+    pub image: String,
+    pub image_id: Digest,
+    pub hostname: String,
+    /// Entrypoint and command, resolved.
+    pub args: Vec<String>,
+    /// The image's environment with the user's merged over it.
+    pub env: Vec<String>,
+    pub workdir: String,
+    /// As the image or the user says (`name`, `uid:gid`...): resolved in
+    /// the container's /etc/passwd by init.
+    pub user: String,
+    pub restart: Restart,
+    pub init: bool,
+    pub mounts: Vec<Mount>,
+    /// Nodes this one waits for, and for what.
+    pub depends: Vec<(u16, Condition)>,
+    pub health: Option<HealthCheck>,
+}
+
+/// What the user says over the image's config (`None`: the image's).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub entrypoint: Option<Vec<String>>,
+    pub command: Option<Vec<String>>,
+    /// `NAME=VALUE`, or `NAME` alone: the host's value, if it has one.
+    pub environment: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub hostname: Option<String>,
+    pub restart: Restart,
+    pub init: bool,
+    pub mounts: Vec<Mount>,
+    pub depends: Vec<(u16, Condition)>,
+    pub health: Option<HealthCheck>,
+}
+
+impl Container {
+    /// The container `name` runs: `image` (from the store) with `o` over
+    /// its config, as `docker run` would.
+    pub fn resolve(store: &Store, name: &str, image: &str, o: Overrides) -> Result<Container> {
+        let record = store.resolve(image)?;
+        let config = store.config(&record)?;
+        let c = config.config().clone().unwrap_or_default();
+        // Docker: a new entrypoint drops the image's command too.
+        let entrypoint = o.entrypoint.clone().unwrap_or_else(|| c.entrypoint().clone().unwrap_or_default());
+        let command = match (&o.command, &o.entrypoint) {
+            (Some(cmd), _) => cmd.clone(),
+            (None, Some(_)) => Vec::new(),
+            (None, None) => c.cmd().clone().unwrap_or_default(),
+        };
+        let args: Vec<String> = entrypoint.into_iter().chain(command).collect();
+        if args.is_empty() {
+            return Err(invalid(
+                format!("service {name}"),
+                format!("no command: image {image} has no Entrypoint or Cmd, and none is given"),
+            ));
+        }
+        let mut env: Vec<String> = c.env().clone().unwrap_or_default();
+        for e in &o.environment {
+            let (k, v) = match e.split_once('=') {
+                Some((k, v)) => (k.to_owned(), v.to_owned()),
+                // Compose: a bare name takes the host's value, if any.
+                None => match std::env::var(e) {
+                    Ok(v) => (e.clone(), v),
+                    Err(_) => continue,
+                },
+            };
+            env.retain(|x| x.split_once('=').map_or(x.as_str(), |p| p.0) != k);
+            env.push(format!("{k}={v}"));
+        }
+        let workdir = o.working_dir.clone().or_else(|| c.working_dir().clone()).filter(|w| !w.is_empty());
+        let workdir = workdir.unwrap_or_else(|| "/".into());
+        if !workdir.starts_with('/') {
+            return Err(invalid(format!("service {name}"), format!("working directory {workdir:?} is not absolute")));
+        }
+        for s in args.iter().chain(&env).chain([&workdir]) {
+            if s.contains('\0') {
+                return Err(invalid(format!("service {name}"), format!("{s:?} holds a NUL byte")));
+            }
+        }
+        Ok(Container {
+            name: name.to_owned(),
+            image: image.to_owned(),
+            image_id: record.id,
+            hostname: o.hostname.clone().unwrap_or_else(|| name.to_owned()),
+            args,
+            env,
+            workdir,
+            user: o.user.clone().or_else(|| c.user().clone()).unwrap_or_default(),
+            restart: o.restart,
+            init: o.init,
+            mounts: o.mounts,
+            depends: o.depends,
+            health: o.health,
+        })
+    }
+
+    /// The files init needs for this container on `node`: its description
+    /// and the contents of its bind mounts. `hosts` is /etc/hosts.
+    pub fn inbox_files(&self, node: u16, hosts: &str) -> Result<Vec<(String, u32, Vec<u8>)>> {
+        let mut files = Vec::new();
+        let mut spec = Vec::new();
+        let mut field = |k: &str, v: &str| {
+            debug_assert!(!k.contains('\0') && !v.contains('\0'));
+            spec.extend_from_slice(k.as_bytes());
+            spec.push(0);
+            spec.extend_from_slice(v.as_bytes());
+            spec.push(0);
+        };
+        field(key::NAME, &self.name);
+        field(key::HOSTNAME, &self.hostname);
+        for a in &self.args {
+            field(key::ARG, a);
+        }
+        for e in &self.env {
+            field(key::ENV, e);
+        }
+        field(key::WORKDIR, &self.workdir);
+        field(key::USER, &self.user);
+        field(key::RESTART, self.restart.as_str());
+        field(key::INIT, if self.init { "1" } else { "0" });
+        for (i, m) in self.mounts.iter().enumerate() {
+            let (kind, source, target, ro) = match m {
+                Mount::Volume { name, target, read_only } => ("volume", name.clone(), target, *read_only),
+                Mount::Bind { host, sha256, target, read_only } => {
+                    let dest = format!("{}/{node}.binds/{i}", hvsim_abi::linux::CONTAINERS);
+                    let (got, bind_files) = bind_contents(host, &dest)?;
+                    if got != *sha256 {
+                        return Err(ImageError::Setup(format!(
+                            "bind mount source {} changed since it was recorded (its SHA-256 differs)",
+                            host.display()
+                        )));
+                    }
+                    files.extend(bind_files);
+                    ("file", dest, target, *read_only)
+                }
+            };
+            field(key::MOUNT, &format!("{kind}{SEP}{source}{SEP}{target}{SEP}{}", u8::from(ro)));
+        }
+        for (dep, cond) in &self.depends {
+            field(key::DEPENDS, &format!("{dep}{SEP}{}", cond.as_str()));
+        }
+        if let Some(h) = &self.health {
+            for a in &h.args {
+                field(key::HEALTH_ARG, a);
+            }
+            field(key::HEALTH_INTERVAL_MS, &h.interval_ms.to_string());
+            field(key::HEALTH_TIMEOUT_MS, &h.timeout_ms.to_string());
+            field(key::HEALTH_START_PERIOD_MS, &h.start_period_ms.to_string());
+            field(key::HEALTH_RETRIES, &h.retries.to_string());
+        }
+        field(key::HOSTS, hosts);
+        files.insert(0, (format!("{}/{node}", hvsim_abi::linux::CONTAINERS), 0o644, spec));
+        Ok(files)
+    }
+}
+
+/// /etc/hosts for containers named `names` (node `i` at 10.0.0.`i+1`):
+/// each name and hostname resolves to its node.
+pub fn hosts(containers: &[Container]) -> String {
+    let mut h = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    for (i, c) in containers.iter().enumerate() {
+        let names = if c.hostname == c.name { c.name.clone() } else { format!("{} {}", c.name, c.hostname) };
+        h.push_str(&format!("10.0.0.{}\t{names}\n", i + 1));
+    }
+    h
+}
+
+/// The SHA-256 of a bind mount's source (a file, or a directory's files
+/// with their relative paths and modes), and its files as inbox entries
+/// under `dest`.
+pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<(String, u32, Vec<u8>)>)> {
+    use sha2::{Digest as _, Sha256};
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = Vec::new();
+    let meta = std::fs::metadata(host).map_err(io("reading a bind mount's source", host))?;
+    if meta.is_dir() {
+        let mut stack = vec![(host.to_owned(), String::new())];
+        while let Some((dir, rel)) = stack.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&dir)
+                .map_err(io("reading a bind mount's source", &dir))?
+                .collect::<std::io::Result<_>>()
+                .map_err(io("reading a bind mount's source", &dir))?;
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+                let m = std::fs::metadata(e.path()).map_err(io("reading a bind mount's source", e.path()))?;
+                if m.is_dir() {
+                    stack.push((e.path(), r));
+                } else if m.is_file() {
+                    let data = std::fs::read(e.path()).map_err(io("reading a bind mount's source", e.path()))?;
+                    files.push((format!("{dest}/{r}"), m.permissions().mode() & 0o777, data));
+                }
+            }
+        }
+        files.sort();
+    } else {
+        let data = std::fs::read(host).map_err(io("reading a bind mount's source", host))?;
+        files.push((dest.to_owned(), meta.permissions().mode() & 0o777, data));
+    }
+    let mut h = Sha256::new();
+    for (path, mode, data) in &files {
+        h.update(path.strip_prefix(dest).unwrap_or(path).as_bytes());
+        h.update(mode.to_le_bytes());
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(data);
+    }
+    Ok((hex::encode(h.finalize()), files))
+}
