@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use hvsim_guest_image::compose;
 use hvsim_guest_image::container::{Container, Overrides};
 use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::target::{file_hash, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
-use hvsim_vmm::faults::FaultPlan;
 
 use crate::util;
 
@@ -31,8 +31,13 @@ pub struct LinuxArgs {
     /// Run a container image from the store (`hvsim image load`) as one
     /// node, with its own entrypoint and command (or --image-cmd); the run
     /// ends when the container exits, with its status.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["init_cmd", "nodes", "guest_file"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["init_cmd", "nodes", "guest_file", "node_cmd", "disk_image"])]
     pub image: Option<String>,
+    /// Run a docker-compose project: a node per service (and replica), each
+    /// running its image from the store; the run ends when every service
+    /// has exited (see docs/compose.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["image", "init_cmd", "nodes", "guest_file", "node_cmd", "disk_image"])]
+    pub compose: Option<PathBuf>,
     /// With --image: the command, replacing the image's Cmd as `docker run
     /// IMAGE CMD...` does (split into words as a shell would).
     #[arg(long, value_name = "CMD", requires = "image")]
@@ -58,7 +63,7 @@ pub struct LinuxArgs {
 impl LinuxArgs {
     /// Whether these options describe a Linux target without `--linux`.
     pub fn implies_linux(&self) -> bool {
-        self.image.is_some()
+        self.image.is_some() || self.compose.is_some()
     }
 
     /// The target these options describe (reads and hashes its files).
@@ -68,19 +73,32 @@ impl LinuxArgs {
             .iter()
             .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
             .collect::<hvsim_guest_image::Result<Vec<_>>>()?;
-        let system = match &self.image {
-            Some(image) => {
-                let store = Store::open()?;
-                let command = match &self.image_cmd {
-                    None => None,
-                    Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
-                };
-                let name = image_node_name(image);
-                let c = Container::resolve(&store, &name, image, Overrides { command, ..Overrides::default() })?;
-                System::with_containers(vec![c], self.nodes.disk_size as u64, self.nodes.fault_plan_text()?)?
+        let disk = self.nodes.disk_size as u64;
+        let system = if let Some(file) = &self.compose {
+            let (project, warnings) = compose::load(file)?;
+            for w in warnings {
+                eprintln!("hvsim: warning: {}: {w}", file.display());
             }
-            None => self.nodes.system()?,
+            System::with_containers(project.containers(&Store::open()?)?, disk, self.nodes.fault_plan_text()?)?
+        } else if let Some(image) = &self.image {
+            let command = match &self.image_cmd {
+                None => None,
+                Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
+            };
+            let o = Overrides { command, ..Overrides::default() };
+            let c = Container::resolve(&Store::open()?, &image_node_name(image), image, o)?;
+            System::with_containers(vec![c], disk, self.nodes.fault_plan_text()?)?
+        } else {
+            self.nodes.system()?
         };
+        if let Some(path) = &self.nodes.fault_plan {
+            if system.nodes == 0 {
+                anyhow::bail!("--fault-plan {}: a fault plan needs nodes (--nodes, --image or --compose)", path.display());
+            }
+            // Checked now against the nodes (and their names), for an error
+            // that names the file.
+            system.faults(0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
         let mem = self.mem.unwrap_or(DEFAULT_MEM + CONTAINER_MEM * system.containers.len());
         let command = self.init_cmd.clone().unwrap_or_else(|| "true".into());
         Ok(Target::Linux { command, mem, files, system, verbose_boot })
@@ -99,8 +117,9 @@ pub struct NodeArgs {
     #[arg(long, default_value_t = 0, requires = "linux",
           value_parser = clap::value_parser!(u16).range(0..=i64::from(MAX_NODES)))]
     pub nodes: u16,
-    /// With --nodes: the fault plan to inject (TOML; see examples/faults/).
-    #[arg(long, value_name = "FILE", requires = "nodes")]
+    /// With --nodes or containers: the fault plan to inject (TOML; see
+    /// examples/faults/). Compose projects may name services for nodes.
+    #[arg(long, value_name = "FILE")]
     pub fault_plan: Option<PathBuf>,
     /// With --nodes or containers: each node's disk size.
     #[arg(long, default_value = "64M", value_parser = util::parse_size)]
@@ -117,12 +136,10 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
-    /// The fault plan's text, checked against `--nodes` (for an error that
-    /// names the file now, not at the run's start).
+    /// The fault plan's text.
     fn fault_plan_text(&self) -> Result<Option<String>> {
         let Some(path) = &self.fault_plan else { return Ok(None) };
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
-        FaultPlan::parse(&text, 0, self.nodes.max(1)).map_err(|e| anyhow::anyhow!("fault plan {}: {e}", path.display()))?;
         Ok(Some(text))
     }
 

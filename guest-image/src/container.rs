@@ -92,6 +92,10 @@ pub struct Container {
     pub image: String,
     pub image_id: Digest,
     pub hostname: String,
+    /// More names that resolve to this node (a replicated service's name
+    /// resolves to its first replica).
+    #[serde(default)]
+    pub aliases: Vec<String>,
     /// Entrypoint and command, resolved.
     pub args: Vec<String>,
     /// The image's environment with the user's merged over it.
@@ -174,6 +178,7 @@ impl Container {
             image: image.to_owned(),
             image_id: record.id,
             hostname: o.hostname.clone().unwrap_or_else(|| name.to_owned()),
+            aliases: Vec::new(),
             args,
             env,
             workdir,
@@ -246,13 +251,18 @@ impl Container {
     }
 }
 
-/// /etc/hosts for containers named `names` (node `i` at 10.0.0.`i+1`):
-/// each name and hostname resolves to its node.
+/// /etc/hosts for `containers` (node `i` at 10.0.0.`i+1`): each name,
+/// hostname and alias resolves to its node.
 pub fn hosts(containers: &[Container]) -> String {
     let mut h = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for (i, c) in containers.iter().enumerate() {
-        let names = if c.hostname == c.name { c.name.clone() } else { format!("{} {}", c.name, c.hostname) };
-        h.push_str(&format!("10.0.0.{}\t{names}\n", i + 1));
+        let mut names = vec![c.name.as_str()];
+        for n in std::iter::once(&c.hostname).chain(&c.aliases) {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+        h.push_str(&format!("10.0.0.{}\t{}\n", i + 1, names.join(" ")));
     }
     h
 }

@@ -10,6 +10,7 @@
 //! - `target`: what a run runs, and the one place that starts it.
 
 pub mod cache;
+pub mod compose;
 pub mod container;
 pub mod error;
 pub mod host;

@@ -134,7 +134,11 @@ impl System {
     pub fn faults(&self, seed: u64) -> Result<FaultPlan> {
         match &self.fault_plan {
             None => Ok(FaultPlan::default()),
-            Some(text) => FaultPlan::parse(text, seed, self.nodes).map_err(|e| ImageError::Setup(format!("fault plan: {e}"))),
+            Some(text) => {
+                let names: Vec<String> = self.containers.iter().map(|c| c.name.clone()).collect();
+                FaultPlan::parse_named(text, seed, self.nodes, &names)
+                    .map_err(|e| ImageError::Setup(format!("fault plan: {e}")))
+            }
         }
     }
 

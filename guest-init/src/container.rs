@@ -495,6 +495,12 @@ impl HealthState {
                 }
             } else if elapsed >= self.health.start_period {
                 self.failures += 1;
+                // Said once, and again when the failures would make a
+                // healthy service unhealthy: why a dependency waits.
+                if self.failures == 1 || self.failures % self.health.retries.max(1) == 0 {
+                    let why = if timed_out { "timed out".to_owned() } else { format!("status {}", status_code(status)) };
+                    println!("hvsim-init: service {}: health check failed ({why}; {} in a row)", spec.name, self.failures);
+                }
                 if self.failures >= self.health.retries.max(1) && self.healthy {
                     self.healthy = false;
                     println!("hvsim-init: service {} is unhealthy", spec.name);
@@ -533,6 +539,9 @@ impl HealthState {
 fn health_check(container: libc::pid_t, spec: &Spec, args: &[String]) -> io::Result<libc::pid_t> {
     let mnt = File::open(format!("/proc/{container}/ns/mnt"))?;
     let ipc = File::open(format!("/proc/{container}/ns/ipc"))?;
+    // The namespace's root is not the container's (that is a chroot under
+    // it, see `build_root`): the container's is entered through its process.
+    let root = File::open(format!("/proc/{container}/root"))?;
     // SAFETY: the supervisor is single-threaded; the child only execs.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -542,20 +551,27 @@ fn health_check(container: libc::pid_t, spec: &Spec, args: &[String]) -> io::Res
         return Ok(pid);
     }
     let r = (|| -> io::Result<()> {
-        nodes::setns(&ipc, libc::CLONE_NEWIPC)?;
-        nodes::setns(&mnt, libc::CLONE_NEWNS)?;
+        nodes::setns(&ipc, libc::CLONE_NEWIPC).map_err(ctx("joining its IPC namespace"))?;
+        nodes::setns(&mnt, libc::CLONE_NEWNS).map_err(ctx("joining its mount namespace"))?;
+        // SAFETY: fchdir to a directory we hold open.
+        if unsafe { libc::fchdir(root.as_raw_fd()) } != 0 {
+            return Err(ctx("entering its root")(io::Error::last_os_error()));
+        }
+        chroot(".")?;
+        let env = container_env(spec, &become_user(&spec.user)?);
+        std::env::set_current_dir(&spec.workdir).or_else(|_| std::env::set_current_dir("/"))?;
+        // Its output is not the service's: only its status counts.
         let null = File::options().read(true).write(true).open("/dev/null")?;
         // SAFETY: redirecting this process's standard descriptors.
         unsafe {
             libc::dup2(null.as_raw_fd(), 0);
             libc::dup2(null.as_raw_fd(), 1);
-            libc::dup2(null.as_raw_fd(), 2);
         }
-        let env = container_env(spec, &become_user(&spec.user)?);
-        std::env::set_current_dir(&spec.workdir).or_else(|_| std::env::set_current_dir("/"))?;
         Err(exec(args, &env))
     })();
-    drop(r);
+    if let Err(e) = r {
+        eprintln!("hvsim-init: service {}: health check: {e}", spec.name);
+    }
     // SAFETY: the child ends here if it could not exec.
     unsafe { libc::_exit(127) }
 }

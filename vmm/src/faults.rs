@@ -51,8 +51,8 @@ struct NetFile {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LinkFile {
-    from: Vec<u16>,
-    to: Vec<u16>,
+    from: Vec<NodeRef>,
+    to: Vec<NodeRef>,
     latency: Option<Dur>,
     jitter: Option<Dur>,
 }
@@ -78,9 +78,9 @@ struct BurstFile {
 struct PartitionFile {
     start: Dur,
     heal: Dur,
-    groups: Option<Vec<Vec<u16>>>,
-    from: Option<Vec<u16>>,
-    to: Option<Vec<u16>>,
+    groups: Option<Vec<Vec<NodeRef>>>,
+    from: Option<Vec<NodeRef>>,
+    to: Option<Vec<NodeRef>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -100,11 +100,66 @@ struct DiskFile {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CrashFile {
-    node: u16,
+    node: NodeRef,
     at: Dur,
     #[serde(default)]
     torn: bool,
     restart: Option<Dur>,
+}
+
+/// A node in a plan file: its number, or its name (a compose service).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum NodeRef {
+    Index(u64),
+    Name(String),
+}
+
+impl<'de> Deserialize<'de> for NodeRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NodeRef, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = NodeRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a node number or a service name")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<NodeRef, E> {
+                Ok(NodeRef::Index(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<NodeRef, E> {
+                u64::try_from(v).map(NodeRef::Index).map_err(|_| E::custom(format!("node {v} does not exist")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<NodeRef, E> {
+                Ok(NodeRef::Name(v.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Resolves node references against the run's nodes.
+struct Nodes<'a> {
+    count: u16,
+    names: &'a [String],
+}
+
+impl Nodes<'_> {
+    fn resolve(&self, r: &NodeRef, what: &str) -> Result<u16, String> {
+        match r {
+            NodeRef::Index(i) => u16::try_from(*i)
+                .ok()
+                .filter(|&i| i < self.count)
+                .ok_or_else(|| format!("{what}: node {i} does not exist (the run has {})", self.count)),
+            NodeRef::Name(n) => match self.names.iter().position(|x| x == n) {
+                Some(i) => Ok(i as u16),
+                None if self.names.is_empty() => Err(format!("{what}: node {n:?}: nodes have names only in compose projects")),
+                None => Err(format!("{what}: no node named {n:?} (the nodes are {})", self.names.join(", "))),
+            },
+        }
+    }
+
+    fn all(&self, refs: &[NodeRef], what: &str) -> Result<Vec<u16>, String> {
+        refs.iter().map(|r| self.resolve(r, what)).collect()
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -324,6 +379,15 @@ impl Resolver {
 impl FaultPlan {
     /// Parses a plan file's text and resolves its ranges with `seed`.
     pub fn parse(text: &str, seed: u64, nodes: u16) -> Result<FaultPlan, String> {
+        FaultPlan::parse_named(text, seed, nodes, &[])
+    }
+
+    /// [`FaultPlan::parse`] for a run whose nodes have names (a compose
+    /// project's services): the plan may name them instead of numbering
+    /// them.
+    pub fn parse_named(text: &str, seed: u64, nodes: u16, names: &[String]) -> Result<FaultPlan, String> {
+        assert!(names.is_empty() || names.len() == usize::from(nodes), "a name for every node, or none");
+        let nodes = Nodes { count: nodes, names };
         let file: PlanFile = toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             format!("line {line}: {}", e.message().trim_end())
@@ -339,28 +403,20 @@ impl FaultPlan {
                 return Err(format!("{what}: heal must come after start"));
             }
             let cut = match (&p.groups, &p.from, &p.to) {
-                (Some(g), None, None) if g.len() >= 2 => Cut::Groups(g.clone()),
-                (None, Some(from), Some(to)) => Cut::OneWay { from: from.clone(), to: to.clone() },
+                (Some(g), None, None) if g.len() >= 2 => {
+                    Cut::Groups(g.iter().map(|g| nodes.all(g, &what)).collect::<Result<_, _>>()?)
+                }
+                (None, Some(from), Some(to)) => Cut::OneWay { from: nodes.all(from, &what)?, to: nodes.all(to, &what)? },
                 _ => return Err(format!("{what}: give either `groups` (two or more) or `from` and `to`")),
             };
-            let named: Vec<u16> = match &cut {
-                Cut::Groups(g) => g.iter().flatten().copied().collect(),
-                Cut::OneWay { from, to } => from.iter().chain(to).copied().collect(),
-            };
-            if let Some(bad) = named.iter().find(|&&x| x >= nodes) {
-                return Err(format!("{what}: node {bad} does not exist (the run has {nodes})"));
-            }
             partitions.push(Partition { start_ns, heal_ns, cut });
         }
         let mut links = Vec::new();
         for (i, l) in n.link.iter().enumerate() {
             let what = format!("network.link[{i}]");
-            if let Some(bad) = l.from.iter().chain(&l.to).find(|&&x| x >= nodes) {
-                return Err(format!("{what}: node {bad} does not exist (the run has {nodes})"));
-            }
             links.push(LinkDelay {
-                from: l.from.clone(),
-                to: l.to.clone(),
+                from: nodes.all(&l.from, &what)?,
+                to: nodes.all(&l.to, &what)?,
                 latency_ns: r.dur(&l.latency, &what)?,
                 jitter_ns: r.dur(&l.jitter, &what)?,
             });
@@ -403,12 +459,10 @@ impl FaultPlan {
         let mut crashes = Vec::new();
         for (i, c) in file.crash.iter().enumerate() {
             let what = format!("crash[{i}]");
-            if c.node >= nodes {
-                return Err(format!("{what}: node {} does not exist (the run has {nodes})", c.node));
-            }
+            let node = nodes.resolve(&c.node, &what)?;
             let at_ns = r.dur(&Some(c.at.clone()), &what)?;
             let restart_ns = c.restart.as_ref().map(|d| r.dur(&Some(d.clone()), &what)).transpose()?;
-            crashes.push(Crash { node: c.node, at_ns, torn: c.torn, restart_ns });
+            crashes.push(Crash { node, at_ns, torn: c.torn, restart_ns });
         }
         crashes.sort_by_key(|c| (c.at_ns, c.node));
         // A node must be up to crash: each crash comes after the node's
@@ -578,6 +632,21 @@ mod tests {
             let e = FaultPlan::parse(text, 1, 2).unwrap_err();
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn nodes_can_be_named() {
+        let names = ["db1".to_owned(), "db2".to_owned(), "client".to_owned()];
+        let text = "[[network.partition]]\nstart = \"1s\"\nheal = \"2s\"\ngroups = [[\"db1\"], [\"db2\", 2]]\n\n[[crash]]\nnode = \"db2\"\nat = \"3s\"\n";
+        let p = FaultPlan::parse_named(text, 1, 3, &names).unwrap();
+        assert_eq!(p.network.partitions[0].cut, Cut::Groups(vec![vec![0], vec![1, 2]]));
+        assert_eq!(p.crashes[0].node, 1);
+        let e = FaultPlan::parse_named(&text.replace("\"db2\", 2", "\"db3\""), 1, 3, &names).unwrap_err();
+        assert!(e.contains("no node named \"db3\" (the nodes are db1, db2, client)"), "{e}");
+        let e = FaultPlan::parse(text, 1, 3).unwrap_err();
+        assert!(e.contains("nodes have names only in compose projects"), "{e}");
+        let e = FaultPlan::parse("[[crash]]\nnode = 1.5\nat = \"1s\"\n", 1, 3).unwrap_err();
+        assert!(e.contains("a node number or a service name"), "{e}");
     }
 
     #[test]

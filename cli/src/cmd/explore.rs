@@ -14,8 +14,8 @@ use crate::linux_args::LinuxArgs;
 use crate::util;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image"])))]
-#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image"])))]
+#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "compose"])))]
+#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
 pub struct Args {
     /// Built-in raw guest to explore (default: `demo`, which hides a bug
     /// behind three 1-in-10 random choices).

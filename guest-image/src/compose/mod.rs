@@ -1,0 +1,294 @@
+//! Compose projects: a docker-compose file (the subset of the Compose
+//! Specification real projects use, see docs/compose.md) turned into one
+//! container per node.
+//!
+//! - `parse`: the YAML, key by key, with warnings for what is ignored;
+//! - here: the project model, its checks (names, dependencies, cycles),
+//!   and the nodes it becomes (a node per service, or per replica).
+
+pub mod parse;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::container::{bind_contents, Condition, Container, HealthCheck, Mount, Overrides, Restart};
+use crate::error::{invalid, io, Result};
+use crate::oci::store::Store;
+
+/// A compose file's project.
+#[derive(Clone, Debug, Default)]
+pub struct Project {
+    pub name: Option<String>,
+    /// In the file's order: node numbers follow it.
+    pub services: Vec<Service>,
+    /// Top-level named volumes.
+    pub volumes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Service {
+    pub name: String,
+    pub image: String,
+    pub command: Option<Vec<String>>,
+    pub entrypoint: Option<Vec<String>>,
+    /// From `env_file`, then `environment` (which wins).
+    pub env_file: Vec<String>,
+    pub environment: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub hostname: Option<String>,
+    pub depends_on: Vec<(String, Condition)>,
+    pub healthcheck: Option<Healthcheck>,
+    pub volumes: Vec<Volume>,
+    pub restart: Restart,
+    pub init: bool,
+    pub replicas: u16,
+}
+
+#[derive(Clone, Debug, Default)]
+pub enum HealthTest {
+    #[default]
+    None,
+    Exec(Vec<String>),
+    Shell(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Healthcheck {
+    pub test: HealthTest,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub start_period_ms: u64,
+    pub retries: u32,
+}
+
+impl Default for Healthcheck {
+    /// Docker's defaults.
+    fn default() -> Healthcheck {
+        Healthcheck { test: HealthTest::None, interval_ms: 30_000, timeout_ms: 30_000, start_period_ms: 0, retries: 3 }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Volume {
+    Named { name: String, target: String, read_only: bool },
+    Bind { host: PathBuf, target: String, read_only: bool },
+}
+
+/// Reads and checks the compose file at `path`; returns the project and
+/// warnings about what hvsim ignores in it.
+pub fn load(path: &Path) -> Result<(Project, Vec<String>)> {
+    let text = std::fs::read_to_string(path).map_err(io("reading the compose file", path))?;
+    let (project, warnings) = parse::parse(&text, path).map_err(|why| invalid(path.display(), why))?;
+    project.check().map_err(|why| invalid(path.display(), why))?;
+    Ok((project, warnings))
+}
+
+impl Project {
+    /// Every dependency names a service, `service_healthy` ones have a
+    /// health check, and there is no cycle.
+    fn check(&self) -> std::result::Result<(), String> {
+        let by_name: BTreeMap<&str, &Service> = self.services.iter().map(|s| (s.name.as_str(), s)).collect();
+        if by_name.len() != self.services.len() {
+            return Err("two services have the same name".into());
+        }
+        let nodes: usize = self.services.iter().map(|s| usize::from(s.replicas)).sum();
+        if nodes > usize::from(hvsim_vmm::devices::virtio::MAX_NODES) {
+            return Err(format!("{nodes} nodes (services and replicas); hvsim supports at most {}", hvsim_vmm::devices::virtio::MAX_NODES));
+        }
+        for s in &self.services {
+            for (dep, cond) in &s.depends_on {
+                let Some(d) = by_name.get(dep.as_str()) else {
+                    return Err(format!("services.{}.depends_on: no service {dep:?}", s.name));
+                };
+                if *cond == Condition::ServiceHealthy && d.healthcheck.is_none() {
+                    return Err(format!(
+                        "services.{}.depends_on.{dep}: condition service_healthy, but {dep} has no healthcheck",
+                        s.name
+                    ));
+                }
+            }
+        }
+        // Depth-first search for a cycle.
+        fn visit<'a>(
+            s: &'a str,
+            by_name: &BTreeMap<&str, &'a Service>,
+            state: &mut BTreeMap<&'a str, bool>,
+            path: &mut Vec<&'a str>,
+        ) -> std::result::Result<(), String> {
+            match state.get(s) {
+                Some(true) => return Ok(()),
+                Some(false) => {
+                    path.push(s);
+                    return Err(format!("depends_on has a cycle: {}", path.join(" -> ")));
+                }
+                None => {}
+            }
+            state.insert(s, false);
+            path.push(s);
+            for (dep, _) in &by_name[s].depends_on {
+                visit(dep, by_name, state, path)?;
+            }
+            path.pop();
+            state.insert(s, true);
+            Ok(())
+        }
+        let mut state = BTreeMap::new();
+        for s in &self.services {
+            visit(&s.name, &by_name, &mut state, &mut Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// The node names, in node order: each service, or `service-N` for
+    /// each of its replicas.
+    pub fn node_names(&self) -> Vec<String> {
+        self.services.iter().flat_map(|s| replica_names(s)).collect()
+    }
+
+    /// One container per node, resolved against the image store.
+    pub fn containers(&self, store: &Store) -> Result<Vec<Container>> {
+        let names = self.node_names();
+        let nodes_of = |service: &str| -> Vec<u16> {
+            let s = self.services.iter().find(|s| s.name == service).expect("checked");
+            replica_names(s).iter().map(|n| names.iter().position(|x| x == n).expect("a node") as u16).collect()
+        };
+        let mut out = Vec::new();
+        for s in &self.services {
+            let depends: Vec<(u16, Condition)> =
+                s.depends_on.iter().flat_map(|(d, c)| nodes_of(d).into_iter().map(move |n| (n, *c))).collect();
+            let mut mounts = Vec::new();
+            for v in &s.volumes {
+                mounts.push(match v {
+                    Volume::Named { name, target, read_only } => {
+                        Mount::Volume { name: name.clone(), target: target.clone(), read_only: *read_only }
+                    }
+                    Volume::Bind { host, target, read_only } => {
+                        let (sha256, _) = bind_contents(host, "")?;
+                        Mount::Bind { host: host.clone(), sha256, target: target.clone(), read_only: *read_only }
+                    }
+                });
+            }
+            let health = s.healthcheck.as_ref().map(|h| HealthCheck {
+                args: match &h.test {
+                    HealthTest::Exec(a) => a.clone(),
+                    HealthTest::Shell(cmd) => vec!["/bin/sh".into(), "-c".into(), cmd.clone()],
+                    HealthTest::None => unreachable!("parse refuses a health check without a test"),
+                },
+                interval_ms: h.interval_ms,
+                timeout_ms: h.timeout_ms,
+                start_period_ms: h.start_period_ms,
+                retries: h.retries,
+            });
+            for node_name in replica_names(s) {
+                let o = Overrides {
+                    entrypoint: s.entrypoint.clone(),
+                    command: s.command.clone(),
+                    environment: s.env_file.iter().chain(&s.environment).cloned().collect(),
+                    working_dir: s.working_dir.clone(),
+                    user: s.user.clone(),
+                    hostname: if s.replicas > 1 { Some(node_name.clone()) } else { s.hostname.clone() },
+                    restart: s.restart,
+                    init: s.init,
+                    mounts: mounts.clone(),
+                    depends: depends.clone(),
+                    health: health.clone(),
+                };
+                let mut c = Container::resolve(store, &node_name, &s.image, o)?;
+                // The service's name resolves to its first replica.
+                if s.replicas > 1 && node_name.ends_with("-1") {
+                    c.aliases.push(s.name.clone());
+                }
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn replica_names(s: &Service) -> Vec<String> {
+    if s.replicas <= 1 {
+        vec![s.name.clone()]
+    } else {
+        (1..=s.replicas).map(|i| format!("{}-{i}", s.name)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(yaml: &str) -> std::result::Result<(Project, Vec<String>), String> {
+        let (p, w) = parse::parse(yaml, Path::new("/nonexistent/compose.yaml"))?;
+        p.check()?;
+        Ok((p, w))
+    }
+
+    #[test]
+    fn the_subset_real_projects_use() {
+        let (p, warnings) = project(
+            r#"
+services:
+  db:
+    image: redis:7
+    command: redis-server --appendonly yes
+    environment:
+      A: "1"
+      B:
+    healthcheck:
+      test: ["CMD", "redis-cli", "ping"]
+      interval: 1s
+      retries: 5
+    volumes:
+      - data:/data
+      - /tmp:/host-tmp:ro
+    restart: on-failure
+    ports: ["6379:6379"]
+  client:
+    image: redis:7
+    entrypoint: ["sh", "-c"]
+    command: ["echo hi"]
+    environment: ["C=3"]
+    depends_on:
+      db:
+        condition: service_healthy
+    deploy:
+      replicas: 2
+volumes:
+  data: {}
+"#,
+        )
+        .unwrap();
+        assert_eq!(p.node_names(), ["db", "client-1", "client-2"]);
+        let db = &p.services[0];
+        assert_eq!(db.command.as_deref().unwrap(), ["redis-server", "--appendonly", "yes"]);
+        assert_eq!(db.environment, ["A=1", "B"]);
+        let h = db.healthcheck.as_ref().unwrap();
+        assert_eq!((h.interval_ms, h.timeout_ms, h.retries), (1000, 30_000, 5));
+        assert!(matches!(&db.volumes[0], Volume::Named { name, target, read_only: false } if name == "data" && target == "/data"));
+        assert!(matches!(&db.volumes[1], Volume::Bind { read_only: true, .. }));
+        assert_eq!(db.restart, Restart::OnFailure);
+        assert_eq!(p.services[1].depends_on, [("db".to_owned(), Condition::ServiceHealthy)]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("line 17: services.db.ports: ignored"), "{warnings:?}");
+    }
+
+    #[test]
+    fn mistakes_are_one_line_errors_with_the_line() {
+        let cases = [
+            ("services:\n  a:\n    image: x\n   bad indent: 1\n", "line 4"),
+            ("services:\n  a:\n    image: x\n    depends_on: [b]\n", "services.a.depends_on: no service \"b\""),
+            ("services:\n  a:\n    image: x\n    healthcheck:\n      retries: many\n      test: [\"CMD\", \"true\"]\n", "line 5: services.a.healthcheck.retries: expected a number"),
+            ("services:\n  a:\n    build: .\n", "line 3: services.a.build: hvsim does not build images"),
+            ("services:\n  a:\n    image: x\n    depends_on: [b]\n  b:\n    image: x\n    depends_on: [a]\n", "cycle: a -> b -> a"),
+            ("services:\n  a:\n    image: x\n  b:\n    image: x\n    depends_on:\n      a: {condition: service_healthy}\n", "a has no healthcheck"),
+            ("services:\n  a:\n    command: x\n", "services.a: no `image`"),
+            ("version: '3'\n", "no `services`"),
+        ];
+        for (yaml, want) in cases {
+            let e = project(yaml).unwrap_err();
+            assert!(e.contains(want), "{yaml:?}: {e:?} should say {want:?}");
+            assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! Reading a compose file: YAML into the [`Project`] model, key by key, so
+//! that every key hvsim does not support gets a warning that names it and
+//! every malformed value an error that names its place (`services.db.
+//! healthcheck.retries`) and its line.
+
+use std::path::Path;
+
+use serde_yaml_ng::{Mapping, Value};
+
+use super::{HealthTest, Healthcheck, Project, Service, Volume};
+use crate::container::{Condition, Restart};
+
+/// Parses `text` (the compose file at `path`); returns the project and the
+/// warnings about what it ignores.
+pub fn parse(text: &str, path: &Path) -> Result<(Project, Vec<String>), String> {
+    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
+        Some(l) => format!("line {}: {}", l.line(), strip_location(&e.to_string())),
+        None => e.to_string(),
+    })?;
+    let mut p = Parser { text, warnings: Vec::new() };
+    let project = p.project(&doc, path.parent().unwrap_or(Path::new(".")))?;
+    Ok((project, p.warnings))
+}
+
+/// serde_yaml's messages end with "at line L column C"; the line is said
+/// first instead.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg.to_owned(),
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    warnings: Vec<String>,
+}
+
+type R<T> = Result<T, String>;
+
+impl Parser<'_> {
+    /// An error about the value at `path` (dotted), with the line of its
+    /// key when it can be found.
+    fn err(&self, path: &str, why: impl std::fmt::Display) -> String {
+        match self.line_of(path) {
+            Some(line) => format!("line {line}: {path}: {why}"),
+            None => format!("{path}: {why}"),
+        }
+    }
+
+    /// The line where the last key of `path` is, searching for each key in
+    /// turn below the previous one's line (good enough for block-style
+    /// YAML, which is what compose files are).
+    fn line_of(&self, path: &str) -> Option<usize> {
+        let lines: Vec<&str> = self.text.lines().collect();
+        let mut from = 0;
+        let mut found = None;
+        for key in path.split('.') {
+            let key = key.split('[').next().unwrap_or(key);
+            let i = (from..lines.len()).find(|&i| {
+                let t = lines[i].trim_start().trim_start_matches("- ");
+                t.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with(':'))
+                    || t.strip_prefix(&format!("\"{key}\"")).is_some_and(|r| r.trim_start().starts_with(':'))
+            })?;
+            found = Some(i + 1);
+            from = i + 1;
+        }
+        found
+    }
+
+    fn warn(&mut self, path: &str, why: &str) {
+        let w = match self.line_of(path) {
+            Some(line) => format!("line {line}: {path}: {why}"),
+            None => format!("{path}: {why}"),
+        };
+        self.warnings.push(w);
+    }
+
+    fn map<'v>(&self, v: &'v Value, path: &str) -> R<&'v Mapping> {
+        v.as_mapping().ok_or_else(|| self.err(path, "expected a mapping"))
+    }
+
+    fn string(&self, v: &Value, path: &str) -> R<String> {
+        match v {
+            Value::String(s) => Ok(s.clone()),
+            Value::Number(n) => Ok(n.to_string()),
+            Value::Bool(b) => Ok(b.to_string()),
+            _ => Err(self.err(path, "expected a string")),
+        }
+    }
+
+    /// A command: a list of words, or a string split as a shell would.
+    fn words(&self, v: &Value, path: &str) -> R<Vec<String>> {
+        match v {
+            Value::Sequence(items) => {
+                items.iter().enumerate().map(|(i, x)| self.string(x, &format!("{path}[{i}]"))).collect()
+            }
+            Value::Null => Ok(Vec::new()),
+            _ => {
+                let s = self.string(v, path)?;
+                shell_words::split(&s).map_err(|e| self.err(path, format!("cannot split {s:?}: {e}")))
+            }
+        }
+    }
+
+    fn strings(&self, v: &Value, path: &str) -> R<Vec<String>> {
+        match v {
+            Value::Sequence(items) => {
+                items.iter().enumerate().map(|(i, x)| self.string(x, &format!("{path}[{i}]"))).collect()
+            }
+            _ => Ok(vec![self.string(v, path)?]),
+        }
+    }
+
+    fn project(&mut self, doc: &Value, dir: &Path) -> R<Project> {
+        let top = self.map(doc, "(top level)")?;
+        let mut project = Project { name: None, services: Vec::new(), volumes: Vec::new() };
+        let mut services = None;
+        for (k, v) in top {
+            let k = self.string(k, "(top level)")?;
+            match k.as_str() {
+                "services" => services = Some(v),
+                "name" => project.name = Some(self.string(v, "name")?),
+                "version" => {} // obsolete, ignored by Compose too
+                "volumes" => {
+                    if let Value::Mapping(m) = v {
+                        for (name, _) in m {
+                            project.volumes.push(self.string(name, "volumes")?);
+                        }
+                    }
+                }
+                "networks" => self.warn("networks", "ignored: every service is on one network, hvsim's switch"),
+                other => self.warn(other, "not supported; ignored"),
+            }
+        }
+        let services = services.ok_or_else(|| "the file has no `services`".to_owned())?;
+        for (name, def) in self.map(services, "services")? {
+            let name = self.string(name, "services")?;
+            let path = format!("services.{name}");
+            if !valid_name(&name) {
+                return Err(self.err(&path, "a service name is letters, digits, `-`, `_` and `.`, starting with a letter or digit"));
+            }
+            let s = self.service(&name, def, &path, dir)?;
+            project.services.push(s);
+        }
+        if project.services.is_empty() {
+            return Err("`services` is empty".into());
+        }
+        Ok(project)
+    }
+
+    fn service(&mut self, name: &str, def: &Value, path: &str, dir: &Path) -> R<Service> {
+        let mut s = Service { name: name.to_owned(), replicas: 1, ..Service::default() };
+        let m = self.map(def, path)?;
+        for (k, v) in m {
+            let k = self.string(k, path)?;
+            let at = format!("{path}.{k}");
+            match k.as_str() {
+                "image" => s.image = self.string(v, &at)?,
+                "command" => s.command = Some(self.words(v, &at)?),
+                "entrypoint" => s.entrypoint = Some(self.words(v, &at)?),
+                "environment" => s.environment.extend(self.environment(v, &at)?),
+                "env_file" => {
+                    for (i, f) in self.env_files(v, &at)?.into_iter().enumerate() {
+                        let file = dir.join(&f.0);
+                        match std::fs::read_to_string(&file) {
+                            Ok(text) => s.env_file.extend(env_file(&text)),
+                            Err(e) if !f.1 && e.kind() == std::io::ErrorKind::NotFound => {}
+                            Err(e) => return Err(self.err(&format!("{at}[{i}]"), format!("{}: {e}", file.display()))),
+                        }
+                    }
+                }
+                "working_dir" => s.working_dir = Some(self.string(v, &at)?),
+                "user" => s.user = Some(self.string(v, &at)?),
+                "hostname" => s.hostname = Some(self.string(v, &at)?),
+                "container_name" => self.warn(&at, "ignored: a node is named after its service"),
+                "depends_on" => s.depends_on = self.depends_on(v, &at)?,
+                "healthcheck" => s.healthcheck = self.healthcheck(v, &at)?,
+                "volumes" => {
+                    for (i, item) in v.as_sequence().ok_or_else(|| self.err(&at, "expected a list"))?.iter().enumerate() {
+                        s.volumes.push(self.volume(item, &format!("{at}[{i}]"), dir)?);
+                    }
+                }
+                "restart" => s.restart = Restart::parse(&self.string(v, &at)?).map_err(|e| self.err(&at, e))?,
+                "init" => s.init = v.as_bool().ok_or_else(|| self.err(&at, "expected true or false"))?,
+                "deploy" => {
+                    for (dk, dv) in self.map(v, &at)? {
+                        let dk = self.string(dk, &at)?;
+                        let dat = format!("{at}.{dk}");
+                        match dk.as_str() {
+                            "replicas" => {
+                                let n = dv.as_u64().filter(|n| (1..=64).contains(n));
+                                s.replicas = n.ok_or_else(|| self.err(&dat, "expected a number from 1 to 64"))? as u16;
+                            }
+                            _ => self.warn(&dat, "not supported; ignored"),
+                        }
+                    }
+                }
+                "build" => {
+                    return Err(self.err(&at, "hvsim does not build images: build it, `docker save` it and `hvsim image load` it, then name it in `image`"))
+                }
+                "ports" | "expose" => self.warn(&at, "ignored: services reach each other directly on hvsim's network, and nothing outside the guest can reach them"),
+                "networks" | "network_mode" => self.warn(&at, "ignored: every service is on one network, hvsim's switch"),
+                "stop_signal" | "stop_grace_period" | "labels" | "logging" | "tty" | "stdin_open" | "cap_add" | "cap_drop"
+                | "privileged" | "security_opt" | "ulimits" | "sysctls" | "mem_limit" | "cpus" | "platform" | "pull_policy" => {
+                    self.warn(&at, "not supported; ignored")
+                }
+                _ => self.warn(&at, "not supported; ignored"),
+            }
+        }
+        if s.image.is_empty() {
+            return Err(self.err(path, "no `image` (hvsim runs images from its store: `hvsim image load`)"));
+        }
+        Ok(s)
+    }
+
+    fn environment(&self, v: &Value, path: &str) -> R<Vec<String>> {
+        match v {
+            Value::Mapping(m) => m
+                .iter()
+                .map(|(k, val)| {
+                    let k = self.string(k, path)?;
+                    Ok(match val {
+                        Value::Null => k,
+                        _ => format!("{k}={}", self.string(val, &format!("{path}.{k}"))?),
+                    })
+                })
+                .collect(),
+            Value::Sequence(_) => self.strings(v, path),
+            _ => Err(self.err(path, "expected a mapping or a list of NAME=VALUE")),
+        }
+    }
+
+    /// `env_file` entries: (path, required).
+    fn env_files(&self, v: &Value, path: &str) -> R<Vec<(String, bool)>> {
+        let items: Vec<&Value> = match v {
+            Value::Sequence(s) => s.iter().collect(),
+            _ => vec![v],
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::Mapping(m) => {
+                    let at = format!("{path}[{i}]");
+                    let p = m.get("path").ok_or_else(|| self.err(&at, "no `path`"))?;
+                    let required = m.get("required").and_then(Value::as_bool).unwrap_or(true);
+                    Ok((self.string(p, &at)?, required))
+                }
+                _ => Ok((self.string(item, &format!("{path}[{i}]"))?, true)),
+            })
+            .collect()
+    }
+
+    fn depends_on(&self, v: &Value, path: &str) -> R<Vec<(String, Condition)>> {
+        match v {
+            Value::Sequence(_) => Ok(self.strings(v, path)?.into_iter().map(|n| (n, Condition::ServiceStarted)).collect()),
+            Value::Mapping(m) => m
+                .iter()
+                .map(|(k, val)| {
+                    let k = self.string(k, path)?;
+                    let at = format!("{path}.{k}");
+                    let cond = match val.get("condition") {
+                        None => Condition::ServiceStarted,
+                        Some(c) => match self.string(c, &at)?.as_str() {
+                            "service_started" => Condition::ServiceStarted,
+                            "service_healthy" => Condition::ServiceHealthy,
+                            "service_completed_successfully" => Condition::ServiceCompletedSuccessfully,
+                            other => return Err(self.err(&format!("{at}.condition"), format!("unknown condition {other:?}"))),
+                        },
+                    };
+                    Ok((k, cond))
+                })
+                .collect(),
+            _ => Err(self.err(path, "expected a list or a mapping of services")),
+        }
+    }
+
+    fn healthcheck(&mut self, v: &Value, path: &str) -> R<Option<Healthcheck>> {
+        let m = self.map(v, path)?;
+        let mut h = Healthcheck::default();
+        for (k, val) in m {
+            let k = self.string(k, path)?;
+            let at = format!("{path}.{k}");
+            match k.as_str() {
+                "test" => {
+                    h.test = match val {
+                        Value::String(s) => HealthTest::Shell(s.clone()),
+                        _ => {
+                            let words = self.strings(val, &at)?;
+                            match words.split_first() {
+                                Some((first, rest)) if first == "CMD" => HealthTest::Exec(rest.to_vec()),
+                                Some((first, rest)) if first == "CMD-SHELL" => HealthTest::Shell(rest.join(" ")),
+                                Some((first, _)) if first == "NONE" => return Ok(None),
+                                _ => return Err(self.err(&at, "expected [\"CMD\", ...], [\"CMD-SHELL\", \"...\"] or a string")),
+                            }
+                        }
+                    }
+                }
+                "interval" => h.interval_ms = self.duration(val, &at)?,
+                "timeout" => h.timeout_ms = self.duration(val, &at)?,
+                "start_period" => h.start_period_ms = self.duration(val, &at)?,
+                "retries" => h.retries = val.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.err(&at, "expected a number"))?,
+                "disable" => {
+                    if val.as_bool() == Some(true) {
+                        return Ok(None);
+                    }
+                }
+                _ => self.warn(&at, "not supported; ignored"),
+            }
+        }
+        if matches!(h.test, HealthTest::None) {
+            return Err(self.err(path, "no `test`"));
+        }
+        Ok(Some(h))
+    }
+
+    fn duration(&self, v: &Value, path: &str) -> R<u64> {
+        let s = self.string(v, path)?;
+        parse_go_duration(&s).ok_or_else(|| self.err(path, format!("{s:?} is not a duration (e.g. 1m30s, 500ms)")))
+    }
+
+    fn volume(&self, v: &Value, path: &str, dir: &Path) -> R<Volume> {
+        let (source, target, read_only, bind) = match v {
+            Value::String(s) => {
+                let parts: Vec<&str> = s.split(':').collect();
+                let (src, tgt, mode) = match parts[..] {
+                    [t] => ("", t, ""),
+                    [s, t] => (s, t, ""),
+                    [s, t, m] => (s, t, m),
+                    _ => return Err(self.err(path, format!("{s:?} is not SOURCE:TARGET[:MODE]"))),
+                };
+                let ro = mode.split(',').any(|m| m == "ro");
+                let bind = src.starts_with(['.', '/', '~']);
+                (src.to_owned(), tgt.to_owned(), ro, bind)
+            }
+            Value::Mapping(m) => {
+                let get = |k: &str| m.get(k).map(|x| self.string(x, &format!("{path}.{k}"))).transpose();
+                let kind = get("type")?.unwrap_or_else(|| "volume".into());
+                let target = get("target")?.ok_or_else(|| self.err(path, "no `target`"))?;
+                let ro = m.get("read_only").and_then(Value::as_bool).unwrap_or(false);
+                match kind.as_str() {
+                    "volume" | "bind" => (get("source")?.unwrap_or_default(), target, ro, kind == "bind"),
+                    other => return Err(self.err(path, format!("volume type {other:?} is not supported (volume or bind)"))),
+                }
+            }
+            _ => return Err(self.err(path, "expected a string or a mapping")),
+        };
+        if !target.starts_with('/') {
+            return Err(self.err(path, format!("target {target:?} is not an absolute path")));
+        }
+        if target.contains('\u{1f}') || source.contains('\u{1f}') {
+            return Err(self.err(path, "a path with a control character"));
+        }
+        if bind {
+            let host = if let Some(rest) = source.strip_prefix("~/") {
+                Path::new(&std::env::var("HOME").unwrap_or_default()).join(rest)
+            } else {
+                dir.join(&source)
+            };
+            return Ok(Volume::Bind { host, target, read_only });
+        }
+        // An anonymous volume is a named one nobody else uses.
+        let name = if source.is_empty() { format!("anonymous{}", target.replace('/', "_")) } else { source };
+        if !valid_name(&name) {
+            return Err(self.err(path, format!("volume name {name:?}")));
+        }
+        Ok(Volume::Named { name, target, read_only })
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.len() <= 63
+}
+
+/// Lines of an env file: `NAME=VALUE` (quotes around VALUE removed),
+/// blank lines and `#` comments skipped.
+fn env_file(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let l = l.strip_prefix("export ").unwrap_or(l);
+            match l.split_once('=') {
+                Some((k, v)) => {
+                    let v = v.trim();
+                    let unq = v
+                        .strip_prefix('"')
+                        .and_then(|x| x.strip_suffix('"'))
+                        .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+                        .unwrap_or(v);
+                    format!("{}={unq}", k.trim())
+                }
+                None => l.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// A Go duration (`1m30s`, `500ms`, `2h`, `1.5s`) in milliseconds.
+pub fn parse_go_duration(s: &str) -> Option<u64> {
+    let mut rest = s.trim();
+    if rest == "0" {
+        return Some(0);
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let ms = match &rest[..unit_end] {
+            "ns" => 1e-6,
+            "us" | "µs" => 1e-3,
+            "ms" => 1.0,
+            "s" => 1e3,
+            "m" => 60e3,
+            "h" => 3600e3,
+            _ => return None,
+        };
+        total += n * ms;
+        rest = &rest[unit_end..];
+    }
+    Some(total.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("1m30s"), Some(90_000));
+        assert_eq!(parse_go_duration("500ms"), Some(500));
+        assert_eq!(parse_go_duration("1.5s"), Some(1500));
+        assert_eq!(parse_go_duration("0"), Some(0));
+        assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("5 parsecs"), None);
+    }
+
+    #[test]
+    fn env_files() {
+        let got = env_file("# comment\nA=1\n\nexport B = \"two words\"\nC='x'\nD\n");
+        assert_eq!(got, ["A=1", "B=two words", "C=x", "D"]);
+    }
+}
