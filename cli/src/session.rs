@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use hvsim_guest_image::container::{service_states, Container, ServiceState};
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
 use hvsim_guest_image::target::Launch;
 use hvsim_vmm::summary::Summary;
@@ -65,6 +66,9 @@ struct Report {
     #[serde(flatten)]
     summary: Summary,
     boot: BootReport,
+    /// With containers: how each service ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    services: Vec<ServiceState>,
 }
 
 /// A machine being driven to the end of its run.
@@ -76,6 +80,8 @@ pub struct Session {
     start: Instant,
     host_limits: Vec<String>,
     boot: BootReport,
+    /// The containers the target's nodes run, reported on at the end.
+    pub containers: Vec<Container>,
 }
 
 impl Session {
@@ -97,7 +103,16 @@ impl Session {
             }
             None => None,
         };
-        Ok(Session { machine, guest: guest.to_owned(), seed, log, start: Instant::now(), host_limits, boot })
+        Ok(Session {
+            machine,
+            guest: guest.to_owned(),
+            seed,
+            log,
+            start: Instant::now(),
+            host_limits,
+            boot,
+            containers: Vec::new(),
+        })
     }
 
     /// Runs until virtual time `t`; returns the end if the run ended first.
@@ -137,10 +152,21 @@ impl Session {
                 eprintln!("  {:>10.3?}  ending at event {} ({}) at virtual time {}", s.wall, s.event, s.ended_by.name(), s.vtime);
             }
         }
+        let services = service_states(&self.containers, &summary.console);
         if out.json {
-            println!("{}", serde_json::to_string_pretty(&Report { summary, boot: self.boot })?);
+            println!("{}", serde_json::to_string_pretty(&Report { summary, boot: self.boot, services })?);
         } else {
             print!("{}", summary.console);
+            if !services.is_empty() {
+                let states: Vec<String> = services
+                    .iter()
+                    .map(|s| match s.exit_status {
+                        Some(status) => format!("{} exited ({status})", s.name),
+                        None => format!("{} still running", s.name),
+                    })
+                    .collect();
+                eprintln!("hvsim: services: {}", states.join(", "));
+            }
             if self.boot.kind != BootKind::Direct {
                 eprintln!("hvsim: boot: {} in {} ms", boot_words(self.boot.kind), self.boot.wall_ms);
             }

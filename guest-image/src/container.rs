@@ -251,6 +251,35 @@ impl Container {
     }
 }
 
+/// How a service ended, as its node's init reported it on the console.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceState {
+    pub name: String,
+    pub node: u16,
+    /// Its exit status; `None`: still running when the run ended (or
+    /// never started).
+    pub exit_status: Option<u8>,
+}
+
+/// Each container's state at the end of a run, from the console (init
+/// says `hvsim-init: service NAME exited with status N` when a service is
+/// done: not when it exits to be restarted).
+pub fn service_states(containers: &[Container], console: &str) -> Vec<ServiceState> {
+    containers
+        .iter()
+        .enumerate()
+        .map(|(node, c)| {
+            let done = format!("hvsim-init: service {} exited with status ", c.name);
+            let exit_status = console
+                .lines()
+                .filter_map(|l| l.trim_end().strip_prefix(done.as_str()))
+                .filter_map(|s| s.parse().ok())
+                .next_back();
+            ServiceState { name: c.name.clone(), node: node as u16, exit_status }
+        })
+        .collect()
+}
+
 /// /etc/hosts for `containers` (node `i` at 10.0.0.`i+1`): each name,
 /// hostname and alias resolves to its node.
 pub fn hosts(containers: &[Container]) -> String {

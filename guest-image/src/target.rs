@@ -184,6 +184,14 @@ impl Target {
         matches!(self, Target::Linux { .. })
     }
 
+    /// The containers its nodes run (none for most targets).
+    pub fn containers(&self) -> &[Container] {
+        match self {
+            Target::Linux { system, .. } => &system.containers,
+            Target::Raw { .. } => &[],
+        }
+    }
+
     /// The machine of this target at the start of a run with seed `seed`.
     pub fn start(&self, seed: u64, host: &Host, opts: &StartOptions) -> Result<Launch> {
         let started = Instant::now();

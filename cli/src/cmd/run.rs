@@ -68,6 +68,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
     let name = target.name();
     let mut session = Session::start(launch, &name, args.seed, &args.out, host_limits)?;
+    session.containers = target.containers().to_vec();
     if let (Some(at), Some(path)) = (args.snapshot_at, &args.save_snapshot) {
         let at = Vtime(u64::try_from(at.as_nanos()).unwrap_or(u64::MAX));
         match session.run_to(at)? {

@@ -1,0 +1,100 @@
+//! Container images and compose projects, end to end: real Debian images
+//! (built from Debian's packages by `hvsim image debian`, cached), loaded
+//! from a docker-archive and from an OCI layout, run as containers in the
+//! Linux guest. KVM and the guest kernel are needed.
+
+mod common;
+
+use common::{kvm_available, output, run_json};
+use serde_json::Value;
+
+/// The test suite's Redis image, built (once per machine) and loaded; the
+/// paths of its docker-archive and OCI layout.
+fn redis_image() -> (String, String) {
+    let out = output(&["image", "debian", "--redis", "--paths"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "hvsim image debian --redis: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let path = |prefix: &str| {
+        text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}")).to_owned()
+    };
+    (path("docker-archive: "), path("OCI layout: "))
+}
+
+fn inspect(name: &str) -> Value {
+    let out = output(&["image", "inspect", name]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn console_lines(v: &Value) -> Vec<String> {
+    v["console"].as_str().expect("console").lines().map(|l| l.trim_end().to_owned()).collect()
+}
+
+#[test]
+fn a_debian_image_loads_from_both_formats_and_runs_as_a_container() {
+    if !kvm_available() {
+        return;
+    }
+    let (archive, layout) = redis_image();
+    for (source, tag) in [(&archive, "hvsim-test/from-archive:1"), (&layout, "hvsim-test/from-layout:1")] {
+        let out = output(&["image", "load", source, "--tag", tag]);
+        assert!(out.status.success(), "load {source}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (a, l) = (inspect("hvsim-test/from-archive:1"), inspect("hvsim-test/from-layout:1"));
+    assert_eq!(a["id"], l["id"], "one image config, whichever format carried it");
+    // The layout's layer is gzipped, the archive's not: one tar inside.
+    assert_eq!(a["layers"][0]["diff_id"], l["layers"][0]["diff_id"]);
+    assert_eq!(a["config"]["cmd"][0], "redis-server");
+
+    // As Docker runs it: its own root, user, hostname, /dev and /etc files.
+    let script = "id -un; hostname; cat /etc/hostname; grep -c from-layout /etc/hosts; \
+                  ls /dev/null /dev/urandom /dev/ptmx /dev/shm >/dev/null && echo devices; \
+                  test -x /usr/bin/redis-server && echo redis; echo $HOME; exit 3";
+    let (v, code) = run_json(&["--image", "hvsim-test/from-layout:1", "--image-cmd", &format!("sh -c '{script}'")]);
+    let lines = console_lines(&v);
+    let said: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("from-layout | ")).collect();
+    assert_eq!(said, ["root", "from-layout", "from-layout", "1", "devices", "redis", "/root"], "{lines:#?}");
+    assert_eq!((v["exit_status"].as_u64(), code), (Some(3), 3), "the container's status is the run's");
+    assert_eq!(v["services"][0]["exit_status"], 3);
+}
+
+#[test]
+fn the_redis_compose_project_runs_to_completion_the_same_twice() {
+    if !kvm_available() {
+        return;
+    }
+    redis_image();
+    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis/compose.yaml");
+    let mut hashes = Vec::new();
+    for _ in 0..2 {
+        let (v, code) = run_json(&["--compose", compose, "--seed", "7", "--vtime-limit", "120s"]);
+        let lines = console_lines(&v);
+        assert_eq!(code, 0, "{lines:#?}");
+        assert!(lines.iter().any(|l| l == "client | all keys replicated"), "{lines:#?}");
+        assert!(lines.iter().any(|l| l.starts_with("replica | ") && l.contains("MASTER <-> REPLICA sync: Finished with success")));
+        let services: Vec<(String, u64)> = v["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap().to_owned(), s["exit_status"].as_u64().expect("exited")))
+            .collect();
+        assert_eq!(services, [("primary".into(), 0), ("replica".into(), 0), ("client".into(), 0)]);
+        hashes.push((v["trace_hash"].clone(), v["memory_hash"].clone()));
+    }
+    assert_eq!(hashes[0], hashes[1], "the same seed gives the same run");
+}
+
+#[test]
+fn compose_mistakes_are_one_line_errors_before_anything_boots() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("compose.yaml");
+    std::fs::write(&file, "services:\n  db:\n    image: hvsim-test/redis:bookworm\n    depends_on: [cache]\n").unwrap();
+    let out = output(&["run", "--compose", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("services.db.depends_on: no service \"cache\""), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    std::fs::write(&file, "services:\n  db:\n    image: no-such-image:1\n").unwrap();
+    let err = String::from_utf8_lossy(&output(&["run", "--compose", file.to_str().unwrap()]).stderr).into_owned();
+    assert!(err.contains("no image \"no-such-image:1\" in the store"), "{err}");
+}
