@@ -227,3 +227,51 @@ fn what_the_go_and_cpp_sdks_do_to_the_output_path_and_libvoidstar_works() {
     assert_ne!(random, random2, "a different seed gives different numbers");
     assert!(messages.iter().any(|m| m["hvsim_coverage_module"]["name"] == "sdk-shapes.sym.tsv"));
 }
+
+#[test]
+fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() {
+    if !kvm_available() {
+        return;
+    }
+    // Debian's python3 with `antithesis` 0.4.0 from PyPI and
+    // guest-sdk/examples/antithesis-python/vault.py, built once per machine.
+    let o = output(&["image", "debian", "--python-antithesis"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = explore_json(
+        &["--image", "hvsim-test/python-antithesis:bookworm", "--branches", "120", "--slice", "1s", "--seed", "3"],
+        &out,
+    );
+    let s = &r["summary"];
+    assert_eq!(s["garbage"]["count"], 0, "malformed messages: {}", s["garbage"]);
+    assert_eq!(s["setup_complete"], true);
+    // It found libvoidstar in its container and used it.
+    let sdk = &r["instrumentation"]["sdks"][0];
+    assert_eq!(sdk["language"]["name"].as_str(), Some("Python"), "{}", r["instrumentation"]);
+    for held in [
+        "always: x is at least 5",
+        "always or unreachable: x stays below 7",
+        "sometimes: x is 5",
+        "reachable: the program starts",
+        "unreachable: x is never huge",
+        "numeric: x stays above 1",
+        "numeric: x sometimes below 6",
+        "boolean: x is small or odd",
+        "gate 1 opens",
+        "gate 2 opens",
+        "gate 3 opens",
+    ] {
+        let a = assertion(&r, held);
+        assert_eq!(a["verdict"], "held", "{a}");
+    }
+    assert_eq!(r["events"]["vault_started"], 1);
+    // The bug behind three 1-in-6 choices drawn from the run's seed.
+    let closed = assertion(&r, "the vault stays closed");
+    assert_eq!(closed["verdict"], "failed", "{closed}");
+    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
+    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+}

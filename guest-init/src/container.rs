@@ -40,6 +40,9 @@ use hvsim_abi::container::{fields, key, SEP};
 
 use crate::nodes;
 
+/// The Antithesis SDKs' coverage library, where they look for it.
+const VOIDSTAR: &str = "/usr/lib/libvoidstar.so";
+
 /// Where each node's state directory is.
 pub const STATE_DIR: &str = "/run/hvsim/c";
 
@@ -675,6 +678,26 @@ fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
         .map_err(ctx("mounting /dev/shm"))?;
     mount_raw(Some("mqueue"), &mk("/dev/mqueue")?, Some("mqueue"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)
         .map_err(ctx("mounting /dev/mqueue"))?;
+    // hvsim's device (SDK coverage maps), as the guest's init has it.
+    if let Ok(m) = std::fs::metadata("/dev/hvsim") {
+        use std::os::unix::fs::MetadataExt;
+        let path = CString::new(format!("{dev}/hvsim")).expect("no NUL");
+        // SAFETY: mknod with a valid path.
+        if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, m.rdev()) } != 0 {
+            return Err(ctx("creating /dev/hvsim")(io::Error::last_os_error()));
+        }
+        // SAFETY: chmod with a valid path.
+        unsafe { libc::chmod(path.as_ptr(), 0o666) };
+    }
+    // The SDK channel, where the guest's own commands have it.
+    let run_hvsim = mk("/run/hvsim")?;
+    mount_raw(Some("tmpfs"), &run_hvsim, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=755,size=64k"))
+        .map_err(ctx("mounting /run/hvsim"))?;
+    mount_raw(Some("hvsim"), &mk("/run/hvsim/channel")?, Some("hvsim"), 0, None).map_err(ctx("mounting the SDK channel"))?;
+    std::os::unix::fs::symlink("channel/sdk", format!("{run_hvsim}/sdk"))?;
+    if Path::new(VOIDSTAR).exists() {
+        binds.push((open_path(VOIDSTAR)?, VOIDSTAR.to_owned(), true, false));
+    }
     for (link, target) in [("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, format!("{dev}/{link}"))?;
     }
@@ -786,6 +809,10 @@ fn container_env(spec: &Spec, home: &str) -> Vec<String> {
     };
     set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", true);
     set("HOSTNAME", &spec.hostname, true);
+    // The SDK channel, under both names SDKs look for (a service may say
+    // otherwise).
+    set("HVSIM_SDK_OUTPUT", crate::sdk::SDK_PATH, true);
+    set("ANTITHESIS_SDK_LOCAL_OUTPUT", crate::sdk::SDK_PATH, true);
     for e in &spec.env {
         let (k, v) = e.split_once('=').unwrap_or((e, ""));
         set(k, v, true);
@@ -1078,6 +1105,15 @@ mod tests {
         field(&mut b, key::ENV, "HOME=/srv");
         field(&mut b, key::ENV, "EMPTY");
         let env = container_env(&Spec::parse(&b).unwrap(), "/root");
-        assert_eq!(env, ["PATH=/opt/bin", "HOSTNAME=db1", "HOME=/srv", "EMPTY="]);
+        let sdk = crate::sdk::SDK_PATH;
+        let want = [
+            "PATH=/opt/bin".to_owned(),
+            "HOSTNAME=db1".into(),
+            format!("HVSIM_SDK_OUTPUT={sdk}"),
+            format!("ANTITHESIS_SDK_LOCAL_OUTPUT={sdk}"),
+            "HOME=/srv".into(),
+            "EMPTY=".into(),
+        ];
+        assert_eq!(env, want);
     }
 }

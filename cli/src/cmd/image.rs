@@ -46,10 +46,10 @@ enum What {
     /// load it. `--redis` makes the test suite's Redis image.
     Debian {
         /// The image's name.
-        #[arg(required_unless_present = "redis")]
+        #[arg(required_unless_present_any = ["redis", "python_antithesis"])]
         name: Option<String>,
         /// Packages to install (comma-separated).
-        #[arg(long, value_delimiter = ',', required_unless_present = "redis")]
+        #[arg(long, value_delimiter = ',', required_unless_present_any = ["redis", "python_antithesis"])]
         packages: Vec<String>,
         #[arg(long, default_value = "bookworm")]
         suite: String,
@@ -57,8 +57,12 @@ enum What {
         #[arg(long)]
         cmd: Option<String>,
         /// The test suite's image: bookworm with redis-server and redis-tools.
-        #[arg(long, conflicts_with_all = ["name", "packages", "cmd"])]
+        #[arg(long, conflicts_with_all = ["name", "packages", "cmd", "python_antithesis"])]
         redis: bool,
+        /// The test suite's image: bookworm's python3, the official
+        /// Antithesis Python SDK from PyPI, and a program using it.
+        #[arg(long, conflicts_with_all = ["name", "packages", "cmd"])]
+        python_antithesis: bool,
         /// Also print where the docker-archive and OCI layout are.
         #[arg(long)]
         paths: bool,
@@ -135,9 +139,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
-        What::Debian { name, packages, suite, cmd, redis, paths } => {
+        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths } => {
             let image = if redis {
                 debian::redis()
+            } else if python_antithesis {
+                debian::python_antithesis()
             } else {
                 let cmd = match cmd {
                     Some(c) => shell_words::split(&c).with_context(|| format!("--cmd {c:?}"))?,
@@ -147,6 +153,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     name: name.expect("clap requires a name"),
                     suite,
                     packages,
+                    pip: vec![],
+                    files: vec![],
                     run: RunConfig { cmd: Some(cmd), ..RunConfig::default() },
                 }
             };

@@ -32,6 +32,11 @@ pub struct DebianImage {
     pub name: String,
     pub suite: String,
     pub packages: Vec<String>,
+    /// Python packages from PyPI (pinned, `name==version`), pure wheels,
+    /// installed into /usr/lib/python3/dist-packages by a second layer.
+    pub pip: Vec<String>,
+    /// Files (path in the image, mode, contents) in that second layer.
+    pub files: Vec<(String, u32, Vec<u8>)>,
     pub run: RunConfig,
 }
 
@@ -47,9 +52,14 @@ pub struct Built {
 impl DebianImage {
     fn key(&self) -> String {
         let mut h = Sha256::new();
-        for part in [RECIPE, &self.name, &self.suite, &self.packages.join(","), &format!("{:?}", self.run)] {
+        for part in [RECIPE, &self.name, &self.suite, &self.packages.join(","), &self.pip.join(","), &format!("{:?}", self.run)] {
             h.update(part.as_bytes());
             h.update([0]);
+        }
+        for (path, mode, data) in &self.files {
+            h.update(path.as_bytes());
+            h.update(mode.to_le_bytes());
+            h.update(Sha256::digest(data));
         }
         hex::encode(&h.finalize()[..8])
     }
@@ -91,11 +101,15 @@ impl DebianImage {
             let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
             return Err(ImageError::Setup(format!("mmdebstrap {} failed ({}): {last}", self.suite, out.status)));
         }
-        let bytes = std::fs::read(&tar).map_err(io("reading mmdebstrap's output", &tar))?;
-        let plain = Pack::new(&self.run, vec![PackLayer::new(&bytes, Compression::None)], Some(&self.name));
+        let mut tars = vec![std::fs::read(&tar).map_err(io("reading mmdebstrap's output", &tar))?];
+        if !self.pip.is_empty() || !self.files.is_empty() {
+            tars.push(self.extra_layer(work.path())?);
+        }
+        let layers = |c| tars.iter().map(|t| PackLayer::new(t, c)).collect();
+        let plain = Pack::new(&self.run, layers(Compression::None), Some(&self.name));
         let tmp_archive = work.path().join("docker-archive.tar");
         plain.write(Format::DockerOci, &tmp_archive)?;
-        let gzipped = Pack::new(&self.run, vec![PackLayer::new(&bytes, Compression::Gzip)], Some(&self.name));
+        let gzipped = Pack::new(&self.run, layers(Compression::Gzip), Some(&self.name));
         let tmp_layout = work.path().join("oci");
         gzipped.write(Format::OciDir, &tmp_layout)?;
         // The layout first: the archive's presence says both are there.
@@ -106,6 +120,101 @@ impl DebianImage {
     }
 }
 
+impl DebianImage {
+    /// The second layer: the Python wheels, unpacked where Debian's python3
+    /// finds them, and the files. Entries sorted, times and owners fixed.
+    fn extra_layer(&self, work: &std::path::Path) -> Result<Vec<u8>> {
+        let mut entries: std::collections::BTreeMap<String, (u32, Vec<u8>)> = std::collections::BTreeMap::new();
+        if !self.pip.is_empty() {
+            let dest = work.join("wheels");
+            let out = Command::new("python3")
+                .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:", "--dest"])
+                .arg(&dest)
+                .args(&self.pip)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| ImageError::Setup(format!("cannot run python3 -m pip: {e}")))?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+                return Err(ImageError::Setup(format!("pip download {} failed: {last}", self.pip.join(" "))));
+            }
+            let mut wheels: Vec<_> = std::fs::read_dir(&dest)
+                .map_err(io("reading downloaded wheels", &dest))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            wheels.sort();
+            for wheel in wheels {
+                let file = std::fs::File::open(&wheel).map_err(io("reading a wheel", &wheel))?;
+                let mut zip = zip::ZipArchive::new(file).map_err(|e| ImageError::Setup(format!("{}: {e}", wheel.display())))?;
+                for i in 0..zip.len() {
+                    let mut f = zip.by_index(i).map_err(|e| ImageError::Setup(format!("{}: {e}", wheel.display())))?;
+                    let Some(name) = f.enclosed_name() else {
+                        return Err(ImageError::Setup(format!("{}: entry {:?} leaves the wheel", wheel.display(), f.name())));
+                    };
+                    if f.is_dir() {
+                        continue;
+                    }
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut f, &mut data).map_err(io("reading a wheel", &wheel))?;
+                    entries.insert(format!("usr/lib/python3/dist-packages/{}", name.display()), (0o644, data));
+                }
+            }
+        }
+        for (path, mode, data) in &self.files {
+            entries.insert(path.trim_start_matches('/').to_owned(), (*mode, data.clone()));
+        }
+        let mut b = tar::Builder::new(Vec::new());
+        let mut dirs = std::collections::BTreeSet::new();
+        for path in entries.keys() {
+            let mut p = std::path::Path::new(path).parent();
+            while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+                dirs.insert(d.display().to_string());
+                p = d.parent();
+            }
+        }
+        let header = |kind, mode, size| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_mode(mode);
+            h.set_size(size);
+            h.set_mtime(SOURCE_DATE_EPOCH.parse().expect("a number"));
+            h
+        };
+        for d in &dirs {
+            let mut h = header(tar::EntryType::Directory, 0o755, 0);
+            b.append_data(&mut h, format!("{d}/"), std::io::empty()).map_err(io("packing a layer", work))?;
+        }
+        for (path, (mode, data)) in &entries {
+            let mut h = header(tar::EntryType::Regular, *mode, data.len() as u64);
+            b.append_data(&mut h, path, &data[..]).map_err(io("packing a layer", work))?;
+        }
+        b.into_inner().map_err(io("packing a layer", work))
+    }
+}
+
+/// The test suite's image for the official Antithesis Python SDK: Debian
+/// bookworm's python3 with `antithesis` from PyPI and a program that uses
+/// it (guest-sdk/examples/antithesis-python/vault.py), its command.
+pub fn python_antithesis() -> DebianImage {
+    DebianImage {
+        name: "hvsim-test/python-antithesis:bookworm".into(),
+        suite: "bookworm".into(),
+        packages: vec!["python3".into()],
+        pip: vec!["antithesis==0.4.0".into()],
+        files: vec![(
+            "/opt/vault.py".into(),
+            0o644,
+            include_bytes!("../../../guest-sdk/examples/antithesis-python/vault.py").to_vec(),
+        )],
+        run: RunConfig {
+            cmd: Some(vec!["python3".into(), "/opt/vault.py".into()]),
+            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            ..RunConfig::default()
+        },
+    }
+}
+
 /// The test suite's Redis image: Debian bookworm with `redis-server` and
 /// `redis-tools`, whose command is `redis-server`.
 pub fn redis() -> DebianImage {
@@ -113,6 +222,8 @@ pub fn redis() -> DebianImage {
         name: "hvsim-test/redis:bookworm".into(),
         suite: "bookworm".into(),
         packages: vec!["redis-server".into(), "redis-tools".into()],
+        pip: vec![],
+        files: vec![],
         run: RunConfig {
             cmd: Some(vec!["redis-server".into(), "--protected-mode".into(), "no".into()]),
             env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],

@@ -13,6 +13,7 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 use hvsim_guest_image::host::Host;
 
 mod boot;
+mod image;
 mod net;
 
 #[derive(clap::Args)]
@@ -61,6 +62,19 @@ enum What {
         #[arg(long)]
         json: bool,
     },
+    /// Importing a docker-archive and building its root file system against
+    /// `tar -x` of the same layers; with --compose, also the time from start
+    /// to the first line a service of the Redis compose project prints.
+    Image {
+        /// Imports measured (the median is reported).
+        #[arg(long, default_value = "3")]
+        repeat: usize,
+        /// Also start the Redis compose project (boots Linux the first time).
+        #[arg(long)]
+        compose: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// A cold Linux boot to init's ready point against a warm restore of the
     /// same machine from the boot cache, with the restore's cost split.
     Boot {
@@ -98,6 +112,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
+        What::Image { repeat, compose, json } => image::bench_image(repeat.max(1), compose, json),
     }
 }
 
