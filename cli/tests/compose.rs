@@ -86,6 +86,9 @@ fn the_redis_compose_project_runs_to_completion_the_same_twice() {
 
 #[test]
 fn compose_mistakes_are_one_line_errors_before_anything_boots() {
+    if !kvm_available() {
+        return; // the image needs mmdebstrap, installed where KVM tests run
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("compose.yaml");
     std::fs::write(&file, "services:\n  db:\n    image: hvsim-test/redis:bookworm\n    depends_on: [cache]\n").unwrap();
@@ -97,4 +100,13 @@ fn compose_mistakes_are_one_line_errors_before_anything_boots() {
     std::fs::write(&file, "services:\n  db:\n    image: no-such-image:1\n").unwrap();
     let err = String::from_utf8_lossy(&output(&["run", "--compose", file.to_str().unwrap()]).stderr).into_owned();
     assert!(err.contains("no image \"no-such-image:1\" in the store"), "{err}");
+    // Fault plans name services; a name that is not one is refused.
+    redis_image();
+    std::fs::write(&file, "services:\n  db:\n    image: hvsim-test/redis:bookworm\n").unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "[[crash]]\nnode = \"cache\"\nat = \"1s\"\n").unwrap();
+    let o = output(&["run", "--compose", file.to_str().unwrap(), "--fault-plan", plan.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("crash[0]: no node named \"cache\" (the nodes are db)"), "{err}");
+    assert_eq!(o.status.code(), Some(1));
 }

@@ -54,6 +54,11 @@ fn spec_path(node: u16) -> PathBuf {
     PathBuf::from(format!("{}/{node}", hvsim_abi::linux::CONTAINERS))
 }
 
+/// The name of node `node`'s service (its number if it cannot be read).
+pub fn name(node: u16) -> String {
+    Spec::load(node).map_or_else(|_| node.to_string(), |s| s.name)
+}
+
 /// How many nodes have a container (0 without containers).
 pub fn count() -> u16 {
     let mut n = 0;

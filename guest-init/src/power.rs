@@ -101,7 +101,7 @@ impl Power {
         let mounts = unmount_disk(node);
         flush_page_cache(node);
         let targets: Vec<&str> = mounts.iter().map(|m| m.target.as_str()).collect();
-        println!("hvsim-init: node {node} lost power: killed {killed} processes, unmounted {targets:?}");
+        println!("hvsim-init: {} lost power: killed {killed} processes, unmounted {targets:?}", self.label(node));
         self.unmounted[usize::from(node)] = mounts;
     }
 
@@ -117,8 +117,16 @@ impl Power {
             }
         }
         let _ = std::fs::remove_file(nodes::down_marker(node));
-        println!("hvsim-init: node {node} restarted: mounted {mounted:?}");
+        println!("hvsim-init: {} restarted: mounted {mounted:?}", self.label(node));
         self.start_service(node);
+    }
+
+    /// How messages name a node: by its service's name if it runs one.
+    fn label(&self, node: u16) -> String {
+        match &self.service {
+            Some(Service::Container) => format!("node {node} ({})", crate::container::name(node)),
+            _ => format!("node {node}"),
+        }
     }
 
     fn start_service(&self, node: u16) {

@@ -20,7 +20,7 @@ use crate::error::{io, ImageError, Result};
 use crate::linux::packages;
 
 /// Bumped when the way images are made changes.
-const RECIPE: &str = "hvsim-debian-image-1";
+const RECIPE: &str = "hvsim-debian-image-2";
 const MIRROR: &str = "http://deb.debian.org/debian";
 /// File times in the image (mmdebstrap clamps to it): fixed, so one
 /// recipe gives one image while Debian's packages stay the same.
@@ -178,6 +178,8 @@ impl DebianImage {
             h.set_entry_type(kind);
             h.set_mode(mode);
             h.set_size(size);
+            h.set_uid(0);
+            h.set_gid(0);
             h.set_mtime(SOURCE_DATE_EPOCH.parse().expect("a number"));
             h
         };
