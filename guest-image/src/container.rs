@@ -2,7 +2,7 @@
 //! config and the user's overrides (a compose service, `--image`) the way
 //! Docker resolves them, pinned to the image's id, and handed to the
 //! guest's init (`hvsim_abi::container`; init's side is
-//! guest-init/src/container.rs).
+//! guest-init/src/container/).
 
 use std::path::{Path, PathBuf};
 

@@ -40,7 +40,7 @@ struct Mount {
 pub enum Service {
     /// A shell command (`--node-cmd`).
     Shell(String),
-    /// The node's container (`container.rs`).
+    /// The node's container (`container/`).
     Container,
 }
 

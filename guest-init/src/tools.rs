@@ -1,7 +1,7 @@
 //! Tools reached from a guest shell: `hvsim-node I CMD...` (a link to
 //! /init) runs a command on a node; `/init container I` supervises node
 //! I's container and `/init compose-wait` waits for them all (see
-//! `container.rs`); `/init rdtsc N` is a test tool.
+//! `container/`); `/init rdtsc N` is a test tool.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;

@@ -1,0 +1,383 @@
+//! Containers: each node runs its image's command as Docker would.
+//!
+//! The VMM gives node `i` a read-only image disk (the image's root file
+//! system, `hvsim-image<i>`) beside its own disk, and describes the
+//! container in `CONTAINERS/<i>` (`hvsim_abi::container`). Node `i`'s
+//! service is then its supervisor, `/init container <i>`, started in the
+//! node's network and UTS namespaces when the run starts and again when a
+//! crashed node restarts. The supervisor:
+//!
+//! 1. waits for the services it depends on (started, healthy, or exited
+//!    with status 0), watching their state directories with inotify;
+//! 2. clones the container's first process in new mount, PID and IPC
+//!    namespaces, which builds the root: the image under an overlay whose
+//!    writable upper layer is on the node's disk (so a crash loses exactly
+//!    the unflushed writes), /proc, /sys, /dev (null, zero, full, random,
+//!    urandom, tty, ptmx, pts, shm, mqueue), then pivot_root's into it,
+//!    binds /etc/hosts, /etc/hostname, /etc/resolv.conf and the volumes,
+//!    takes the image's user, and execs the command;
+//! 3. relays the container's stdout and stderr to the console, each line
+//!    prefixed with the service's name; runs the health check; restarts
+//!    the container as its restart policy says;
+//! 4. records the exit status in the node's state directory, where
+//!    `/init compose-wait` (the run's command) collects them all.
+//!
+//! State directory `/run/hvsim/c/<i>`: `started`, `healthy` and `exit`
+//! (`<status> <monotonic ns>`) markers, and the mount points the
+//! container's mount namespace uses.
+
+mod health;
+mod process;
+mod relay;
+mod root;
+mod spec;
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use health::HealthState;
+use process::enter;
+use relay::Relay;
+use root::set_hostname;
+use spec::{Condition, Restart, Spec};
+
+/// Where each node's state directory is.
+pub const STATE_DIR: &str = "/run/hvsim/c";
+
+pub fn state_dir(node: u16) -> PathBuf {
+    PathBuf::from(format!("{STATE_DIR}/{node}"))
+}
+
+pub(super) fn spec_path(node: u16) -> PathBuf {
+    PathBuf::from(format!("{}/{node}", hvsim_abi::linux::CONTAINERS))
+}
+
+/// The name of node `node`'s service (its number if it cannot be read).
+pub fn name(node: u16) -> String {
+    Spec::load(node).map_or_else(|_| node.to_string(), |s| s.name)
+}
+
+/// How many nodes have a container (0 without containers).
+pub fn count() -> u16 {
+    let mut n = 0;
+    while spec_path(n).exists() {
+        n += 1;
+    }
+    n
+}
+
+pub(super) fn bad(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// `/init container <node>`: node's supervisor (see the module's doc).
+pub fn supervise(args: &[String]) -> ExitCode {
+    let Some(node) = args.first().and_then(|n| n.parse::<u16>().ok()) else {
+        eprintln!("usage: /init container NODE");
+        return ExitCode::from(2);
+    };
+    let spec = match Spec::load(node) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hvsim-init: node {node}: cannot read its container: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let status = match Supervisor::new(node, spec).and_then(|s| s.run()) {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("hvsim-init: node {node}: container: {e}");
+            let _ = record_exit(node, 125);
+            125
+        }
+    };
+    ExitCode::from(status)
+}
+
+struct Supervisor {
+    node: u16,
+    spec: Spec,
+    dir: PathBuf,
+}
+
+impl Supervisor {
+    fn new(node: u16, spec: Spec) -> io::Result<Supervisor> {
+        let dir = state_dir(node);
+        std::fs::create_dir_all(&dir)?;
+        // A restarted node starts over: what it said before its crash is stale.
+        for marker in ["started", "healthy", "exit"] {
+            let _ = std::fs::remove_file(dir.join(marker));
+        }
+        Ok(Supervisor { node, spec, dir })
+    }
+
+    fn run(self) -> io::Result<u8> {
+        if let Some(status) = self.wait_for_dependencies()? {
+            record_exit(self.node, status)?;
+            return Ok(status);
+        }
+        set_hostname(&self.spec.hostname)?;
+        let mut restarts = 0u32;
+        loop {
+            let status = self.run_once()?;
+            let again = match self.spec.restart {
+                Restart::No => false,
+                Restart::Always => true,
+                Restart::OnFailure => status != 0,
+            };
+            if !again {
+                println!("hvsim-init: service {} exited with status {status}", self.spec.name);
+                record_exit(self.node, status)?;
+                return Ok(status);
+            }
+            // Docker's back-off: 100 ms, doubling, at most a minute.
+            let delay = Duration::from_millis(100u64 << restarts.min(9)).min(Duration::from_secs(60));
+            restarts += 1;
+            println!(
+                "hvsim-init: service {} exited with status {status}; restarting it in {} ms (restart {restarts})",
+                self.spec.name,
+                delay.as_millis()
+            );
+            let _ = std::fs::remove_file(self.dir.join("healthy"));
+            std::thread::sleep(delay);
+        }
+    }
+
+    /// Waits until every dependency holds; `Some(status)` if one never can
+    /// (a dependency that had to complete successfully failed).
+    fn wait_for_dependencies(&self) -> io::Result<Option<u8>> {
+        for &(dep, cond) in &self.spec.depends {
+            let dir = state_dir(dep);
+            std::fs::create_dir_all(&dir)?;
+            let marker = match cond {
+                Condition::Started => "started",
+                Condition::Healthy => "healthy",
+                Condition::CompletedSuccessfully => "exit",
+            };
+            wait_for_file(&dir, marker)?;
+            if cond == Condition::CompletedSuccessfully {
+                let status = read_exit(dep).unwrap_or(255);
+                if status != 0 {
+                    println!(
+                        "hvsim-init: service {} not started: the service on node {dep} it depends on exited with status {status}",
+                        self.spec.name
+                    );
+                    return Ok(Some(1));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs the container once; returns its exit status.
+    fn run_once(&self) -> io::Result<u8> {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+        // SAFETY: clone without CLONE_VM is fork with new namespaces; the
+        // supervisor is single-threaded, so the child may run any code.
+        let pid = unsafe { libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0, 0, 0, 0) };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            drop(out_r);
+            drop(err_r);
+            // SAFETY: dup2 onto the standard descriptors of this process.
+            unsafe {
+                libc::dup2(out_w.as_raw_fd(), 1);
+                libc::dup2(err_w.as_raw_fd(), 2);
+            }
+            drop(out_w);
+            drop(err_w);
+            let e = enter(self.node, &self.spec);
+            eprintln!("hvsim-init: cannot start the container: {e}");
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(127) };
+        }
+        drop(out_w);
+        drop(err_w);
+        let pid = pid as libc::pid_t;
+        atomic_write(&self.dir.join("started"), b"")?;
+        println!("hvsim-init: service {} started", self.spec.name);
+        self.relay_and_wait(pid, out_r, err_r)
+    }
+
+    /// Relays the container's output line by line and runs its health
+    /// check until it exits; returns its status.
+    fn relay_and_wait(&self, pid: libc::pid_t, out: OwnedFd, err: OwnedFd) -> io::Result<u8> {
+        // SAFETY: pidfd_open on our own child.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: just opened, owned here.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        let mut streams = [Some(Relay::new(out, &self.spec.name)), Some(Relay::new(err, &self.spec.name))];
+        let mut health = self.spec.health.as_ref().map(|h| HealthState::new(h.clone()));
+        let started = monotonic();
+        let mut exited = false;
+        while !exited || streams.iter().any(Option::is_some) {
+            let mut fds: Vec<libc::pollfd> = streams
+                .iter()
+                .map(|s| libc::pollfd { fd: s.as_ref().map_or(-1, |r| r.fd.as_raw_fd()), events: libc::POLLIN, revents: 0 })
+                .collect();
+            fds.push(libc::pollfd { fd: if exited { -1 } else { pidfd.as_raw_fd() }, events: libc::POLLIN, revents: 0 });
+            let timeout = match &health {
+                Some(h) if !exited => {
+                    h.next_wake(monotonic().saturating_sub(started)).as_millis().min(i32::MAX as u128) as i32
+                }
+                _ => -1,
+            };
+            // SAFETY: fds is a valid array.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for (i, s) in streams.iter_mut().enumerate() {
+                if fds[i].revents != 0 {
+                    if let Some(relay) = s {
+                        if !relay.pump() {
+                            *s = None;
+                        }
+                    }
+                }
+            }
+            if fds[2].revents != 0 {
+                exited = true;
+            }
+            if let Some(h) = &mut health {
+                if !exited {
+                    h.tick(pid, &self.spec, &self.dir, monotonic().saturating_sub(started));
+                }
+            }
+        }
+        if let Some(h) = &mut health {
+            h.stop();
+        }
+        Ok(wait_status(pid))
+    }
+}
+
+pub(super) fn ctx(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// `/init compose-wait`: the run's command with containers. Waits until
+/// every node's service has exited, lists them, and exits with the status
+/// of the first that failed (by time), else 0.
+pub fn wait_all() -> ExitCode {
+    let n = count();
+    let mut exits = Vec::new();
+    for node in 0..n {
+        let dir = state_dir(node);
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| wait_for_file(&dir, "exit")) {
+            eprintln!("hvsim-init: cannot wait for node {node}'s service: {e}");
+            return ExitCode::from(1);
+        }
+        let text = std::fs::read_to_string(dir.join("exit")).unwrap_or_default();
+        let mut parts = text.split_whitespace();
+        let status: u8 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(255);
+        let at: u64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+        exits.push((at, node, status));
+    }
+    exits.sort();
+    let first_failure = exits.iter().find(|e| e.2 != 0).map_or(0, |e| e.2);
+    println!("hvsim-init: every service exited; the first failure's status is {first_failure}");
+    ExitCode::from(first_failure)
+}
+
+fn record_exit(node: u16, status: u8) -> io::Result<()> {
+    let dir = state_dir(node);
+    std::fs::create_dir_all(&dir)?;
+    atomic_write(&dir.join("exit"), format!("{status} {}\n", monotonic().as_nanos()).as_bytes())
+}
+
+fn read_exit(node: u16) -> Option<u8> {
+    std::fs::read_to_string(state_dir(node).join("exit")).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Writes a marker by rename, so a watcher sees it whole (`IN_MOVED_TO`).
+pub(super) fn atomic_write(path: &Path, data: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Blocks until `dir/name` exists, without polling (inotify).
+fn wait_for_file(dir: &Path, name: &str) -> io::Result<()> {
+    // SAFETY: inotify_init1 returns a new descriptor, owned below.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just created.
+    let mut ino = unsafe { File::from_raw_fd(fd) };
+    let d = CString::new(dir.as_os_str().as_bytes()).map_err(|_| bad("a NUL in a path".into()))?;
+    // SAFETY: a valid descriptor and path.
+    if unsafe { libc::inotify_add_watch(fd, d.as_ptr(), libc::IN_CREATE | libc::IN_MOVED_TO) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = [0u8; 4096];
+    // Checked after the watch exists, so a file made in between is seen.
+    while !dir.join(name).exists() {
+        match ino.read(&mut buf) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn monotonic() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn wait_status(pid: libc::pid_t) -> u8 {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return status_code(status);
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return 255;
+        }
+    }
+}
+
+/// A wait status as a shell reports it: the exit code, or 128 + signal.
+pub(super) fn status_code(status: libc::c_int) -> u8 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status) as u8
+    } else if libc::WIFSIGNALED(status) {
+        128u8.wrapping_add(libc::WTERMSIG(status) as u8)
+    } else {
+        255
+    }
+}
+
+pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned here only.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
