@@ -274,6 +274,9 @@ fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() 
     assert_eq!(closed["verdict"], "failed", "{closed}");
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
     let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    // The report keeps what the console said, the service named.
+    let tail: Vec<&str> = bug["console_tail"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(tail.contains(&"hvsim-init: service python-antithesis started"), "{tail:#?}");
     let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");

@@ -69,6 +69,10 @@ pub struct BugRecord {
     pub hvsim_version: String,
     /// Filled in when the record is written to a file.
     pub replay_command: String,
+    /// The last lines of the console when the bug showed (with containers,
+    /// each service's lines carry its name).
+    #[serde(default)]
+    pub console_tail: Vec<String>,
 }
 
 impl BugRecord {
@@ -85,6 +89,7 @@ impl BugRecord {
             occurrences: 1,
             hvsim_version: env!("CARGO_PKG_VERSION").to_owned(),
             replay_command: String::new(),
+            console_tail: Vec::new(),
         }
     }
 
@@ -93,6 +98,16 @@ impl BugRecord {
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         serde_json::from_str(&text).map_err(|e| err(format!("not a bug record: {e}")))
     }
+}
+
+/// Lines of console output kept with a bug.
+pub const CONSOLE_TAIL_LINES: usize = 40;
+
+/// The last [`CONSOLE_TAIL_LINES`] lines of a console.
+pub fn console_tail(console: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(console);
+    let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
+    lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].iter().map(|l| (*l).to_owned()).collect()
 }
 
 /// What a replay observed.

@@ -283,7 +283,8 @@ impl State {
     }
 
     /// Records a bug unless one with the same signature exists (then counts it).
-    fn record_bug(&mut self, kind: BugKind, at: Point, timeline: Timeline, target: &Target, seed: u64, branch: u64) -> bool {
+    fn record_bug(&mut self, kind: BugKind, timeline: Timeline, m: &Machine, target: &Target, seed: u64, branch: u64) -> bool {
+        let at = point(m);
         let signature = kind.signature();
         if let Some(&i) = self.bug_by_signature.get(&signature) {
             self.bugs[i].occurrences += 1;
@@ -296,7 +297,9 @@ impl State {
             }
         }
         self.bug_by_signature.insert(signature, self.bugs.len());
-        self.bugs.push(BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch));
+        let mut record = BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch);
+        record.console_tail = crate::bug::console_tail(m.console());
+        self.bugs.push(record);
         true
     }
 }
@@ -355,9 +358,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                     let o = state.process(&msg.bytes);
                     setup_complete |= o.setup_complete;
                     if let Some(kind) = o.bug {
-                        let at = point(&machine);
-                        let timeline = Timeline { root: at, segments: vec![] };
-                        state.record_bug(kind, at, timeline, target, config.seed, 0);
+                        let timeline = Timeline { root: point(&machine), segments: vec![] };
+                        state.record_bug(kind, timeline, &machine, target, config.seed, 0);
                     }
                 }
             }
@@ -416,7 +418,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                         new_here += o.new_signals;
                         new_edges += o.new_edges;
                         if let Some(kind) = o.bug {
-                            state.record_bug(kind, at, timeline.clone(), target, config.seed, branches);
+                            state.record_bug(kind, timeline.clone(), &machine, target, config.seed, branches);
                         }
                     }
                     if new_here > 0 && config.branch_from_snapshots {
@@ -436,9 +438,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                 Stop::Ended(end) => {
                     new_edges += state.new_coverage(&machine);
                     if is_crash(&end) {
-                        let at = point(&machine);
-                        let timeline = base.then(Segment { seed, until: at });
-                        state.record_bug(BugKind::Crash { end }, at, timeline, target, config.seed, branches);
+                        let timeline = base.then(Segment { seed, until: point(&machine) });
+                        state.record_bug(BugKind::Crash { end }, timeline, &machine, target, config.seed, branches);
                     }
                     break;
                 }

@@ -38,6 +38,8 @@ pub struct BugSummary {
     pub occurrences: u64,
     pub file: String,
     pub replay_command: String,
+    /// The console's last lines when the bug showed.
+    pub console_tail: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -108,6 +110,7 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
             occurrences: bug.occurrences,
             file: file.display().to_string(),
             replay_command: bug.replay_command.clone(),
+            console_tail: bug.console_tail.clone(),
         });
     }
     let assertions: Vec<AssertionReport> = exp
@@ -211,6 +214,13 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
             "- **{}**: {} — at virtual time {} ns (event {}), seen {} time(s)\n  - replay: `{}`",
             b.id, b.summary, b.at.vtime_ns, b.at.events, b.occurrences, b.replay_command
         );
+        if !b.console_tail.is_empty() {
+            let _ = writeln!(m, "  - the console's last lines:\n\n    ```text");
+            for line in &b.console_tail {
+                let _ = writeln!(m, "    {line}");
+            }
+            let _ = writeln!(m, "    ```");
+        }
     }
     let _ = writeln!(m, "\n## Properties\n");
     let _ = writeln!(m, "| verdict | kind | property | hits | held | failed | bug |");
