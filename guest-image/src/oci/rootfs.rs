@@ -24,9 +24,12 @@ use crate::cache::Lock;
 use crate::error::{invalid, io, ImageError, Result};
 use crate::linux::packages;
 
+/// The version of how root file systems are made, in their cached names.
+pub const RECIPE: &str = "r2";
 /// Fixed so that the same image gives the same bytes.
 const UUID: &str = "6876736d-726f-6f74-6673-000000000001";
-const FAKE_TIME: &str = "0";
+/// Not 0: e2fsprogs takes 0 for "not set" and uses the clock.
+const FAKE_TIME: &str = "1700000000";
 const BLOCK: u64 = 4096;
 
 /// A built root file system.
@@ -65,7 +68,7 @@ pub fn build(store: &Store, record: &ImageRecord) -> Result<RootFs> {
 /// kernel not to initialize (`noinit_itable`), so the file is a few MiB
 /// whatever the disk's size.
 pub fn empty_ext4(store: &Store, bytes: u64) -> Result<PathBuf> {
-    let path = store.dir().join("rootfs").join(format!("empty-{bytes}.ext4"));
+    let path = store.dir().join("rootfs").join(format!("empty-{bytes}-{RECIPE}.ext4"));
     let _lock = Lock::acquire(&path.with_extension("lock"))?;
     if path.exists() {
         return Ok(path);

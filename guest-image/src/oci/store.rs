@@ -92,8 +92,10 @@ impl Store {
         self.dir.join("blobs/sha256").join(digest.hex())
     }
 
+    /// Where the root file system of image `id` is cached; the name has
+    /// the recipe's version, so a new recipe builds anew.
     pub fn rootfs_path(&self, id: &Digest) -> PathBuf {
-        self.dir.join("rootfs").join(format!("{}.ext4", id.hex()))
+        self.dir.join("rootfs").join(format!("{}-{}.ext4", id.hex(), super::rootfs::RECIPE))
     }
 
     fn record_path(&self, id: &Digest) -> PathBuf {
@@ -212,10 +214,20 @@ impl Store {
         let p = self.record_path(&record.id);
         std::fs::remove_file(&p).map_err(io("removing an image record", &p))?;
         removed.deleted = Some(record.id.clone());
-        let rootfs = self.rootfs_path(&record.id);
-        removed.freed_bytes += remove_counted(&rootfs);
+        removed.freed_bytes += self.remove_rootfs(&record.id);
         removed.freed_bytes += self.collect_garbage()?;
         Ok(removed)
+    }
+
+    /// Deletes the root file systems built from image `id`, by any recipe.
+    fn remove_rootfs(&self, id: &Digest) -> u64 {
+        let dir = self.dir.join("rootfs");
+        let Ok(entries) = std::fs::read_dir(&dir) else { return 0 };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(id.hex()))
+            .map(|e| remove_counted(&e.path()))
+            .sum()
     }
 
     /// Deletes blobs no image record refers to; returns the bytes freed.
