@@ -10,6 +10,7 @@ use hvsim_abi::container::{key, SEP};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, io, ImageError, Result};
+use crate::linux::RunFile;
 use crate::oci::store::Store;
 use crate::oci::Digest;
 
@@ -193,7 +194,7 @@ impl Container {
 
     /// The files init needs for this container on `node`: its description
     /// and the contents of its bind mounts. `hosts` is /etc/hosts.
-    pub fn inbox_files(&self, node: u16, hosts: &str) -> Result<Vec<(String, u32, Vec<u8>)>> {
+    pub fn inbox_files(&self, node: u16, hosts: &str) -> Result<Vec<RunFile>> {
         let mut files = Vec::new();
         let mut spec = Vec::new();
         let mut field = |k: &str, v: &str| {
@@ -299,7 +300,7 @@ pub fn hosts(containers: &[Container]) -> String {
 /// The SHA-256 of a bind mount's source (a file, or a directory's files
 /// with their relative paths and modes), and its files as inbox entries
 /// under `dest`.
-pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<(String, u32, Vec<u8>)>)> {
+pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> {
     use sha2::{Digest as _, Sha256};
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();

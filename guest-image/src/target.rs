@@ -103,12 +103,10 @@ impl System {
         VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, image_bytes, rng: true }
     }
 
-    /// What the containers need at the start of a run: the empty file
-    /// system under every node's disk, each node's image, and init's
-    /// files describing them.
-    fn container_inputs(&self) -> Result<(Option<Base>, Vec<Option<Base>>, Vec<(String, u32, Vec<u8>)>)> {
+    /// What the nodes' disks and containers need at the start of a run.
+    fn disk_inputs(&self) -> Result<DiskInputs> {
         if self.containers.is_empty() {
-            return Ok((self.disk_base()?, Vec::new(), Vec::new()));
+            return Ok(DiskInputs { disk_base: self.disk_base()?, images: Vec::new(), files: Vec::new() });
         }
         let store = Store::open()?;
         let empty = rootfs::empty_ext4(&store, self.disk_bytes)?;
@@ -127,7 +125,7 @@ impl System {
             images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
             files.extend(c.inbox_files(node as u16, &hosts)?);
         }
-        Ok((Some(disk_base), images, files))
+        Ok(DiskInputs { disk_base: Some(disk_base), images, files })
     }
 
     /// The fault plan, resolved under the run's seed.
@@ -151,6 +149,15 @@ impl System {
         }
         Ok(Some(base))
     }
+}
+
+/// What a run's disks hold: the base image under every node's disk (with
+/// containers, an empty file system), each node's image (a container's
+/// root file system), and init's files describing the containers.
+struct DiskInputs {
+    disk_base: Option<Base>,
+    images: Vec<Option<Base>>,
+    files: Vec<linux::RunFile>,
 }
 
 /// How to start.
@@ -210,7 +217,7 @@ impl Target {
             }
             Target::Linux { command, mem, files, system, verbose_boot } => {
                 // The run's inputs first: a changed file fails before a boot.
-                let (disk_base, images, extra_files) = system.container_inputs()?;
+                let DiskInputs { disk_base, images, files: extra_files } = system.disk_inputs()?;
                 let mut work =
                     LinuxWork { command: command.clone(), node_command: system.node_cmd.clone(), files: vec![], extra_files };
                 for (f, hash) in files {

@@ -143,7 +143,7 @@ impl Project {
     /// The node names, in node order: each service, or `service-N` for
     /// each of its replicas.
     pub fn node_names(&self) -> Vec<String> {
-        self.services.iter().flat_map(|s| replica_names(s)).collect()
+        self.services.iter().flat_map(replica_names).collect()
     }
 
     /// One container per node, resolved against the image store.

@@ -29,6 +29,10 @@ pub struct LinuxOptions {
     pub cpuid_virtualized: bool,
 }
 
+/// A file made for a run: its absolute path in the guest, its mode and
+/// its contents.
+pub type RunFile = (String, u32, Vec<u8>);
+
 /// What a run gives the booted guest: init writes it before it starts
 /// anything (see `hvsim_abi::inbox`).
 #[derive(Clone, Debug, Default)]
@@ -41,7 +45,7 @@ pub struct LinuxWork {
     /// Host files to put into the guest (executable).
     pub files: Vec<GuestFile>,
     /// Files made for the run (path, mode, contents): containers' descriptions.
-    pub extra_files: Vec<(String, u32, Vec<u8>)>,
+    pub extra_files: Vec<RunFile>,
 }
 
 impl LinuxWork {

@@ -36,7 +36,7 @@ pub struct DebianImage {
     /// installed into /usr/lib/python3/dist-packages by a second layer.
     pub pip: Vec<String>,
     /// Files (path in the image, mode, contents) in that second layer.
-    pub files: Vec<(String, u32, Vec<u8>)>,
+    pub files: Vec<crate::linux::RunFile>,
     pub run: RunConfig,
 }
 

@@ -209,7 +209,7 @@ impl Files {
 
     /// The blob a descriptor names, checked against its digest and size.
     fn blob(&mut self, d: &Descriptor, label: &str, scratch: &Path) -> Result<Staged> {
-        let digest = Digest::parse_at(&d.digest().to_string(), label)?;
+        let digest = Digest::parse_at(d.digest().as_ref(), label)?;
         let s = self.get(&format!("blobs/sha256/{}", digest.hex()), label, scratch)?;
         if s.digest != digest {
             return Err(invalid(label, format!("blob {digest}: digest mismatch (its content hashes to {})", s.digest)));
