@@ -9,14 +9,10 @@ use hvsim_guest_image::compose;
 use hvsim_guest_image::container::{Container, Overrides};
 use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::oci::store::Store;
-use hvsim_guest_image::target::{file_hash, StartOptions, System, Target};
+use hvsim_guest_image::target::{default_mem, file_hash, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
 
 use crate::util;
-
-/// Guest RAM by default, and what each container adds.
-const DEFAULT_MEM: usize = 128 << 20;
-const CONTAINER_MEM: usize = 256 << 20;
 
 /// A node name from an image name: its repository's last part
 /// (`docker.io/library/redis:7` -> `redis`).
@@ -99,7 +95,7 @@ impl LinuxArgs {
             // that names the file.
             system.faults(0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
-        let mem = self.mem.unwrap_or(DEFAULT_MEM + CONTAINER_MEM * system.containers.len());
+        let mem = self.mem.unwrap_or_else(|| default_mem(system.containers.len()));
         let command = self.init_cmd.clone().unwrap_or_else(|| "true".into());
         Ok(Target::Linux { command, mem, files, system, verbose_boot })
     }

@@ -18,15 +18,6 @@ fn boot(seed: &str, command: &str) -> (Value, i32) {
     run_json(&["--linux", "--seed", seed, "--init-cmd", command])
 }
 
-/// The lines the command printed, between init's readiness line and its
-/// report (the console is a tty: lines end in CR LF).
-fn command_output(v: &Value) -> Vec<String> {
-    let console = v["console"].as_str().expect("console");
-    let after = console.split("hvsim-init: ready").nth(1).unwrap_or_else(|| panic!("no readiness line: {console}"));
-    let before = after.split("hvsim-init: command exited").next().unwrap();
-    before.lines().map(|l| l.trim_end_matches('\r').to_owned()).filter(|l| !l.is_empty()).collect()
-}
-
 #[test]
 fn linux_boots_replays_and_follows_the_seed() {
     if !kvm_available() {

@@ -41,12 +41,17 @@ fn assertion<'a>(r: &'a Value, message: &str) -> &'a Value {
     })
 }
 
-/// The console lines between init's readiness line and its report.
-fn command_output(v: &Value) -> Vec<String> {
-    let console = v["console"].as_str().expect("console");
-    let after = console.split("hvsim-init: ready").nth(1).unwrap_or_else(|| panic!("no readiness line: {console}"));
-    let before = after.split("hvsim-init: command exited").next().unwrap();
-    before.lines().map(|l| l.trim_end_matches('\r').to_owned()).filter(|l| !l.is_empty()).collect()
+/// The vault's bug in an exploration's report: "the vault stays closed"
+/// failed, and its bug record replays. Returns the bug.
+fn vault_bug_replays(r: &Value) -> &Value {
+    let closed = assertion(r, "the vault stays closed");
+    assert_eq!(closed["verdict"], "failed", "{closed}");
+    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
+    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    bug
 }
 
 #[test]
@@ -163,11 +168,9 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     let never = assertion(&r, "unreachable: x is never huge");
     assert_eq!((never["kind"].as_str(), never["hits"].as_u64()), (Some("unreachable"), Some(0)));
     assert_eq!(assertion(&r, "numeric: x stays above 1")["display"], "Always");
-    // The bug behind four 1-in-8 random choices, found within 200 branches.
-    let closed = assertion(&r, "the vault stays closed");
-    assert_eq!(closed["verdict"], "failed", "{closed}");
-    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
-    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    // The bug behind four 1-in-8 random choices, found within 200
+    // branches; it replays.
+    vault_bug_replays(&r);
     assert_eq!(r["events"]["vault_started"], 1);
     // The SDK said who it is; coverage from the instrumented binary arrived
     // and steered.
@@ -179,10 +182,6 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     assert!(!r["edges_by_timeline"].as_array().unwrap().is_empty(), "branches reached new edges: {}", r["series"]);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Coverage") && md.contains("\"sdk_version\":\"0.3.0\""), "{md}");
-    // And it replays.
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
 
 #[test]
@@ -269,15 +268,9 @@ fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() 
     let listed = r["assertions"].as_array().unwrap();
     assert!(!listed.iter().any(|a| a["message"] == "unreachable: x is never huge"), "{listed:?}");
     assert_eq!(r["events"]["vault_started"], 1);
-    // The bug behind three 1-in-6 choices drawn from the run's seed.
-    let closed = assertion(&r, "the vault stays closed");
-    assert_eq!(closed["verdict"], "failed", "{closed}");
-    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
-    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
-    // The report keeps what the console said, the service named.
+    // The bug behind three 1-in-6 choices drawn from the run's seed; it
+    // replays, and the report keeps what the console said, the service named.
+    let bug = vault_bug_replays(&r);
     let tail: Vec<&str> = bug["console_tail"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert!(tail.contains(&"hvsim-init: service python-antithesis started"), "{tail:#?}");
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }

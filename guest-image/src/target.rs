@@ -114,6 +114,8 @@ impl System {
         let hosts = crate::container::hosts(&self.containers);
         let mut images = Vec::new();
         let mut files = Vec::new();
+        // Services of one image share its bytes: each is read and hashed once.
+        let mut loaded: std::collections::HashMap<PathBuf, Base> = std::collections::HashMap::new();
         for (node, c) in self.containers.iter().enumerate() {
             let fs = container_rootfs(&store, c)?;
             if fs.fs_bytes > self.image_bytes {
@@ -122,7 +124,15 @@ impl System {
                     c.image, fs.fs_bytes, self.image_bytes
                 )));
             }
-            images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
+            let base = match loaded.get(&fs.path) {
+                Some(b) => b.clone(),
+                None => {
+                    let b = Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?;
+                    loaded.insert(fs.path.clone(), b.clone());
+                    b
+                }
+            };
+            images.push(Some(base));
             files.extend(c.inbox_files(node as u16, &hosts)?);
         }
         Ok(DiskInputs { disk_base: Some(disk_base), images, files })
@@ -253,6 +263,12 @@ pub fn linux_boot(mem: usize, system: &System, verbose_boot: bool, host: &Host, 
     config.spec.virtio = system.virtio_spec();
     config.host = settings;
     Ok(config)
+}
+
+/// Guest RAM of a Linux target unless the user says: enough for hvsim's
+/// init, and 256 MiB more for each container (a Debian-based service).
+pub fn default_mem(containers: usize) -> usize {
+    (128 << 20) + (256 << 20) * containers
 }
 
 /// Images whose root file systems are smaller share this image disk size.

@@ -48,3 +48,12 @@ pub fn run_json(args: &[&str]) -> (Value, i32) {
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The lines the command printed, between init's readiness line and its
+/// report (the console is a tty: lines end in CR LF).
+pub fn command_output(v: &Value) -> Vec<String> {
+    let console = v["console"].as_str().expect("console");
+    let after = console.split("hvsim-init: ready").nth(1).unwrap_or_else(|| panic!("no readiness line: {console}"));
+    let before = after.split("hvsim-init: command exited").next().unwrap();
+    before.lines().map(|l| l.trim_end_matches('\r').to_owned()).filter(|l| !l.is_empty()).collect()
+}

@@ -12,7 +12,7 @@ use hvsim_guest_image::compose;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::oci::{debian, load::load, rootfs};
-use hvsim_guest_image::target::{StartOptions, System, Target};
+use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::{Stop, Vtime};
 
 use super::median;
@@ -87,7 +87,7 @@ fn first_service_output() -> Result<(f64, Vtime)> {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compose/redis/compose.yaml");
     let (project, _) = compose::load(&file)?;
     let system = System::with_containers(project.containers(&Store::open()?)?, 64 << 20, None)?;
-    let mem = (128 << 20) + (256 << 20) * system.containers.len();
+    let mem = default_mem(system.containers.len());
     let target = Target::Linux { command: "true".into(), mem, files: vec![], system, verbose_boot: false };
     let host = Host::open()?;
     // A first start boots and fills the cache; the measured one restores.
