@@ -50,7 +50,17 @@ fn main() {
     let voidstar = manifest_dir.join("../guest-sdk/voidstar/voidstar.c");
     println!("cargo:rerun-if-changed={}", voidstar.display());
     let status = Command::new(env::var("CC").unwrap_or_else(|_| "gcc".into()))
-        .args(["-shared", "-fPIC", "-nostdlib", "-ffreestanding", "-fvisibility=hidden", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .args([
+            "-shared",
+            "-fPIC",
+            "-nostdlib",
+            "-ffreestanding",
+            "-fvisibility=hidden",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
         .args(["-Wl,--build-id=none", "-Wl,-soname,libvoidstar.so", "-o"])
         .arg(out_dir.join("libvoidstar.so"))
         .arg(&voidstar)

@@ -289,7 +289,9 @@ pub mod inbox {
     pub enum Malformed {
         BadMagic,
         /// The entry at this byte offset is cut short or not UTF-8.
-        Entry { offset: usize },
+        Entry {
+            offset: usize,
+        },
     }
 
     /// The files of an inbox, in order.

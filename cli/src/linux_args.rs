@@ -19,7 +19,11 @@ use crate::util;
 fn image_node_name(image: &str) -> String {
     let last = image.rsplit('/').next().unwrap_or(image);
     let name = last.split([':', '@']).next().unwrap_or(last);
-    if name.is_empty() { "app".into() } else { name.to_owned() }
+    if name.is_empty() {
+        "app".into()
+    } else {
+        name.to_owned()
+    }
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -89,7 +93,10 @@ impl LinuxArgs {
         };
         if let Some(path) = &self.nodes.fault_plan {
             if system.nodes == 0 {
-                anyhow::bail!("--fault-plan {}: a fault plan needs nodes (--nodes, --image or --compose)", path.display());
+                anyhow::bail!(
+                    "--fault-plan {}: a fault plan needs nodes (--nodes, --image or --compose)",
+                    path.display()
+                );
             }
             // Checked now against the nodes (and their names), for an error
             // that names the file.
@@ -135,7 +142,8 @@ impl NodeArgs {
     /// The fault plan's text.
     fn fault_plan_text(&self) -> Result<Option<String>> {
         let Some(path) = &self.fault_plan else { return Ok(None) };
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
         Ok(Some(text))
     }
 
@@ -146,9 +154,14 @@ impl NodeArgs {
             None => None,
             Some(p) => {
                 let hash = file_hash(p)?;
-                let len = std::fs::metadata(p).with_context(|| format!("cannot read disk image {}", p.display()))?.len();
+                let len =
+                    std::fs::metadata(p).with_context(|| format!("cannot read disk image {}", p.display()))?.len();
                 if len > self.disk_size as u64 {
-                    anyhow::bail!("disk image {} ({len} bytes) is larger than --disk-size ({} bytes)", p.display(), self.disk_size);
+                    anyhow::bail!(
+                        "disk image {} ({len} bytes) is larger than --disk-size ({} bytes)",
+                        p.display(),
+                        self.disk_size
+                    );
                 }
                 Some((p.clone(), hash))
             }

@@ -31,7 +31,11 @@ pub fn default_vtime_limit(guest: &str) -> Duration {
 pub struct Watchdog(pub Option<Duration>);
 
 fn parse_watchdog(s: &str) -> Result<Watchdog, String> {
-    if s == "off" { Ok(Watchdog(None)) } else { util::parse_duration(s).map(|d| Watchdog(Some(d))) }
+    if s == "off" {
+        Ok(Watchdog(None))
+    } else {
+        util::parse_duration(s).map(|d| Watchdog(Some(d)))
+    }
 }
 
 /// How a run is observed and reported (options of `run` and `replay`).
@@ -149,7 +153,13 @@ impl Session {
                 p.in_vmm()
             );
             for s in &p.longest {
-                eprintln!("  {:>10.3?}  ending at event {} ({}) at virtual time {}", s.wall, s.event, s.ended_by.name(), s.vtime);
+                eprintln!(
+                    "  {:>10.3?}  ending at event {} ({}) at virtual time {}",
+                    s.wall,
+                    s.event,
+                    s.ended_by.name(),
+                    s.vtime
+                );
             }
         }
         let services = service_states(&self.containers, &summary.console);

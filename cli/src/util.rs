@@ -75,9 +75,7 @@ impl AtomicFile {
     }
 
     pub fn commit(self) -> Result<()> {
-        self.tmp
-            .persist(&self.path)
-            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.tmp.persist(&self.path).with_context(|| format!("cannot write {}", self.path.display()))?;
         Ok(())
     }
 }

@@ -71,7 +71,9 @@ fn the_redis_compose_project_runs_to_completion_the_same_twice() {
         let lines = console_lines(&v);
         assert_eq!(code, 0, "{lines:#?}");
         assert!(lines.iter().any(|l| l == "client | all keys replicated"), "{lines:#?}");
-        assert!(lines.iter().any(|l| l.starts_with("replica | ") && l.contains("MASTER <-> REPLICA sync: Finished with success")));
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("replica | ") && l.contains("MASTER <-> REPLICA sync: Finished with success")));
         let services: Vec<(String, u64)> = v["services"]
             .as_array()
             .unwrap()
@@ -96,9 +98,11 @@ fn the_redis_compose_project_runs_to_completion_the_same_twice() {
 /// Whether this host lets guest programs read the host's TSC (reported by
 /// the run in `host_limits`).
 fn user_rdtsc_leaks(v: &Value) -> bool {
-    v["host_limits"].as_array().expect("host_limits").iter().any(|l| {
-        l.as_str().is_some_and(|l| l.starts_with("user-mode RDTSC does not trap"))
-    })
+    v["host_limits"]
+        .as_array()
+        .expect("host_limits")
+        .iter()
+        .any(|l| l.as_str().is_some_and(|l| l.starts_with("user-mode RDTSC does not trap")))
 }
 
 #[test]

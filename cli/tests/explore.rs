@@ -67,9 +67,12 @@ fn an_exploration_is_a_function_of_its_master_seed() {
     let a = explore(&["--seed", "9", "--branches", "200"], &dir.path().join("a"));
     let b = explore(&["--seed", "9", "--branches", "200"], &dir.path().join("b"));
     let strip = |r: &Value| {
-        let bugs: Vec<Value> = r["bugs"].as_array().unwrap().iter().map(|b| {
-            serde_json::json!([b["id"], b["summary"], b["at"], b["occurrences"]])
-        }).collect();
+        let bugs: Vec<Value> = r["bugs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| serde_json::json!([b["id"], b["summary"], b["at"], b["occurrences"]]))
+            .collect();
         (bugs, r["assertions"].clone(), r["summary"]["snapshots"].clone(), r["summary"]["signals"].clone())
     };
     assert_eq!(strip(&a), strip(&b));

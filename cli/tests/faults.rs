@@ -83,7 +83,12 @@ fn events(v: &Value, what: &str) -> Vec<(u32, f64)> {
 }
 
 fn fault<'a>(v: &'a Value, kind: &str) -> &'a Value {
-    v["faults"].as_array().unwrap().iter().find(|f| f["kind"] == kind).unwrap_or_else(|| panic!("no {kind}: {}", v["faults"]))
+    v["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}: {}", v["faults"]))
 }
 
 fn device<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -126,7 +131,11 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     // with frames being retransmitted and a crash behind it; a new process
     // restoring it must finish exactly as the uninterrupted run did.
     let snap = dir.path().join("nodes.snap");
-    let b = nodes_run(Some(&plan), &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(), &script);
+    let b = nodes_run(
+        Some(&plan),
+        &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(),
+        &script,
+    );
     let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
     let replayed: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
@@ -160,7 +169,11 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
         l.split_whitespace().skip(1).map(str::to_owned).collect()
     };
     let (mut d0, mut d1) = (disk(0), disk(1));
-    assert_eq!((d0.pop().as_deref(), d1.pop().as_deref()), (Some("BBBB"), Some("BBBB")), "the base image shows through");
+    assert_eq!(
+        (d0.pop().as_deref(), d1.pop().as_deref()),
+        (Some("BBBB"), Some("BBBB")),
+        "the base image shows through"
+    );
     assert_eq!(d0.len(), 16, "{d0:?}");
     assert_eq!(d0[0], "FFFF", "node 0's flushed sector");
     assert!(d0[1..].iter().all(|s| s == "...."), "node 0 lost every unflushed sector: {d0:?}");
@@ -168,7 +181,10 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     let kept = d1[8..].iter().take_while(|s| *s == "UUUU").count();
     assert!(d1[1..8].iter().chain(&d1[8 + kept..]).all(|s| s == "...."), "torn writes keep a prefix: {d1:?}");
     let reported = &device(&a, "blk1")["counters"];
-    assert_eq!((kept as u64, 8 - kept as u64), (reported["crash_kept_sectors"].as_u64().unwrap(), reported["crash_lost_sectors"].as_u64().unwrap()));
+    assert_eq!(
+        (kept as u64, 8 - kept as u64),
+        (reported["crash_kept_sectors"].as_u64().unwrap(), reported["crash_lost_sectors"].as_u64().unwrap())
+    );
     assert_eq!(device(&a, "blk0")["counters"]["crash_lost_sectors"], 8);
     assert_eq!(fault(&a, "disk.crash_lost")["landed"], 8);
     assert_eq!(fault(&a, "disk.crash_torn")["landed"], 8);
@@ -224,7 +240,10 @@ fn a_crashed_node_loses_its_processes_and_unsynced_files_and_restarts() {
     // The crash killed node 1's processes and unmounted its disk; the node
     // refused commands and answered no ping while down.
     assert_eq!(line("sleeper exited with"), "sleeper exited with 137", "SIGKILL");
-    assert_eq!(line("hvsim-init: node 1 lost power"), r#"hvsim-init: node 1 lost power: killed 2 processes, unmounted ["/mnt/d1"]"#);
+    assert_eq!(
+        line("hvsim-init: node 1 lost power"),
+        r#"hvsim-init: node 1 lost power: killed 2 processes, unmounted ["/mnt/d1"]"#
+    );
     assert_eq!(line("during: "), "during: hvsim-node: node 1 is down (crashed, not restarted yet)");
     assert_eq!(line("ping while down: "), "ping while down: lost");
     // The restart mounted the disk again and started the service again: the
@@ -415,8 +434,19 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
     let out = dir.path().join("out");
     let o = output(&[
-        "explore", "--json", "--linux", "--nodes", "2", "--fault-plan", plan.to_str().unwrap(),
-        "--init-cmd", PING, "--branches", "6", "--out", out.to_str().unwrap(),
+        "explore",
+        "--json",
+        "--linux",
+        "--nodes",
+        "2",
+        "--fault-plan",
+        plan.to_str().unwrap(),
+        "--init-cmd",
+        PING,
+        "--branches",
+        "6",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -35,8 +35,16 @@ fn linux_boots_replays_and_follows_the_seed() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("linux.snap");
     let (a2, _) = run_json(&[
-        "--linux", "--seed", "1", "--init-cmd", &format!("{COMMAND}; true"), "--cold-boot",
-        "--snapshot-at", "1s", "--save-snapshot", snap.to_str().unwrap(),
+        "--linux",
+        "--seed",
+        "1",
+        "--init-cmd",
+        &format!("{COMMAND}; true"),
+        "--cold-boot",
+        "--snapshot-at",
+        "1s",
+        "--save-snapshot",
+        snap.to_str().unwrap(),
     ]);
     assert_eq!(a2["boot"]["kind"], "cold");
     let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
@@ -77,7 +85,9 @@ fn user_rdtsc_is_virtual_time_where_the_host_traps_it() {
         // hvsim says so instead of pretending.
         let limits = doctor["guarantees"].to_string();
         assert!(limits.contains("RDTSC does not trap"), "{limits}");
-        eprintln!("skipping the RDTSC replay check: this host does not trap user-mode RDTSC (reported as a host limit)");
+        eprintln!(
+            "skipping the RDTSC replay check: this host does not trap user-mode RDTSC (reported as a host limit)"
+        );
         return;
     }
     let (r1, code) = boot("5", "/init rdtsc 5");
@@ -113,15 +123,28 @@ fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
     let command = format!("/bin/sdk-example && echo '{shell_line}' > $HVSIM_SDK_OUTPUT");
     let out = dir.path().join("out");
     let o = output(&[
-        "explore", "--json", "--linux", "--init-cmd", &command,
-        "--guest-file", &format!("{}:/bin/sdk-example", binary.display()),
-        "--branches", "4", "--out", out.to_str().unwrap(),
+        "explore",
+        "--json",
+        "--linux",
+        "--init-cmd",
+        &command,
+        "--guest-file",
+        &format!("{}:/bin/sdk-example", binary.display()),
+        "--branches",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["summary"]["setup_complete"], true, "{}", r["summary"]);
     let find = |msg: &str| -> Value {
-        r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == msg).cloned()
+        r["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["message"] == msg)
+            .cloned()
             .unwrap_or_else(|| panic!("{msg} missing from the report: {}", r["assertions"]))
     };
     // Later branches may start from snapshots taken after an assertion, so

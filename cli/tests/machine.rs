@@ -158,11 +158,7 @@ fn log_records_every_exit_and_diff_log_finds_divergence() {
 
 #[test]
 fn without_kvm_run_fails_with_one_line() {
-    let out = hvsim()
-        .env("HVSIM_KVM_PATH", "/nonexistent/kvm")
-        .args(["run", "--guest", "idle"])
-        .output()
-        .unwrap();
+    let out = hvsim().env("HVSIM_KVM_PATH", "/nonexistent/kvm").args(["run", "--guest", "idle"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

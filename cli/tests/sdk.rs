@@ -36,9 +36,12 @@ fn explore_json(args: &[&str], out: &Path) -> Value {
 }
 
 fn assertion<'a>(r: &'a Value, message: &str) -> &'a Value {
-    r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == message).unwrap_or_else(|| {
-        panic!("{message:?} missing from the report: {}", r["assertions"])
-    })
+    r["assertions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["message"] == message)
+        .unwrap_or_else(|| panic!("{message:?} missing from the report: {}", r["assertions"]))
 }
 
 /// The vault's bug in an exploration's report: "the vault stays closed"
@@ -64,7 +67,15 @@ fn branches_diverge_in_the_kernel_and_in_programs_with_private_generators() {
     let snap = dir.path().join("urandom.snap");
     let command = "sleep 1; head -c 16 /dev/urandom | od -An -tx1";
     let (original, code) = run_json(&[
-        "--linux", "--seed", "1", "--init-cmd", command, "--snapshot-at", "500ms", "--save-snapshot", snap.to_str().unwrap(),
+        "--linux",
+        "--seed",
+        "1",
+        "--init-cmd",
+        command,
+        "--snapshot-at",
+        "500ms",
+        "--save-snapshot",
+        snap.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{}", original["console"]);
     let replay = |seed: &str| -> Value {
@@ -91,11 +102,18 @@ fn branches_diverge_in_the_kernel_and_in_programs_with_private_generators() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|a| a["message"].as_str().unwrap().starts_with("interleave: outcome ") && a["passes"].as_u64() > Some(0))
+        .filter(|a| {
+            a["message"].as_str().unwrap().starts_with("interleave: outcome ") && a["passes"].as_u64() > Some(0)
+        })
         .collect();
     let hits: u64 = outcomes.iter().map(|a| a["hits"].as_u64().unwrap()).sum();
     assert_eq!(hits, 20, "every branch reports its outcome: {}", r["assertions"]);
-    assert!(outcomes.len() >= 3, "20 branches of one snapshot reached only {} outcomes: {}", outcomes.len(), r["assertions"]);
+    assert!(
+        outcomes.len() >= 3,
+        "20 branches of one snapshot reached only {} outcomes: {}",
+        outcomes.len(),
+        r["assertions"]
+    );
 }
 
 /// The example program (`guest-sdk/examples/antithesis-rust`), built
@@ -192,15 +210,24 @@ fn what_the_go_and_cpp_sdks_do_to_the_output_path_and_libvoidstar_works() {
     let dir = tempfile::tempdir().unwrap();
     let program = c_program(dir.path(), "sdk_shapes", "/bin/sdk-shapes");
     let (v, code) = run_json(&[
-        "--linux", "--guest-file", &program,
-        "--init-cmd", "for m in go cpp voidstar concurrent; do sdk-shapes $m || echo \"$m failed\"; done",
+        "--linux",
+        "--guest-file",
+        &program,
+        "--init-cmd",
+        "for m in go cpp voidstar concurrent; do sdk-shapes $m || echo \"$m failed\"; done",
     ]);
     assert_eq!(code, 0, "{}", v["console"]);
     let out = command_output(&v);
     assert!(!out.iter().any(|l| l.ends_with("failed")), "{out:?}");
-    let messages: Vec<Value> = v["messages"].as_array().unwrap().iter().map(|m| {
-        serde_json::from_str(m.as_str().unwrap()).unwrap_or_else(|e| panic!("a message is not JSON ({e}): {m:.200}"))
-    }).collect();
+    let messages: Vec<Value> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            serde_json::from_str(m.as_str().unwrap())
+                .unwrap_or_else(|e| panic!("a message is not JSON ({e}): {m:.200}"))
+        })
+        .collect();
     let ids: Vec<String> =
         messages.iter().filter_map(|m| m["antithesis_assert"]["id"].as_str().map(str::to_owned)).collect();
     let mut expected: Vec<String> = Vec::new();

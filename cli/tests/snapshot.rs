@@ -56,7 +56,16 @@ fn replays_repeat_and_new_seeds_diverge_where_entropy_is_used() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("entropy.snap");
     // Before the guest's first instruction: its random bytes are still to come.
-    let (original, _) = run_json(&["--guest", "entropy", "--seed", "1", "--snapshot-at", "0ns", "--save-snapshot", file.to_str().unwrap()]);
+    let (original, _) = run_json(&[
+        "--guest",
+        "entropy",
+        "--seed",
+        "1",
+        "--snapshot-at",
+        "0ns",
+        "--save-snapshot",
+        file.to_str().unwrap(),
+    ]);
     let replay = |seed: &str| -> Value {
         let out = output(&["replay", "--json", "--snapshot", file.to_str().unwrap(), "--seed", seed]);
         serde_json::from_slice(&out.stdout).unwrap()
@@ -102,7 +111,9 @@ fn damaged_snapshot_files_are_refused_with_one_line() {
     for (name, data, expect) in cases {
         let path = dir.path().join(format!("{name}.snap"));
         std::fs::write(&path, &data).unwrap();
-        for cmd in [vec!["replay", "--snapshot", path.to_str().unwrap()], vec!["snapshot", "info", path.to_str().unwrap()]] {
+        for cmd in
+            [vec!["replay", "--snapshot", path.to_str().unwrap()], vec!["snapshot", "info", path.to_str().unwrap()]]
+        {
             let out = output(&cmd);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{name}: {cmd:?}: {err}");

@@ -74,7 +74,11 @@ impl AssertionRecord {
                 }
             }
             Demand::Never => {
-                if self.hits > 0 { Verdict::Failed } else { Verdict::Held }
+                if self.hits > 0 {
+                    Verdict::Failed
+                } else {
+                    Verdict::Held
+                }
             }
         }
     }

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
-use crate::{StartOptions, Target};
 use crate::timeline::{Point, Timeline};
+use crate::{StartOptions, Target};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -30,7 +30,12 @@ pub enum BugKind {
 
 impl BugKind {
     pub fn from_assertion(a: &Assertion) -> BugKind {
-        BugKind::Assertion { id: a.id.clone(), message: a.message.clone(), assertion: a.kind, details: a.details.clone() }
+        BugKind::Assertion {
+            id: a.id.clone(),
+            message: a.message.clone(),
+            assertion: a.kind,
+            details: a.details.clone(),
+        }
     }
 
     /// Bugs with the same signature are the same bug.
@@ -76,7 +81,15 @@ pub struct BugRecord {
 }
 
 impl BugRecord {
-    pub fn new(id: String, bug: BugKind, at: Point, timeline: Timeline, target: Target, master_seed: u64, branch: u64) -> BugRecord {
+    pub fn new(
+        id: String,
+        bug: BugKind,
+        at: Point,
+        timeline: Timeline,
+        target: Target,
+        master_seed: u64,
+        branch: u64,
+    ) -> BugRecord {
         BugRecord {
             id,
             summary: bug.describe(),

@@ -27,8 +27,8 @@ use crate::bug::{BugKind, BugRecord};
 use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
-use crate::{StartOptions, Target};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
+use crate::{StartOptions, Target};
 
 /// When to stop exploring. With only a branch budget an exploration is a
 /// pure function of its master seed; a wall-time budget trades that for a
@@ -283,7 +283,15 @@ impl State {
     }
 
     /// Records a bug unless one with the same signature exists (then counts it).
-    fn record_bug(&mut self, kind: BugKind, timeline: Timeline, m: &Machine, target: &Target, seed: u64, branch: u64) -> bool {
+    fn record_bug(
+        &mut self,
+        kind: BugKind,
+        timeline: Timeline,
+        m: &Machine,
+        target: &Target,
+        seed: u64,
+        branch: u64,
+    ) -> bool {
         let at = point(m);
         let signature = kind.signature();
         if let Some(&i) = self.bug_by_signature.get(&signature) {

@@ -202,7 +202,8 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
         exp.root.point.events
     );
     if s.garbage.count > 0 {
-        let _ = writeln!(m, "- {} malformed SDK messages ignored, e.g. {:?}", s.garbage.count, s.garbage.examples.first());
+        let _ =
+            writeln!(m, "- {} malformed SDK messages ignored, e.g. {:?}", s.garbage.count, s.garbage.examples.first());
     }
     let _ = writeln!(m, "\n## Bugs ({})\n", r.bugs.len());
     if r.bugs.is_empty() {
@@ -275,7 +276,11 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
     let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs |");
     let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- |");
     for p in &r.series {
-        let _ = writeln!(m, "| {} | {} | {} | {} | {} | {} |", p.branch, p.wall_ms, p.snapshots, p.signals, p.edges, p.bugs);
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} | {} | {} |",
+            p.branch, p.wall_ms, p.snapshots, p.signals, p.edges, p.bugs
+        );
     }
     m
 }

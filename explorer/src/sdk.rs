@@ -133,24 +133,48 @@ pub enum SdkMessage {
     Assert(Assertion),
     /// Numeric guidance: the value (`left - right`) the SDK wants maximised
     /// or minimised.
-    Numeric { id: String, value: f64, maximize: bool },
+    Numeric {
+        id: String,
+        value: f64,
+        maximize: bool,
+    },
     /// Boolean guidance: how many of the named bools held; `maximize`:
     /// more is better (`sometimes_all`), else fewer (`always_some`).
-    Boolean { id: String, true_count: u64, maximize: bool },
+    Boolean {
+        id: String,
+        true_count: u64,
+        maximize: bool,
+    },
     /// JSON guidance: any value; a value never seen before is progress.
-    Json { id: String, value: Value },
+    Json {
+        id: String,
+        value: Value,
+    },
     /// Guidance announced before it is reached (`guidance_data: null`).
-    GuidanceRegistered { id: String },
+    GuidanceRegistered {
+        id: String,
+    },
     /// The system is up: the explorer's root snapshot goes here.
-    SetupComplete { details: Value },
+    SetupComplete {
+        details: Value,
+    },
     /// An edge-coverage report (hvsim extension; libvoidstar sends them).
-    Coverage { edges: Vec<u64> },
+    Coverage {
+        edges: Vec<u64>,
+    },
     /// An instrumented module: its edges are `base + 1 ..= base + edges`.
-    CoverageModule { name: String, edges: u64, base: u64 },
+    CoverageModule {
+        name: String,
+        edges: u64,
+        base: u64,
+    },
     /// SDK identification (`antithesis_sdk`).
     SdkInfo(Value),
     /// `send_event`: any other single-key object.
-    Event { name: String, details: Value },
+    Event {
+        name: String,
+        details: Value,
+    },
     /// Not a valid message; why.
     Garbage(String),
 }
@@ -174,7 +198,9 @@ pub fn parse(line: &[u8]) -> SdkMessage {
         "antithesis_assert" => parse_assert(body),
         "antithesis_guidance" => parse_guidance(body),
         "antithesis_setup" => match string(body, "status").as_deref() {
-            Some("complete") => SdkMessage::SetupComplete { details: body.get("details").cloned().unwrap_or(Value::Null) },
+            Some("complete") => {
+                SdkMessage::SetupComplete { details: body.get("details").cloned().unwrap_or(Value::Null) }
+            }
             other => SdkMessage::Garbage(format!("antithesis_setup with status {other:?}")),
         },
         "antithesis_sdk" => SdkMessage::SdkInfo(body.clone()),
@@ -316,13 +342,18 @@ mod tests {
             ("null", r#","must_hit":true"#, "AlwaysLessThanOrEqualTo", AssertKind::Always),
         ] {
             match parse(line(t, must_hit, display).as_bytes()) {
-                SdkMessage::Assert(a) => assert_eq!((a.kind, a.display.as_str()), (kind, display), "{t} {must_hit} {display}"),
+                SdkMessage::Assert(a) => {
+                    assert_eq!((a.kind, a.display.as_str()), (kind, display), "{t} {must_hit} {display}")
+                }
                 m => panic!("{t} {must_hit} {display}: {m:?}"),
             }
         }
         assert!(AssertKind::Unreachable.failure_is_bug());
         assert!(!AssertKind::Sometimes.failure_is_bug());
-        assert!(matches!(parse(line(r#""eventually""#, r#","must_hit":true"#, "Always").as_bytes()), SdkMessage::Garbage(_)));
+        assert!(matches!(
+            parse(line(r#""eventually""#, r#","must_hit":true"#, "Always").as_bytes()),
+            SdkMessage::Garbage(_)
+        ));
     }
 
     /// Guidance as the official SDKs send it: registrations with null data,

@@ -20,17 +20,19 @@ use sha2::{Digest, Sha256};
 
 use crate::container::Container;
 use crate::error::{ImageError, Result};
-use crate::oci::rootfs::{self, RootFs};
-use crate::oci::store::Store;
 use crate::host::Host;
 use crate::linux::boot_cache::{BootCache, BootKind, BootReport, Shape, BOOT_SEED};
 use crate::linux::{self, GuestFile, LinuxOptions, LinuxWork};
+use crate::oci::rootfs::{self, RootFs};
+use crate::oci::store::Store;
 use crate::raw;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
-    Raw { guest: String },
+    Raw {
+        guest: String,
+    },
     Linux {
         command: String,
         mem: usize,
@@ -222,14 +224,19 @@ impl Target {
                 let mut config = MachineConfig::raw(g.build(), seed, &host.profile);
                 config.host = settings;
                 let machine = Machine::new(&config)?;
-                let boot = BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
+                let boot =
+                    BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
                 Ok(Launch { machine, boot })
             }
             Target::Linux { command, mem, files, system, verbose_boot } => {
                 // The run's inputs first: a changed file fails before a boot.
                 let DiskInputs { disk_base, images, files: extra_files } = system.disk_inputs()?;
-                let mut work =
-                    LinuxWork { command: command.clone(), node_command: system.node_cmd.clone(), files: vec![], extra_files };
+                let mut work = LinuxWork {
+                    command: command.clone(),
+                    node_command: system.node_cmd.clone(),
+                    files: vec![],
+                    extra_files,
+                };
                 for (f, hash) in files {
                     if file_hash(&f.host)? != *hash {
                         return Err(changed("guest file", &f.host));
@@ -240,7 +247,10 @@ impl Target {
                 let config = linux_boot(*mem, system, *verbose_boot, host, settings.clone())?;
                 let (mut machine, boot) = if opts.cold_boot {
                     let machine = linux::boot_to_ready(&config)?;
-                    (machine, BootReport { kind: BootKind::Cold, wall_ms: started.elapsed().as_millis() as u64, key: None })
+                    (
+                        machine,
+                        BootReport { kind: BootKind::Cold, wall_ms: started.elapsed().as_millis() as u64, key: None },
+                    )
                 } else {
                     let shape = Shape::of(&config)?;
                     BootCache::open()?.get_or_boot(&shape, &settings, || linux::boot_to_ready(&config))?
@@ -253,7 +263,13 @@ impl Target {
 }
 
 /// The machine a Linux target boots: the same for every run of its shape.
-pub fn linux_boot(mem: usize, system: &System, verbose_boot: bool, host: &Host, settings: HostSettings) -> Result<MachineConfig> {
+pub fn linux_boot(
+    mem: usize,
+    system: &System,
+    verbose_boot: bool,
+    host: &Host,
+    settings: HostSettings,
+) -> Result<MachineConfig> {
     let image = linux::prepare(&LinuxOptions {
         nested_workarounds: host.profile.nested_pvm,
         verbose: verbose_boot,
@@ -278,7 +294,10 @@ const MIN_IMAGE_DISK: u64 = 256 << 20;
 /// it is not cached.
 fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
     let record = store.resolve(&c.image_id.to_string()).map_err(|_| {
-        ImageError::Setup(format!("image {} ({}) is not in the image store any more (`hvsim image load` it)", c.image, c.image_id))
+        ImageError::Setup(format!(
+            "image {} ({}) is not in the image store any more (`hvsim image load` it)",
+            c.image, c.image_id
+        ))
     })?;
     if !store.rootfs_path(&record.id).exists() {
         eprintln!("hvsim: building the root file system of {} ({})", c.image, record.id.short());

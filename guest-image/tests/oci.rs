@@ -178,8 +178,10 @@ fn layers_apply_exactly() {
     // Whiteout and opaque directory.
     assert!(!root.join("etc/gone").exists());
     assert!(!applied.tree.nodes.contains_key("etc/gone"));
-    let mut opaque: Vec<String> =
-        std::fs::read_dir(root.join("etc/opaque")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut opaque: Vec<String> = std::fs::read_dir(root.join("etc/opaque"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     opaque.sort();
     assert_eq!(opaque, ["new"]);
     assert!(!applied.tree.nodes.contains_key("etc/opaque/olddir/deep"));

@@ -149,7 +149,11 @@ fn spawn_holder(node: u16) -> io::Result<libc::pid_t> {
 
 pub fn setns(ns: &File, kind: libc::c_int) -> io::Result<()> {
     // SAFETY: ns is an open namespace file.
-    if unsafe { libc::setns(ns.as_raw_fd(), kind) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if unsafe { libc::setns(ns.as_raw_fd(), kind) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// In the current network namespace: renames `iface` to eth0, gives it

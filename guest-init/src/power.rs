@@ -158,7 +158,8 @@ fn kill_node(node: u16) -> io::Result<usize> {
             let name = entry?.file_name();
             let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
             // An exited process (even a zombie) has no namespace link.
-            if pid == 1 || name.to_str() == Some(holder.as_str())
+            if pid == 1
+                || name.to_str() == Some(holder.as_str())
                 || !std::fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|n| n == ns)
             {
                 continue;

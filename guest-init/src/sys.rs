@@ -27,7 +27,11 @@ pub fn mount_flags(source: &str, target: &str, fstype: &str, flags: libc::c_ulon
     let (src, tgt, fs) = (c_path(source)?, c_path(target)?, c_path(fstype)?);
     // SAFETY: all pointers are NUL-terminated strings that outlive the call.
     let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Unmounts `target`; `detach`: lazily, even while in use.
@@ -35,7 +39,11 @@ pub fn umount(target: &str, detach: bool) -> io::Result<()> {
     let tgt = c_path(target)?;
     let flags = if detach { libc::MNT_DETACH } else { 0 };
     // SAFETY: tgt is a NUL-terminated path.
-    if unsafe { libc::umount2(tgt.as_ptr(), flags) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if unsafe { libc::umount2(tgt.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Starts `cmd` with the environment guest commands get (PATH, HOME, the
@@ -143,7 +151,11 @@ pub fn hvsim_exit(status: u8) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the ioctl takes its argument by value.
     let r = unsafe { libc::ioctl(dev.as_raw_fd(), HVSIM_IOC_EXIT, libc::c_int::from(status)) };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 pub fn power_off() {

@@ -69,7 +69,8 @@ pub fn node(args: Vec<String>) -> ExitCode {
 /// on `PATH`.
 fn program(name: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_program = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let is_program =
+        |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if name.contains('/') {
         let p = std::path::PathBuf::from(name);
         return is_program(&p).then_some(p);

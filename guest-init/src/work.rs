@@ -77,7 +77,8 @@ impl Inbox {
         if path_len > 4096 {
             return Err(io::Error::other(format!("a path of {path_len} bytes")));
         }
-        let path = String::from_utf8(self.read(path_len)?.to_vec()).map_err(|_| io::Error::other("a path that is not UTF-8"))?;
+        let path = String::from_utf8(self.read(path_len)?.to_vec())
+            .map_err(|_| io::Error::other("a path that is not UTF-8"))?;
         let mode = self.u32()?;
         let len = u64::from_le_bytes(self.read(8)?.try_into().expect("8 bytes"));
         Ok(Some((path, mode, len)))

@@ -80,7 +80,8 @@ pub struct SaveStats {
 pub fn save(path: &Path, machine: &mut Machine, guest: &str, seed: u64) -> Result<SaveStats, SnapshotError> {
     let io = |source| SnapshotError::Io { path: path.to_owned(), source };
     let snap = machine.capture().map_err(|source| SnapshotError::Machine { path: path.to_owned(), source })?;
-    let header = Header { guest: guest.to_owned(), seed, hvsim_version: env!("CARGO_PKG_VERSION").to_owned(), machine: snap };
+    let header =
+        Header { guest: guest.to_owned(), seed, hvsim_version: env!("CARGO_PKG_VERSION").to_owned(), machine: snap };
     let header_json = serde_json::to_vec(&header).expect("snapshot headers serialize");
 
     let ram = machine.ram();
@@ -152,8 +153,8 @@ pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
     let header_len = u64_at(&bytes, 16) as usize;
     let header_end = PREFIX.checked_add(header_len).filter(|&e| e + 8 <= body.len());
     let header_end = header_end.ok_or_else(|| corrupt("header length points past the end".into()))?;
-    let header: Header = serde_json::from_slice(&bytes[PREFIX..header_end])
-        .map_err(|e| corrupt(format!("header: {e}")))?;
+    let header: Header =
+        serde_json::from_slice(&bytes[PREFIX..header_end]).map_err(|e| corrupt(format!("header: {e}")))?;
     let memory_len = u64_at(&bytes, header_end) as usize;
     if header_end + 8 + memory_len != body.len() {
         return Err(corrupt("memory length does not match the file".into()));

@@ -20,9 +20,7 @@ impl Machine {
                 Ok(Exit::IoIn { data, .. }) => data.fill(0),
                 Ok(Exit::IoOut { port, .. }) if port == hvsim_abi::hc::CMD => break,
                 Ok(Exit::IoOut { .. }) => {}
-                Ok(other) => {
-                    return Err(crate::Error::Config(format!("bare loop: unexpected exit {other:?}")))
-                }
+                Ok(other) => return Err(crate::Error::Config(format!("bare loop: unexpected exit {other:?}"))),
                 Err(e) => return Err(crate::Error::Kvm { op: "KVM_RUN", err: e }),
             }
         }

@@ -13,9 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::entropy::Stream;
 
 /// Nanoseconds of virtual time since the machine was created.
-#[derive(
-    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Vtime(pub u64);
 

@@ -161,15 +161,7 @@ mod tests {
     use super::*;
 
     fn entry(function: u32, index: u32) -> kvm_cpuid_entry2 {
-        kvm_cpuid_entry2 {
-            function,
-            index,
-            eax: !0,
-            ebx: !0,
-            ecx: !0,
-            edx: !0,
-            ..Default::default()
-        }
+        kvm_cpuid_entry2 { function, index, eax: !0, ebx: !0, ecx: !0, edx: !0, ..Default::default() }
     }
 
     #[test]

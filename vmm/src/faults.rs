@@ -151,7 +151,9 @@ impl Nodes<'_> {
                 .ok_or_else(|| format!("{what}: node {i} does not exist (the run has {})", self.count)),
             NodeRef::Name(n) => match self.names.iter().position(|x| x == n) {
                 Some(i) => Ok(i as u16),
-                None if self.names.is_empty() => Err(format!("{what}: node {n:?}: nodes have names only in compose projects")),
+                None if self.names.is_empty() => {
+                    Err(format!("{what}: node {n:?}: nodes have names only in compose projects"))
+                }
                 None => Err(format!("{what}: no node named {n:?} (the nodes are {})", self.names.join(", "))),
             },
         }
@@ -354,7 +356,8 @@ impl Resolver {
             None => Ok(0),
             Some(Dur::Fixed(s)) => dur(s).map_err(|e| format!("{what}: {e}")),
             Some(Dur::Range([lo, hi])) => {
-                let (lo, hi) = (dur(lo).map_err(|e| format!("{what}: {e}"))?, dur(hi).map_err(|e| format!("{what}: {e}"))?);
+                let (lo, hi) =
+                    (dur(lo).map_err(|e| format!("{what}: {e}"))?, dur(hi).map_err(|e| format!("{what}: {e}"))?);
                 if lo > hi {
                     return Err(format!("{what}: range is empty"));
                 }
@@ -406,7 +409,9 @@ impl FaultPlan {
                 (Some(g), None, None) if g.len() >= 2 => {
                     Cut::Groups(g.iter().map(|g| nodes.all(g, &what)).collect::<Result<_, _>>()?)
                 }
-                (None, Some(from), Some(to)) => Cut::OneWay { from: nodes.all(from, &what)?, to: nodes.all(to, &what)? },
+                (None, Some(from), Some(to)) => {
+                    Cut::OneWay { from: nodes.all(from, &what)?, to: nodes.all(to, &what)? }
+                }
                 _ => return Err(format!("{what}: give either `groups` (two or more) or `from` and `to`")),
             };
             partitions.push(Partition { start_ns, heal_ns, cut });
@@ -626,7 +631,10 @@ mod tests {
             ("[[network.partition]]\nstart = \"1s\"\nheal = \"2s\"\ngroups = [[0],[7]]", "node 7 does not exist"),
             ("[[crash]]\nnode = 9\nat = \"1s\"", "node 9 does not exist"),
             ("[[crash]]\nnode = 1\nat = \"1s\"\n[[crash]]\nnode = 1\nat = \"2s\"", "while still down"),
-            ("[[crash]]\nnode = 1\nat = \"1s\"\nrestart = \"2s\"\n[[crash]]\nnode = 1\nat = \"2s\"", "while still down"),
+            (
+                "[[crash]]\nnode = 1\nat = \"1s\"\nrestart = \"2s\"\n[[crash]]\nnode = 1\nat = \"2s\"",
+                "while still down",
+            ),
             ("[disk]\ncrash = []", "unknown field `crash`"),
         ] {
             let e = FaultPlan::parse(text, 1, 2).unwrap_err();

@@ -164,9 +164,7 @@ fn detect_pmu() -> PmuStatus {
     };
     // SAFETY: perf_event_open reads `attr` (valid for the call); the returned
     // fd is closed right away.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0)
-    };
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0) };
     if fd < 0 {
         let err = std::io::Error::last_os_error();
         return PmuStatus::Unavailable(format!("perf_event_open(branch-instructions): {err}"));

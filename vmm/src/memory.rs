@@ -11,9 +11,7 @@ use std::os::fd::FromRawFd;
 
 use sha2::{Digest, Sha256};
 use vm_memory::bitmap::AtomicBitmap;
-use vm_memory::{
-    Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, GuestMemoryMmap,
-};
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
 use crate::error::{Error, Result};
 
@@ -32,9 +30,7 @@ impl GuestRam {
     /// Allocates `size` bytes of zeroed RAM at guest-physical address 0.
     pub fn new(size: usize) -> Result<Self> {
         if size == 0 || size % PAGE_SIZE != 0 {
-            return Err(Error::Config(format!(
-                "guest RAM size {size} is not a positive multiple of {PAGE_SIZE}"
-            )));
+            return Err(Error::Config(format!("guest RAM size {size} is not a positive multiple of {PAGE_SIZE}")));
         }
         // SAFETY: memfd_create takes a NUL-terminated name and flags; the
         // result is checked before use.
@@ -44,18 +40,10 @@ impl GuestRam {
         }
         // SAFETY: fd is a freshly created descriptor that nothing else owns.
         let memfd = unsafe { File::from_raw_fd(fd) };
-        memfd
-            .set_len(size as u64)
-            .map_err(|e| Error::Host("sizing the guest RAM memfd", e))?;
-        let file = memfd
-            .try_clone()
-            .map_err(|e| Error::Host("duplicating the guest RAM memfd", e))?;
-        let mem = Mem::from_ranges_with_files([(
-            GuestAddress(0),
-            size,
-            Some(FileOffset::new(file, 0)),
-        )])
-        .map_err(|e| Error::Config(format!("mapping {size} bytes of guest RAM: {e}")))?;
+        memfd.set_len(size as u64).map_err(|e| Error::Host("sizing the guest RAM memfd", e))?;
+        let file = memfd.try_clone().map_err(|e| Error::Host("duplicating the guest RAM memfd", e))?;
+        let mem = Mem::from_ranges_with_files([(GuestAddress(0), size, Some(FileOffset::new(file, 0)))])
+            .map_err(|e| Error::Config(format!("mapping {size} bytes of guest RAM: {e}")))?;
         Ok(Self { mem, size, _memfd: memfd })
     }
 
@@ -80,16 +68,20 @@ impl GuestRam {
 
     /// Writes `data` at `addr`, failing (never panicking) if it falls outside RAM.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
-        self.mem
-            .write_slice(data, GuestAddress(addr))
-            .map_err(|e| Error::GuestMemory { addr, len: data.len(), detail: e.to_string() })
+        self.mem.write_slice(data, GuestAddress(addr)).map_err(|e| Error::GuestMemory {
+            addr,
+            len: data.len(),
+            detail: e.to_string(),
+        })
     }
 
     /// Reads into `buf` from `addr`, failing (never panicking) if it falls outside RAM.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        self.mem
-            .read_slice(buf, GuestAddress(addr))
-            .map_err(|e| Error::GuestMemory { addr, len: buf.len(), detail: e.to_string() })
+        self.mem.read_slice(buf, GuestAddress(addr)).map_err(|e| Error::GuestMemory {
+            addr,
+            len: buf.len(),
+            detail: e.to_string(),
+        })
     }
 
     /// The whole of guest RAM as a byte slice.

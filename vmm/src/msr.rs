@@ -9,8 +9,8 @@
 //! each one shows up in the determinism log.
 
 use kvm_bindings::{
-    kvm_enable_cap, KVM_CAP_X86_USER_SPACE_MSR, KVM_MSR_EXIT_REASON_FILTER,
-    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
+    kvm_enable_cap, KVM_CAP_X86_USER_SPACE_MSR, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL,
+    KVM_MSR_EXIT_REASON_UNKNOWN,
 };
 use kvm_ioctls::{MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
 
@@ -40,8 +40,11 @@ pub const BOOT_MSRS: &[(u32, u64)] = &[
     (IA32_SYSENTER_EIP, 0),
     // Linux's segment layout: kernel CS at 47:32, 32-bit user CS at 63:48.
     // Nested `kvm_pvm` derives the guest's kernel and user segments from it.
-    (STAR, ((hvsim_abi::raw::selector::USER32_CODE as u64 & !3) << 48)
-        | ((hvsim_abi::raw::selector::KERNEL_CODE as u64) << 32)),
+    (
+        STAR,
+        ((hvsim_abi::raw::selector::USER32_CODE as u64 & !3) << 48)
+            | ((hvsim_abi::raw::selector::KERNEL_CODE as u64) << 32),
+    ),
     (LSTAR, 0),
     (CSTAR, 0),
     (SYSCALL_MASK, 0),
@@ -77,9 +80,7 @@ pub fn install_filter(vm: &VmFd) -> Result<()> {
     let cap = kvm_enable_cap {
         cap: KVM_CAP_X86_USER_SPACE_MSR,
         args: [
-            u64::from(
-                KVM_MSR_EXIT_REASON_FILTER | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_INVAL,
-            ),
+            u64::from(KVM_MSR_EXIT_REASON_FILTER | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_INVAL),
             0,
             0,
             0,

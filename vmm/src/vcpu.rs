@@ -20,13 +20,37 @@ ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
 /// and MMIO reads, what the VMM writes there is what the guest reads.
 #[derive(Debug)]
 pub enum Exit<'a> {
-    IoOut { port: u16, size: u8, data: &'a [u8] },
-    IoIn { port: u16, size: u8, data: &'a mut [u8] },
-    MmioRead { addr: u64, data: &'a mut [u8] },
-    MmioWrite { addr: u64, data: &'a [u8] },
+    IoOut {
+        port: u16,
+        size: u8,
+        data: &'a [u8],
+    },
+    IoIn {
+        port: u16,
+        size: u8,
+        data: &'a mut [u8],
+    },
+    MmioRead {
+        addr: u64,
+        data: &'a mut [u8],
+    },
+    MmioWrite {
+        addr: u64,
+        data: &'a [u8],
+    },
     /// RDMSR the VMM must answer: set `*value` or set `*error` to inject #GP.
-    MsrRead { index: u32, reason: u32, value: &'a mut u64, error: &'a mut u8 },
-    MsrWrite { index: u32, reason: u32, value: u64, error: &'a mut u8 },
+    MsrRead {
+        index: u32,
+        reason: u32,
+        value: &'a mut u64,
+        error: &'a mut u8,
+    },
+    MsrWrite {
+        index: u32,
+        reason: u32,
+        value: u64,
+        error: &'a mut u8,
+    },
     Hlt,
     IrqWindowOpen,
     /// Triple fault.
@@ -34,8 +58,13 @@ pub enum Exit<'a> {
     /// `KVM_RUN` returned EINTR: a signal (the watchdog's) kicked the vCPU out.
     Interrupted,
     /// KVM could not run or emulate the guest (`suberror`, extra data words).
-    InternalError { suberror: u32, data: Vec<u64> },
-    FailEntry { reason: u64 },
+    InternalError {
+        suberror: u32,
+        data: Vec<u64>,
+    },
+    FailEntry {
+        reason: u64,
+    },
     /// An exit reason the VMM does not handle.
     Other(u32),
 }
@@ -99,21 +128,11 @@ impl Vcpu {
             }
             KVM_EXIT_X86_RDMSR => {
                 let msr = unsafe { &mut run.__bindgen_anon_1.msr };
-                Exit::MsrRead {
-                    index: msr.index,
-                    reason: msr.reason,
-                    value: &mut msr.data,
-                    error: &mut msr.error,
-                }
+                Exit::MsrRead { index: msr.index, reason: msr.reason, value: &mut msr.data, error: &mut msr.error }
             }
             KVM_EXIT_X86_WRMSR => {
                 let msr = unsafe { &mut run.__bindgen_anon_1.msr };
-                Exit::MsrWrite {
-                    index: msr.index,
-                    reason: msr.reason,
-                    value: msr.data,
-                    error: &mut msr.error,
-                }
+                Exit::MsrWrite { index: msr.index, reason: msr.reason, value: msr.data, error: &mut msr.error }
             }
             KVM_EXIT_HLT => Exit::Hlt,
             KVM_EXIT_IRQ_WINDOW_OPEN => Exit::IrqWindowOpen,
@@ -159,6 +178,10 @@ impl Vcpu {
         // SAFETY: KVM_INTERRUPT reads one kvm_interrupt from the pointer we
         // pass, which outlives the call; the fd is a vCPU fd.
         let ret = unsafe { ioctl_with_ref(&self.fd, KVM_INTERRUPT(), &irq) };
-        if ret == 0 { Ok(()) } else { Err(errno::Error::last()).kvm("KVM_INTERRUPT") }
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(errno::Error::last()).kvm("KVM_INTERRUPT")
+        }
     }
 }

@@ -9,8 +9,8 @@
 //! pending events last.
 
 use kvm_bindings::{
-    kvm_debugregs, kvm_fpu, kvm_mp_state, kvm_msr_entry, kvm_regs, kvm_sregs, kvm_vcpu_events,
-    kvm_xcrs, kvm_xsave, Msrs,
+    kvm_debugregs, kvm_fpu, kvm_mp_state, kvm_msr_entry, kvm_regs, kvm_sregs, kvm_vcpu_events, kvm_xcrs, kvm_xsave,
+    Msrs,
 };
 use kvm_ioctls::{Kvm, VcpuFd};
 use serde::{Deserialize, Serialize};

@@ -31,9 +31,8 @@ fn install_handler() -> Result<()> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
-        result = register_signal_handler(kick_signal(), on_kick).map_err(|e| {
-            Error::Host("registering the watchdog signal", std::io::Error::from_raw_os_error(e.errno()))
-        });
+        result = register_signal_handler(kick_signal(), on_kick)
+            .map_err(|e| Error::Host("registering the watchdog signal", std::io::Error::from_raw_os_error(e.errno())));
     });
     result
 }

@@ -47,8 +47,16 @@ pub fn main(args: Args) -> Result<ExitCode> {
             for e in &entries {
                 let machine = e.shape.as_ref().map_or("(description unreadable)".to_owned(), |s| {
                     let v = &s.spec.virtio;
-                    let nodes = if v.nodes > 0 { format!(", {} nodes with {} MiB disks", v.nodes, v.disk_bytes >> 20) } else { String::new() };
-                    format!("{} MiB RAM{nodes}, kernel {}", s.spec.ram_size >> 20, &s.kernel_sha256[..12.min(s.kernel_sha256.len())])
+                    let nodes = if v.nodes > 0 {
+                        format!(", {} nodes with {} MiB disks", v.nodes, v.disk_bytes >> 20)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{} MiB RAM{nodes}, kernel {}",
+                        s.spec.ram_size >> 20,
+                        &s.kernel_sha256[..12.min(s.kernel_sha256.len())]
+                    )
                 });
                 println!("  {} | {:>6} MiB | {:>9} | {machine}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
             }

@@ -21,8 +21,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let open = |p: &PathBuf| -> Result<BufReader<File>> {
         Ok(BufReader::new(File::open(p).with_context(|| format!("cannot open log {}", p.display()))?))
     };
-    let d = diff_logs(open(&args.a)?, open(&args.b)?, args.context)
-        .context("cannot read the logs")?;
+    let d = diff_logs(open(&args.a)?, open(&args.b)?, args.context).context("cannot read the logs")?;
     let Some(d) = d else {
         println!("identical: the logs have the same events");
         return Ok(ExitCode::SUCCESS);

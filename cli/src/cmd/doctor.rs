@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use hvsim_vmm::cpuid::{self, Why};
 use hvsim_guest_image::linux::boot_cache::BootCache;
 use hvsim_guest_image::raw::probes::HostProbes;
+use hvsim_vmm::cpuid::{self, Why};
 use hvsim_vmm::host::{open_kvm, HostProfile, PmuStatus};
 
 #[derive(clap::Args)]
@@ -60,7 +60,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             PmuStatus::Unavailable(why) => println!("PMU: unavailable: {why}"),
         }
         if host.nested_pvm {
-            let hidden: Vec<_> = cpuid::HIDDEN_BITS.iter().filter(|h| h.why == Why::NestedHost).map(|h| h.name).collect();
+            let hidden: Vec<_> =
+                cpuid::HIDDEN_BITS.iter().filter(|h| h.why == Why::NestedHost).map(|h| h.name).collect();
             println!("nested host: kvm_pvm detected; guest kernel mode is emulated (slow).");
             println!("  hiding from guests here only: {}", hidden.join(", "));
         } else {
@@ -83,9 +84,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
 }
 
 fn guarantees(host: &HostProfile, probes: Option<&HostProbes>) -> Vec<String> {
-    let mut g = vec![
-        "virtual time, interrupts and entropy are functions of the seed and the guest's exits".to_string(),
-    ];
+    let mut g =
+        vec!["virtual time, interrupts and entropy are functions of the seed and the guest's exits".to_string()];
     match host.pmu {
         PmuStatus::Available => g.push(
             "a PMU exists, but hvsim does not yet use it: a guest that runs without exits is still \

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_guest_image::oci::debian::{self, DebianImage};
-use hvsim_guest_image::oci::pack::RunConfig;
 use hvsim_guest_image::oci::load::load;
+use hvsim_guest_image::oci::pack::RunConfig;
 use hvsim_guest_image::oci::store::{ImageRecord, Store};
 use serde_json::json;
 

@@ -81,10 +81,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     stats.file_bytes
                 );
             }
-            Some(end) => eprintln!(
-                "hvsim: warning: the run ended ({}) before --snapshot-at {at}; no snapshot saved",
-                end.name()
-            ),
+            Some(end) => {
+                eprintln!("hvsim: warning: the run ended ({}) before --snapshot-at {at}; no snapshot saved", end.name())
+            }
         }
     }
     session.finish(&args.out)

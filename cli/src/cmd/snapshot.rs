@@ -51,7 +51,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
     } else {
         println!("{}: hvsim snapshot, format {}, written by hvsim {}", path.display(), file::VERSION, h.hvsim_version);
         println!("  guest {} seed {}", h.guest, h.seed);
-        println!("  at virtual time {} after {} exits; trace {}", Vtime(m.state.clock.now().nanos()), m.trace.events, m.trace.hash_hex());
+        println!(
+            "  at virtual time {} after {} exits; trace {}",
+            Vtime(m.state.clock.now().nanos()),
+            m.trace.events,
+            m.trace.hash_hex()
+        );
         println!(
             "  RAM {} MiB, {} pages stored ({} bytes compressed)",
             m.spec.ram_size >> 20,

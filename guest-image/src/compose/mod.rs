@@ -94,7 +94,10 @@ impl Project {
         }
         let nodes: usize = self.services.iter().map(|s| usize::from(s.replicas)).sum();
         if nodes > usize::from(hvsim_vmm::devices::virtio::MAX_NODES) {
-            return Err(format!("{nodes} nodes (services and replicas); hvsim supports at most {}", hvsim_vmm::devices::virtio::MAX_NODES));
+            return Err(format!(
+                "{nodes} nodes (services and replicas); hvsim supports at most {}",
+                hvsim_vmm::devices::virtio::MAX_NODES
+            ));
         }
         for s in &self.services {
             for (dep, cond) in &s.depends_on {
@@ -265,7 +268,9 @@ volumes:
         assert_eq!(db.environment, ["A=1", "B"]);
         let h = db.healthcheck.as_ref().unwrap();
         assert_eq!((h.interval_ms, h.timeout_ms, h.retries), (1000, 30_000, 5));
-        assert!(matches!(&db.volumes[0], Volume::Named { name, target, read_only: false } if name == "data" && target == "/data"));
+        assert!(
+            matches!(&db.volumes[0], Volume::Named { name, target, read_only: false } if name == "data" && target == "/data")
+        );
         assert!(matches!(&db.volumes[1], Volume::Bind { read_only: true, .. }));
         assert_eq!(db.restart, Restart::OnFailure);
         assert_eq!(p.services[1].depends_on, [("db".to_owned(), Condition::ServiceHealthy)]);

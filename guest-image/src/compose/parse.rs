@@ -138,7 +138,10 @@ impl Parser<'_> {
             let name = self.string(name, "services")?;
             let path = format!("services.{name}");
             if !valid_name(&name) {
-                return Err(self.err(&path, "a service name is letters, digits, `-`, `_` and `.`, starting with a letter or digit"));
+                return Err(self.err(
+                    &path,
+                    "a service name is letters, digits, `-`, `_` and `.`, starting with a letter or digit",
+                ));
             }
             let s = self.service(&name, def, &path, dir)?;
             project.services.push(s);
@@ -254,7 +257,9 @@ impl Parser<'_> {
 
     fn depends_on(&self, v: &Value, path: &str) -> R<Vec<(String, Condition)>> {
         match v {
-            Value::Sequence(_) => Ok(self.strings(v, path)?.into_iter().map(|n| (n, Condition::ServiceStarted)).collect()),
+            Value::Sequence(_) => {
+                Ok(self.strings(v, path)?.into_iter().map(|n| (n, Condition::ServiceStarted)).collect())
+            }
             Value::Mapping(m) => m
                 .iter()
                 .map(|(k, val)| {
@@ -266,7 +271,9 @@ impl Parser<'_> {
                             "service_started" => Condition::ServiceStarted,
                             "service_healthy" => Condition::ServiceHealthy,
                             "service_completed_successfully" => Condition::ServiceCompletedSuccessfully,
-                            other => return Err(self.err(&format!("{at}.condition"), format!("unknown condition {other:?}"))),
+                            other => {
+                                return Err(self.err(&format!("{at}.condition"), format!("unknown condition {other:?}")))
+                            }
                         },
                     };
                     Ok((k, cond))
@@ -292,7 +299,11 @@ impl Parser<'_> {
                                 Some((first, rest)) if first == "CMD" => HealthTest::Exec(rest.to_vec()),
                                 Some((first, rest)) if first == "CMD-SHELL" => HealthTest::Shell(rest.join(" ")),
                                 Some((first, _)) if first == "NONE" => return Ok(None),
-                                _ => return Err(self.err(&at, "expected [\"CMD\", ...], [\"CMD-SHELL\", \"...\"] or a string")),
+                                _ => {
+                                    return Err(
+                                        self.err(&at, "expected [\"CMD\", ...], [\"CMD-SHELL\", \"...\"] or a string")
+                                    )
+                                }
                             }
                         }
                     }
@@ -300,7 +311,12 @@ impl Parser<'_> {
                 "interval" => h.interval_ms = self.duration(val, &at)?,
                 "timeout" => h.timeout_ms = self.duration(val, &at)?,
                 "start_period" => h.start_period_ms = self.duration(val, &at)?,
-                "retries" => h.retries = val.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.err(&at, "expected a number"))?,
+                "retries" => {
+                    h.retries = val
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| self.err(&at, "expected a number"))?
+                }
                 "disable" => {
                     if val.as_bool() == Some(true) {
                         return Ok(None);
@@ -341,7 +357,9 @@ impl Parser<'_> {
                 let ro = m.get("read_only").and_then(Value::as_bool).unwrap_or(false);
                 match kind.as_str() {
                     "volume" | "bind" => (get("source")?.unwrap_or_default(), target, ro, kind == "bind"),
-                    other => return Err(self.err(path, format!("volume type {other:?} is not supported (volume or bind)"))),
+                    other => {
+                        return Err(self.err(path, format!("volume type {other:?} is not supported (volume or bind)")))
+                    }
                 }
             }
             _ => return Err(self.err(path, "expected a string or a mapping")),

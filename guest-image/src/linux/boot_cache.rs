@@ -136,7 +136,9 @@ impl BootCache {
     /// `HVSIM_BOOT_CACHE_MAX` (a size such as `2G`).
     pub fn open() -> Result<BootCache> {
         let max_bytes = match std::env::var(MAX_BYTES_ENV) {
-            Ok(v) => hvsim_vmm::faults::parse_size(&v).map_err(|e| ImageError::Setup(format!("{MAX_BYTES_ENV}: {e}")))?,
+            Ok(v) => {
+                hvsim_vmm::faults::parse_size(&v).map_err(|e| ImageError::Setup(format!("{MAX_BYTES_ENV}: {e}")))?
+            }
             Err(_) => DEFAULT_MAX_BYTES,
         };
         Ok(BootCache::at(cache::dir().join("boot"), max_bytes))
@@ -222,8 +224,10 @@ impl BootCache {
 
     fn save(&self, key: &str, shape: &Shape, machine: &mut Machine) -> Result<()> {
         let shape_path = self.shape_path(key);
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io("writing a boot cache entry", &self.dir))?;
-        serde_json::to_writer_pretty(&mut tmp, shape).map_err(|e| io("writing a boot cache entry", &shape_path)(e.into()))?;
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(&self.dir).map_err(io("writing a boot cache entry", &self.dir))?;
+        serde_json::to_writer_pretty(&mut tmp, shape)
+            .map_err(|e| io("writing a boot cache entry", &shape_path)(e.into()))?;
         tmp.persist(&shape_path).map_err(|e| io("writing a boot cache entry", &shape_path)(e.error))?;
         file::save(&self.snapshot_path(key), machine, "linux", shape.boot_seed)
             .map_err(|e| ImageError::Setup(e.to_string()))?;

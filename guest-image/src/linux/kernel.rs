@@ -21,10 +21,7 @@ pub const CONFIG_FRAGMENT: &str = include_str!("../../kernel/config.fragment");
 
 /// The patch set, applied in order (see docs/guest-kernel.md).
 pub const PATCHES: &[(&str, &str)] = &[
-    (
-        "0001-x86-hvsim-guest-support.patch",
-        include_str!("../../kernel/patches/0001-x86-hvsim-guest-support.patch"),
-    ),
+    ("0001-x86-hvsim-guest-support.patch", include_str!("../../kernel/patches/0001-x86-hvsim-guest-support.patch")),
     (
         "0002-random-under-hvsim-entropy-comes-only-from-the-VMM.patch",
         include_str!("../../kernel/patches/0002-random-under-hvsim-entropy-comes-only-from-the-VMM.patch"),
@@ -39,8 +36,17 @@ const SOURCE_PACKAGE: &str = "linux-source-6.1";
 const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 /// Everything the build runs, plus busybox-static for the initramfs.
 pub const PACKAGES: &[&str] = &[
-    SOURCE_PACKAGE, "bc", "bison", "flex", "libelf-dev", "libssl-dev", "make", "gcc", "patch",
-    "xz-utils", "busybox-static",
+    SOURCE_PACKAGE,
+    "bc",
+    "bison",
+    "flex",
+    "libelf-dev",
+    "libssl-dev",
+    "make",
+    "gcc",
+    "patch",
+    "xz-utils",
+    "busybox-static",
 ];
 /// Bump when the build procedure changes its output.
 const RECIPE: &str = "hvsim-kernel-recipe-2";
@@ -107,18 +113,23 @@ pub fn ensure_built() -> Result<Kernel> {
     let mut log = File::create(&log_path).map_err(io("creating the build log", &log_path))?;
 
     step("unpacking the kernel source");
-    run(&mut log, &log_path, "unpacking", Command::new("tar")
-        .args(["-xf", SOURCE_TARBALL, "--strip-components=1", "-C"])
-        .arg(&work))?;
+    run(
+        &mut log,
+        &log_path,
+        "unpacking",
+        Command::new("tar").args(["-xf", SOURCE_TARBALL, "--strip-components=1", "-C"]).arg(&work),
+    )?;
 
     step("applying the patch set");
     for (name, patch) in PATCHES {
         let path = root.join(format!("build-{}.{name}", &key[..16]));
         std::fs::write(&path, patch).map_err(io("writing a patch", &path))?;
-        let applied = run(&mut log, &log_path, &format!("applying {name}"), Command::new("patch")
-            .args(["-p1", "--forward", "--batch", "-i"])
-            .arg(&path)
-            .current_dir(&work));
+        let applied = run(
+            &mut log,
+            &log_path,
+            &format!("applying {name}"),
+            Command::new("patch").args(["-p1", "--forward", "--batch", "-i"]).arg(&path).current_dir(&work),
+        );
         let _ = std::fs::remove_file(&path);
         applied?;
     }
@@ -127,9 +138,12 @@ pub fn ensure_built() -> Result<Kernel> {
     run(&mut log, &log_path, "make tinyconfig", make().arg("tinyconfig").current_dir(&work))?;
     let fragment = work.join("hvsim.config");
     std::fs::write(&fragment, CONFIG_FRAGMENT).map_err(io("writing the config fragment", &fragment))?;
-    run(&mut log, &log_path, "merging the config fragment", Command::new("scripts/kconfig/merge_config.sh")
-        .args(["-m", ".config", "hvsim.config"])
-        .current_dir(&work))?;
+    run(
+        &mut log,
+        &log_path,
+        "merging the config fragment",
+        Command::new("scripts/kconfig/merge_config.sh").args(["-m", ".config", "hvsim.config"]).current_dir(&work),
+    )?;
     run(&mut log, &log_path, "make olddefconfig", make().arg("olddefconfig").current_dir(&work))?;
     let config_path = work.join(".config");
     let config = std::fs::read_to_string(&config_path).map_err(io("reading the kernel config", &config_path))?;
@@ -169,11 +183,8 @@ fn run(log: &mut File, log_path: &Path, what: &str, cmd: &mut Command) -> Result
     let out = log.try_clone().map_err(io("duplicating the log", log_path))?;
     let err = log.try_clone().map_err(io("duplicating the log", log_path))?;
     let _ = writeln!(log, "### {what}");
-    let status = cmd
-        .stdout(out)
-        .stderr(err)
-        .status()
-        .map_err(|e| ImageError::Setup(format!("cannot run {what}: {e}")))?;
+    let status =
+        cmd.stdout(out).stderr(err).status().map_err(|e| ImageError::Setup(format!("cannot run {what}: {e}")))?;
     if status.success() {
         Ok(())
     } else {

@@ -244,10 +244,7 @@ mod tests {
 
     #[test]
     fn guest_file_specs() {
-        assert_eq!(
-            GuestFile::parse("/tmp/a:/bin/a"),
-            Ok(GuestFile { host: "/tmp/a".into(), guest: "/bin/a".into() })
-        );
+        assert_eq!(GuestFile::parse("/tmp/a:/bin/a"), Ok(GuestFile { host: "/tmp/a".into(), guest: "/bin/a".into() }));
         assert!(GuestFile::parse("/tmp/a:bin/a").is_err());
         assert!(GuestFile::parse("/tmp/a").is_err());
         assert!(GuestFile::parse(":/x").is_err());
@@ -261,6 +258,9 @@ mod tests {
         for n in [4, 4 * 32 + 30, 4 * 32 + 26, 9 * 32 + 18, 32 + 27, 3 * 32 + 28] {
             assert!(nums.contains(&n), "{n} missing from {c}");
         }
-        assert!(!clearcpuid(false).split(['=', ',']).any(|n| n == (4 * 32 + 26).to_string()), "xsave only on nested hosts");
+        assert!(
+            !clearcpuid(false).split(['=', ',']).any(|n| n == (4 * 32 + 26).to_string()),
+            "xsave only on nested hosts"
+        );
     }
 }

@@ -52,7 +52,9 @@ pub struct Built {
 impl DebianImage {
     fn key(&self) -> String {
         let mut h = Sha256::new();
-        for part in [RECIPE, &self.name, &self.suite, &self.packages.join(","), &self.pip.join(","), &format!("{:?}", self.run)] {
+        for part in
+            [RECIPE, &self.name, &self.suite, &self.packages.join(","), &self.pip.join(","), &format!("{:?}", self.run)]
+        {
             h.update(part.as_bytes());
             h.update([0]);
         }
@@ -79,8 +81,10 @@ impl DebianImage {
         let tar = work.path().join("rootfs.tar");
         let spinner = indicatif::ProgressBar::new_spinner();
         spinner.set_style(
-            indicatif::ProgressStyle::with_template("hvsim: building image {msg} from Debian packages [{elapsed}] {spinner}")
-                .expect("static template"),
+            indicatif::ProgressStyle::with_template(
+                "hvsim: building image {msg} from Debian packages [{elapsed}] {spinner}",
+            )
+            .expect("static template"),
         );
         spinner.set_message(self.name.clone());
         spinner.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -146,11 +150,16 @@ impl DebianImage {
             wheels.sort();
             for wheel in wheels {
                 let file = std::fs::File::open(&wheel).map_err(io("reading a wheel", &wheel))?;
-                let mut zip = zip::ZipArchive::new(file).map_err(|e| ImageError::Setup(format!("{}: {e}", wheel.display())))?;
+                let mut zip =
+                    zip::ZipArchive::new(file).map_err(|e| ImageError::Setup(format!("{}: {e}", wheel.display())))?;
                 for i in 0..zip.len() {
                     let mut f = zip.by_index(i).map_err(|e| ImageError::Setup(format!("{}: {e}", wheel.display())))?;
                     let Some(name) = f.enclosed_name() else {
-                        return Err(ImageError::Setup(format!("{}: entry {:?} leaves the wheel", wheel.display(), f.name())));
+                        return Err(ImageError::Setup(format!(
+                            "{}: entry {:?} leaves the wheel",
+                            wheel.display(),
+                            f.name()
+                        )));
                     };
                     if f.is_dir() {
                         continue;

@@ -91,7 +91,8 @@ pub struct Applier {
 
 impl Applier {
     pub fn new(dest: &Path) -> Result<Applier> {
-        let empty = std::fs::read_dir(dest).map_err(io("opening the root file system directory", dest))?.next().is_none();
+        let empty =
+            std::fs::read_dir(dest).map_err(io("opening the root file system directory", dest))?.next().is_none();
         if !empty {
             return Err(invalid(dest.display(), "layers are applied to an empty directory"));
         }
@@ -110,8 +111,7 @@ impl Applier {
             let mut entry = entry.map_err(|e| invalid(label, format!("broken tar stream: {e}")))?;
             let raw = entry.path_bytes().into_owned();
             let shown = String::from_utf8_lossy(&raw).into_owned();
-            self.entry(&mut entry)
-                .map_err(|why| invalid(format!("{label}: entry {shown:?}"), why))?;
+            self.entry(&mut entry).map_err(|why| invalid(format!("{label}: entry {shown:?}"), why))?;
         }
         Ok(())
     }
@@ -146,11 +146,8 @@ impl Applier {
         let (parent, name) = split(&rel);
         self.make_parents(parent)?;
         if name == ".wh..wh..opq" {
-            let lower: Vec<String> = self
-                .children(parent)
-                .filter(|(_, n)| n.layer < self.layer)
-                .map(|(p, _)| p.clone())
-                .collect();
+            let lower: Vec<String> =
+                self.children(parent).filter(|(_, n)| n.layer < self.layer).map(|(p, _)| p.clone()).collect();
             for p in lower {
                 // Removing a directory took what was under it already.
                 if self.tree.nodes.contains_key(&p) {
@@ -314,7 +311,12 @@ impl Applier {
             }
             set_mtime(&path, node.mtime).map_err(io("setting an mtime", &path))?;
         }
-        Ok(Applied { tree: self.tree, devices_skipped: self.devices_skipped, hardlinks: self.hardlinks, bytes: self.bytes })
+        Ok(Applied {
+            tree: self.tree,
+            devices_skipped: self.devices_skipped,
+            hardlinks: self.hardlinks,
+            bytes: self.bytes,
+        })
     }
 }
 

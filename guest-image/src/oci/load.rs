@@ -114,8 +114,7 @@ impl Archive {
                 let dest = scratch.join(format!("f{i}"));
                 let out = File::create(&dest).map_err(io("staging an archive entry", &dest))?;
                 let mut hashing = Hashing::new(out);
-                std::io::copy(&mut entry, &mut hashing)
-                    .map_err(|e| invalid(&label, format!("entry {name}: {e}")))?;
+                std::io::copy(&mut entry, &mut hashing).map_err(|e| invalid(&label, format!("entry {name}: {e}")))?;
                 let (digest, size, _) = hashing.finish();
                 if size != declared {
                     return Err(invalid(&label, format!("entry {name}: truncated ({size} of {declared} bytes)")));
@@ -332,8 +331,7 @@ fn docker_images(files: &mut Files, label: &str, scratch: &Path) -> Result<Vec<F
 }
 
 fn is_index(m: &MediaType) -> bool {
-    matches!(m, MediaType::ImageIndex)
-        || m.as_ref() == "application/vnd.docker.distribution.manifest.list.v2+json"
+    matches!(m, MediaType::ImageIndex) || m.as_ref() == "application/vnd.docker.distribution.manifest.list.v2+json"
 }
 
 fn is_manifest(m: &MediaType) -> bool {

@@ -100,7 +100,9 @@ fn fs_bytes(path: &Path) -> Result<u64> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).map_err(io("reading a root file system", path))?;
     let mut sb = [0u8; 1024];
-    f.seek(SeekFrom::Start(1024)).and_then(|_| f.read_exact(&mut sb)).map_err(io("reading a root file system", path))?;
+    f.seek(SeekFrom::Start(1024))
+        .and_then(|_| f.read_exact(&mut sb))
+        .map_err(io("reading a root file system", path))?;
     if sb[56..58] != [0x53, 0xef] {
         return Err(invalid(path.display(), "not an ext4 file system (bad superblock magic)"));
     }
@@ -168,7 +170,8 @@ pub fn make_ext4(root: &Path, applied: &Applied, out: &Path) -> Result<()> {
             return Err(invalid(format!("image path {rel:?}"), "a newline in a file name"));
         }
         let p = format!("\"/{}\"", rel.replace('"', "\"\""));
-        for (field, value) in [("uid", n.uid), ("gid", n.gid), ("atime", n.mtime), ("mtime", n.mtime), ("ctime", n.mtime)]
+        for (field, value) in
+            [("uid", n.uid), ("gid", n.gid), ("atime", n.mtime), ("mtime", n.mtime), ("ctime", n.mtime)]
         {
             writeln!(script, "sif {p} {field} {value}").expect("writing to memory");
         }

@@ -173,7 +173,9 @@ impl Store {
                 self.images()?.into_iter().map(|(r, _)| r).filter(|r| r.id.hex().starts_with(hex)).collect();
             match found.len() {
                 1 => return Ok(found.into_iter().next().unwrap()),
-                n if n > 1 => return Err(ImageError::Setup(format!("image id prefix {name:?} is ambiguous ({n} images)"))),
+                n if n > 1 => {
+                    return Err(ImageError::Setup(format!("image id prefix {name:?} is ambiguous ({n} images)")))
+                }
                 _ => {}
             }
         }

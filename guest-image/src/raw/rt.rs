@@ -130,11 +130,16 @@ impl Program {
     pub fn pic_init(&mut self, mask: u16) {
         let [lo, hi] = mask.to_le_bytes();
         for (port, val) in [
-            (0x20, 0x11), (0xA0, 0x11),                // ICW1: edge, cascade, ICW4 follows
-            (0x21, IRQ_BASE), (0xA1, IRQ_BASE + 8),    // ICW2: vector bases
-            (0x21, 0x04), (0xA1, 0x02),                // ICW3: slave on IRQ 2
-            (0x21, 0x01), (0xA1, 0x01),                // ICW4: 8086 mode
-            (0x21, lo), (0xA1, hi),                    // OCW1: masks
+            (0x20, 0x11),
+            (0xA0, 0x11), // ICW1: edge, cascade, ICW4 follows
+            (0x21, IRQ_BASE),
+            (0xA1, IRQ_BASE + 8), // ICW2: vector bases
+            (0x21, 0x04),
+            (0xA1, 0x02), // ICW3: slave on IRQ 2
+            (0x21, 0x01),
+            (0xA1, 0x01), // ICW4: 8086 mode
+            (0x21, lo),
+            (0xA1, hi), // OCW1: masks
         ] {
             self.outb(port, val);
         }
@@ -321,10 +326,7 @@ impl Program {
         self.a.commit().expect("runtime labels resolve");
         let labels = self.a.labels();
         let addr = |l: DynamicLabel| raw::LOAD_ADDR + labels.resolve_dynamic(l).expect("defined").0 as u64;
-        let idtr_off = labels
-            .resolve_static(&dynasmrt::components::StaticLabel::global("idtr"))
-            .expect("defined")
-            .0;
+        let idtr_off = labels.resolve_static(&dynasmrt::components::StaticLabel::global("idtr")).expect("defined").0;
         let idt_off = idtr_off + 16;
         let mut gates: Vec<(u8, u64)> = Vec::new();
         for (v, l) in exception_stubs.iter().enumerate() {

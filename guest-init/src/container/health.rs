@@ -26,7 +26,13 @@ pub(super) struct HealthState {
 
 impl HealthState {
     pub(super) fn new(health: Health) -> HealthState {
-        HealthState { next: health.start_period.min(health.interval), health, running: None, failures: 0, healthy: false }
+        HealthState {
+            next: health.start_period.min(health.interval),
+            health,
+            running: None,
+            failures: 0,
+            healthy: false,
+        }
     }
 
     /// How long until something is due (the next check, or a timeout),
@@ -70,8 +76,12 @@ impl HealthState {
                 // Said once, and again when the failures would make a
                 // healthy service unhealthy: why a dependency waits.
                 if self.failures == 1 || self.failures.is_multiple_of(self.health.retries.max(1)) {
-                    let why = if timed_out { "timed out".to_owned() } else { format!("status {}", status_code(status)) };
-                    println!("hvsim-init: service {}: health check failed ({why}; {} in a row)", spec.name, self.failures);
+                    let why =
+                        if timed_out { "timed out".to_owned() } else { format!("status {}", status_code(status)) };
+                    println!(
+                        "hvsim-init: service {}: health check failed ({why}; {} in a row)",
+                        spec.name, self.failures
+                    );
                 }
                 if self.failures >= self.health.retries.max(1) && self.healthy {
                     self.healthy = false;

@@ -226,9 +226,17 @@ impl Supervisor {
         while !exited || streams.iter().any(Option::is_some) {
             let mut fds: Vec<libc::pollfd> = streams
                 .iter()
-                .map(|s| libc::pollfd { fd: s.as_ref().map_or(-1, |r| r.fd.as_raw_fd()), events: libc::POLLIN, revents: 0 })
+                .map(|s| libc::pollfd {
+                    fd: s.as_ref().map_or(-1, |r| r.fd.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
                 .collect();
-            fds.push(libc::pollfd { fd: if exited { -1 } else { pidfd.as_raw_fd() }, events: libc::POLLIN, revents: 0 });
+            fds.push(libc::pollfd {
+                fd: if exited { -1 } else { pidfd.as_raw_fd() },
+                events: libc::POLLIN,
+                revents: 0,
+            });
             let timeout = match &health {
                 Some(h) if !exited => {
                     h.next_wake(monotonic().saturating_sub(started)).as_millis().min(i32::MAX as u128) as i32

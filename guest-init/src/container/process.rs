@@ -41,9 +41,8 @@ pub(super) fn become_user(spec: &str) -> io::Result<String> {
         None => (spec, None),
     };
     let u = if u.is_empty() { "0" } else { u };
-    let entry = passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()).find(|f| {
-        f.len() >= 7 && (f[0] == u || f[2] == u)
-    });
+    let entry =
+        passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()).find(|f| f.len() >= 7 && (f[0] == u || f[2] == u));
     let (uid, mut gid, name, home) = match (&entry, u.parse::<u32>()) {
         (Some(f), _) => (
             f[2].parse().map_err(|_| bad(format!("/etc/passwd: bad uid for {u}")))?,
@@ -79,10 +78,7 @@ pub(super) fn become_user(spec: &str) -> io::Result<String> {
     }
     // SAFETY: plain credential system calls with valid arguments.
     unsafe {
-        if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-            || libc::setgid(gid) != 0
-            || libc::setuid(uid) != 0
-        {
+        if libc::setgroups(groups.len(), groups.as_ptr()) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
             return Err(ctx(&format!("becoming user {spec:?}"))(io::Error::last_os_error()));
         }
     }

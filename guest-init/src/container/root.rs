@@ -33,7 +33,8 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     }
     mount_raw(Some(&nodes::image_link(node)), &lower, Some("ext4"), libc::MS_RDONLY, None)
         .map_err(ctx("mounting the image"))?;
-    mount_raw(Some(&nodes::disk_link(node)), &disk, Some("ext4"), 0, Some("noinit_itable")).map_err(ctx("mounting the node's disk"))?;
+    mount_raw(Some(&nodes::disk_link(node)), &disk, Some("ext4"), 0, Some("noinit_itable"))
+        .map_err(ctx("mounting the node's disk"))?;
     for d in ["upper", "work", "volumes"] {
         std::fs::create_dir_all(format!("{disk}/{d}"))?;
     }
@@ -71,11 +72,20 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     };
     mount_raw(Some("proc"), &mk("/proc")?, Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)
         .map_err(ctx("mounting /proc"))?;
-    mount_raw(Some("sysfs"), &mk("/sys")?, Some("sysfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)
-        .map_err(ctx("mounting /sys"))?;
+    mount_raw(
+        Some("sysfs"),
+        &mk("/sys")?,
+        Some("sysfs"),
+        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(ctx("mounting /sys"))?;
     let dev = mk("/dev")?;
-    mount_raw(Some("tmpfs"), &dev, Some("tmpfs"), libc::MS_NOSUID, Some("mode=755,size=65536k")).map_err(ctx("mounting /dev"))?;
-    for (name, major, minor) in [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)] {
+    mount_raw(Some("tmpfs"), &dev, Some("tmpfs"), libc::MS_NOSUID, Some("mode=755,size=65536k"))
+        .map_err(ctx("mounting /dev"))?;
+    for (name, major, minor) in
+        [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+    {
         let path = CString::new(format!("{dev}/{name}")).expect("no NUL");
         // SAFETY: mknod with a valid path.
         if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(major, minor)) } != 0 {
@@ -85,12 +95,30 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
         // SAFETY: chmod with a valid path.
         unsafe { libc::chmod(path.as_ptr(), 0o666) };
     }
-    mount_raw(Some("devpts"), &mk("/dev/pts")?, Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620,gid=5"))
-        .map_err(ctx("mounting /dev/pts"))?;
-    mount_raw(Some("shm"), &mk("/dev/shm")?, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("mode=1777,size=65536k"))
-        .map_err(ctx("mounting /dev/shm"))?;
-    mount_raw(Some("mqueue"), &mk("/dev/mqueue")?, Some("mqueue"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)
-        .map_err(ctx("mounting /dev/mqueue"))?;
+    mount_raw(
+        Some("devpts"),
+        &mk("/dev/pts")?,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
+    )
+    .map_err(ctx("mounting /dev/pts"))?;
+    mount_raw(
+        Some("shm"),
+        &mk("/dev/shm")?,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some("mode=1777,size=65536k"),
+    )
+    .map_err(ctx("mounting /dev/shm"))?;
+    mount_raw(
+        Some("mqueue"),
+        &mk("/dev/mqueue")?,
+        Some("mqueue"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(ctx("mounting /dev/mqueue"))?;
     // hvsim's device (SDK coverage maps), as the guest's init has it.
     if let Ok(m) = std::fs::metadata("/dev/hvsim") {
         use std::os::unix::fs::MetadataExt;
@@ -106,12 +134,19 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     let run_hvsim = mk("/run/hvsim")?;
     mount_raw(Some("tmpfs"), &run_hvsim, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=755,size=64k"))
         .map_err(ctx("mounting /run/hvsim"))?;
-    mount_raw(Some("hvsim"), &mk("/run/hvsim/channel")?, Some("hvsim"), 0, None).map_err(ctx("mounting the SDK channel"))?;
+    mount_raw(Some("hvsim"), &mk("/run/hvsim/channel")?, Some("hvsim"), 0, None)
+        .map_err(ctx("mounting the SDK channel"))?;
     std::os::unix::fs::symlink("channel/sdk", format!("{run_hvsim}/sdk"))?;
     if Path::new(VOIDSTAR).exists() {
         binds.push((open_path(VOIDSTAR)?, VOIDSTAR.to_owned(), true, false));
     }
-    for (link, target) in [("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
         std::os::unix::fs::symlink(target, format!("{dev}/{link}"))?;
     }
     // Into the root. The old root goes under the new /dev (a tmpfs, so
@@ -153,8 +188,15 @@ pub(super) fn open_path(path: &str) -> io::Result<File> {
     File::options().read(true).custom_flags(libc::O_PATH).open(path).map_err(ctx(path))
 }
 
-pub(super) fn mount_raw(source: Option<&str>, target: &str, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
-    let c = |s: Option<&str>| s.map(|s| CString::new(s).map_err(|_| bad("a NUL in a mount argument".into()))).transpose();
+pub(super) fn mount_raw(
+    source: Option<&str>,
+    target: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let c =
+        |s: Option<&str>| s.map(|s| CString::new(s).map_err(|_| bad("a NUL in a mount argument".into()))).transpose();
     let (src, tgt, fs, dat) = (c(source)?, c(Some(target))?.expect("some"), c(fstype)?, c(data)?);
     let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
     // SAFETY: NUL-terminated strings (or null) that outlive the call.

@@ -79,7 +79,9 @@ impl Spec {
             health: None,
             hosts: String::new(),
         };
-        let ms = |v: &str| v.parse::<u64>().map(Duration::from_millis).map_err(|_| bad(format!("{v:?} is not milliseconds")));
+        let ms = |v: &str| {
+            v.parse::<u64>().map(Duration::from_millis).map_err(|_| bad(format!("{v:?} is not milliseconds")))
+        };
         for field in fields(bytes) {
             let (k, v) = field.map_err(|at| bad(format!("malformed field at byte {at}")))?;
             match k {
@@ -170,7 +172,10 @@ pub(super) mod tests {
         let s = Spec::parse(&b).unwrap();
         assert_eq!(s.args, ["redis-server", "--appendonly yes"]);
         assert_eq!(s.restart, Restart::OnFailure);
-        assert_eq!(s.mounts[0], Mount { kind: MountKind::Volume, source: "data".into(), target: "/data".into(), read_only: false });
+        assert_eq!(
+            s.mounts[0],
+            Mount { kind: MountKind::Volume, source: "data".into(), target: "/data".into(), read_only: false }
+        );
         assert_eq!(s.depends, [(2, Condition::Healthy)]);
         assert_eq!(s.health.unwrap().interval, Duration::from_millis(500));
         let mut unknown = b.clone();

@@ -272,8 +272,12 @@ macro_rules! __bool_assert {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __details {
-    () => { $crate::serde_json::Value::Null };
-    ($d:expr) => { $crate::serde_json::to_value($d).unwrap_or($crate::serde_json::Value::Null) };
+    () => {
+        $crate::serde_json::Value::Null
+    };
+    ($d:expr) => {
+        $crate::serde_json::to_value($d).unwrap_or($crate::serde_json::Value::Null)
+    };
 }
 
 /// Every time it is reached, `cond` holds; and it must be reached.

@@ -33,10 +33,15 @@ fn writes_antithesis_shaped_lines_and_registers_every_site() {
     assert!(regs.iter().any(|r| r["antithesis_assert"]["display_type"] == "SometimesAll"));
     assert!(v.iter().any(|l| l["antithesis_setup"]["status"] == "complete"));
     let hit = |msg: &str| -> Value {
-        v.iter().find(|l| l["antithesis_assert"]["message"] == msg && l["antithesis_assert"]["hit"] == true).unwrap()["antithesis_assert"].clone()
+        v.iter().find(|l| l["antithesis_assert"]["message"] == msg && l["antithesis_assert"]["hit"] == true).unwrap()
+            ["antithesis_assert"]
+            .clone()
     };
     let a = hit("sdk test: arithmetic");
-    assert_eq!((a["condition"].as_bool(), a["display_type"].as_str(), a["assert_type"].as_str()), (Some(true), Some("Always"), Some("always")));
+    assert_eq!(
+        (a["condition"].as_bool(), a["display_type"].as_str(), a["assert_type"].as_str()),
+        (Some(true), Some("Always"), Some("always"))
+    );
     assert!(a["location"]["file"].as_str().unwrap().ends_with("sdk.rs"));
     assert!(a["location"]["begin_line"].as_u64().unwrap() > 0);
     assert_eq!(hit("sdk test: sometimes")["details"]["why"], "testing");

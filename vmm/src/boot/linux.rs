@@ -141,15 +141,7 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     params.e820_entries = e820.len() as u8;
     ram.write(ZERO_PAGE, params.as_slice())?;
 
-    Ok(Entry {
-        regs: kvm_regs {
-            rip: entry,
-            rsi: ZERO_PAGE,
-            rsp: BOOT_STACK_TOP,
-            rflags: 0x2,
-            ..Default::default()
-        },
-    })
+    Ok(Entry { regs: kvm_regs { rip: entry, rsi: ZERO_PAGE, rsp: BOOT_STACK_TOP, rflags: 0x2, ..Default::default() } })
 }
 
 // The boot structures must not overlap each other or the long-mode tables.

@@ -102,7 +102,7 @@ pub fn write_long_mode_structures(ram: &GuestRam) -> Result<()> {
 
     let mut tss = [0u8; TSS_LIMIT as usize + 1];
     tss[4..12].copy_from_slice(&raw::KERNEL_STACK_TOP.to_le_bytes()); // rsp0
-    // I/O map base beyond the limit: no bitmap, RFLAGS.IOPL alone decides.
+                                                                      // I/O map base beyond the limit: no bitmap, RFLAGS.IOPL alone decides.
     tss[102..104].copy_from_slice(&(TSS_LIMIT as u16 + 1).to_le_bytes());
     ram.write(raw::TSS_ADDR, &tss)?;
 
@@ -112,9 +112,8 @@ pub fn write_long_mode_structures(ram: &GuestRam) -> Result<()> {
     let table_flags = PTE_PRESENT | PTE_WRITE | PTE_USER;
     ram.write(pml4, &(pdpt | table_flags).to_le_bytes())?;
     ram.write(pdpt, &(pd | table_flags).to_le_bytes())?;
-    let pdes: Vec<u8> = (0..raw::IDENTITY_MAPPED >> 21)
-        .flat_map(|i| ((i << 21) | table_flags | PTE_HUGE).to_le_bytes())
-        .collect();
+    let pdes: Vec<u8> =
+        (0..raw::IDENTITY_MAPPED >> 21).flat_map(|i| ((i << 21) | table_flags | PTE_HUGE).to_le_bytes()).collect();
     ram.write(pd, &pdes)
 }
 

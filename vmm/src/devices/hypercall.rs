@@ -227,16 +227,10 @@ impl Hypercall {
             }
             hc::op::RANDOM => {
                 if arg == 0 || arg > hc::MAX_RANDOM {
-                    return Err(GuestError(format!(
-                        "RANDOM of {arg} bytes (allowed: 1..={})",
-                        hc::MAX_RANDOM
-                    )));
+                    return Err(GuestError(format!("RANDOM of {arg} bytes (allowed: 1..={})", hc::MAX_RANDOM)));
                 }
                 if self.rx.len() + arg as usize > 2 * hc::MAX_RANDOM as usize {
-                    return Err(GuestError(format!(
-                        "RANDOM while {} earlier bytes are still unread",
-                        self.rx.len()
-                    )));
+                    return Err(GuestError(format!("RANDOM while {} earlier bytes are still unread", self.rx.len())));
                 }
                 let mut buf = vec![0; arg as usize];
                 self.entropy.fill(&mut buf);

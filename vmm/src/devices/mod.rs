@@ -70,13 +70,7 @@ impl Devices {
 
     /// An `OUT` of `size`-byte units (`data.len() / size` of them, more than
     /// one for `rep outs`).
-    pub fn pio_write(
-        &mut self,
-        port: u16,
-        size: usize,
-        data: &[u8],
-        now: Vtime,
-    ) -> Result<Option<Effect>, GuestError> {
+    pub fn pio_write(&mut self, port: u16, size: usize, data: &[u8], now: Vtime) -> Result<Option<Effect>, GuestError> {
         if Hypercall::claims(port) {
             if port == hvsim_abi::hc::DATA {
                 return self.hc.pio_write(port, data, now);
@@ -101,13 +95,7 @@ impl Devices {
         Ok(None)
     }
 
-    pub fn pio_read(
-        &mut self,
-        port: u16,
-        size: usize,
-        data: &mut [u8],
-        now: Vtime,
-    ) -> Result<(), GuestError> {
+    pub fn pio_read(&mut self, port: u16, size: usize, data: &mut [u8], now: Vtime) -> Result<(), GuestError> {
         if Hypercall::claims(port) {
             if port == hvsim_abi::hc::DATA {
                 return self.hc.pio_read(port, data, now);

@@ -139,9 +139,8 @@ impl Pit {
             Some(t) if t <= now => {
                 let ch = &self.channels[0];
                 let d = ch.elapsed_ticks(now);
-                self.irq_deadline = ch
-                    .next_irq_tick(d)
-                    .map(|tick| Vtime(ch.load_time.0 + convert::ns_for_ticks(tick, PIT_HZ)));
+                self.irq_deadline =
+                    ch.next_irq_tick(d).map(|tick| Vtime(ch.load_time.0 + convert::ns_for_ticks(tick, PIT_HZ)));
                 true
             }
             _ => false,
@@ -150,9 +149,7 @@ impl Pit {
 
     fn rearm_irq(&mut self) {
         let ch = &self.channels[0];
-        self.irq_deadline = ch
-            .next_irq_tick(0)
-            .map(|tick| Vtime(ch.load_time.0 + convert::ns_for_ticks(tick, PIT_HZ)));
+        self.irq_deadline = ch.next_irq_tick(0).map(|tick| Vtime(ch.load_time.0 + convert::ns_for_ticks(tick, PIT_HZ)));
     }
 
     fn load(&mut self, i: usize, value: u16, now: Vtime) {
@@ -275,7 +272,11 @@ impl Pit {
                     Access::Msb => (c >> 8) as u8,
                     Access::Word => {
                         ch.read_msb = !ch.read_msb;
-                        if ch.read_msb { c as u8 } else { (c >> 8) as u8 }
+                        if ch.read_msb {
+                            c as u8
+                        } else {
+                            (c >> 8) as u8
+                        }
                     }
                     _ => c as u8,
                 }

@@ -93,7 +93,11 @@ impl Rtc {
     }
 
     pub fn pio_read(&mut self, port: u16, now: Vtime) -> u8 {
-        if port == 0x70 { self.index } else { self.register(self.index, now) }
+        if port == 0x70 {
+            self.index
+        } else {
+            self.register(self.index, now)
+        }
     }
 }
 

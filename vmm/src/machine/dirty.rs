@@ -8,9 +8,8 @@
 //! consumed (`KVM_CLEAR_DIRTY_LOG`), so cost follows the pages dirtied.
 
 use kvm_bindings::{
-    kvm_clear_dirty_log, kvm_enable_cap, kvm_userspace_memory_region, KVMIO,
-    KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, KVM_DIRTY_LOG_INITIALLY_SET,
-    KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE, KVM_MEM_LOG_DIRTY_PAGES,
+    kvm_clear_dirty_log, kvm_enable_cap, kvm_userspace_memory_region, KVMIO, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
+    KVM_DIRTY_LOG_INITIALLY_SET, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE, KVM_MEM_LOG_DIRTY_PAGES,
 };
 use kvm_ioctls::VmFd;
 use vm_memory::bitmap::AtomicBitmap;

@@ -22,8 +22,8 @@ use crate::devices::rtc::DEFAULT_EPOCH;
 use crate::devices::virtio::{Virtio, VirtioSpec, MMIO_BASE};
 use crate::devices::{Devices, UnclaimedPolicy};
 use crate::entropy::Stream;
-use crate::faults::FaultPlan;
 use crate::error::{Error, KvmResultExt, Result};
+use crate::faults::FaultPlan;
 use crate::host::{open_kvm, HostProfile};
 use crate::memory::GuestRam;
 use crate::trace::{Trace, TraceState};
@@ -148,7 +148,9 @@ pub enum End {
     /// The virtual-time limit was reached with the guest still running.
     VtimeLimit,
     /// The guest powered off through the hvsim port with this status.
-    Exit { status: u8 },
+    Exit {
+        status: u8,
+    },
     /// The guest asked to reboot (a run does not survive a reboot).
     Reboot,
     /// The guest halted with interrupts disabled: nothing can wake it.
@@ -158,11 +160,17 @@ pub enum End {
     TripleFault,
     /// The guest reported a fatal error of its own (code: an exception vector
     /// for raw guests).
-    GuestPanic { code: u32 },
+    GuestPanic {
+        code: u32,
+    },
     /// The guest broke the machine's rules (unclaimed port, bad hypercall...).
-    GuestError { reason: String },
+    GuestError {
+        reason: String,
+    },
     /// KVM could not run the guest (emulation failure, entry failure...).
-    KvmError { reason: String },
+    KvmError {
+        reason: String,
+    },
 }
 
 impl End {
@@ -253,7 +261,14 @@ impl MachineState {
         Ok(MachineState {
             messages: Vec::new(),
             clock: Clock::new(spec.perturb_timing.then_some(config.seed)),
-            devices: Devices::new(config.seed, config.epoch, spec.ram_size, spec.unclaimed, virtio, spec.perturb_timing),
+            devices: Devices::new(
+                config.seed,
+                config.epoch,
+                spec.ram_size,
+                spec.unclaimed,
+                virtio,
+                spec.perturb_timing,
+            ),
             halted: false,
             irq_window_requested: false,
             irq_flag: None,
@@ -326,12 +341,9 @@ impl Machine {
         vcpu.fd().set_cpuid2(&cpuid).kvm("KVM_SET_CPUID2")?;
         let saveable_msrs = saveable_msrs(&kvm, vcpu.fd())?;
 
-        let entries: Vec<kvm_msr_entry> = msr::BOOT_MSRS
-            .iter()
-            .map(|&(index, data)| kvm_msr_entry { index, data, ..Default::default() })
-            .collect();
-        let msrs = Msrs::from_entries(&entries)
-            .map_err(|e| Error::Config(format!("building boot MSR list: {e:?}")))?;
+        let entries: Vec<kvm_msr_entry> =
+            msr::BOOT_MSRS.iter().map(|&(index, data)| kvm_msr_entry { index, data, ..Default::default() }).collect();
+        let msrs = Msrs::from_entries(&entries).map_err(|e| Error::Config(format!("building boot MSR list: {e:?}")))?;
         let set = vcpu.fd().set_msrs(&msrs).kvm("KVM_SET_MSRS")?;
         if set != entries.len() {
             return Err(Error::Config(format!(

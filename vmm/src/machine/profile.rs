@@ -54,7 +54,12 @@ mod tests {
     fn keeps_the_longest_in_order() {
         let mut p = WallProfile::new(2);
         for (i, ms) in [5u64, 1, 9, 3].into_iter().enumerate() {
-            p.record(Stretch { event: i as u64, vtime: Vtime(0), wall: Duration::from_millis(ms), ended_by: ExitKind::PioIn });
+            p.record(Stretch {
+                event: i as u64,
+                vtime: Vtime(0),
+                wall: Duration::from_millis(ms),
+                ended_by: ExitKind::PioIn,
+            });
         }
         let events: Vec<u64> = p.longest.iter().map(|s| s.event).collect();
         assert_eq!(events, vec![2, 0]);

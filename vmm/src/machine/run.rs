@@ -131,16 +131,16 @@ impl Machine {
         let devices = &mut self.state.devices;
         let scratch = &mut self.scratch;
         let (kind, addr, outcome) = match result {
-            Err(e) => (
-                ExitKind::Shutdown,
-                0,
-                Outcome::End(End::KvmError { reason: format!("KVM_RUN failed: {e}") }),
-            ),
+            Err(e) => (ExitKind::Shutdown, 0, Outcome::End(End::KvmError { reason: format!("KVM_RUN failed: {e}") })),
             Ok(exit) => match exit {
                 Exit::IoOut { port, size, data } => {
                     scratch.extend_from_slice(data);
                     let r = devices.pio_write(port, usize::from(size), data, now);
-                    (ExitKind::PioOut, u64::from(port), guest_result(r.map(|e| e.map_or(Outcome::Continue, Outcome::Effect))))
+                    (
+                        ExitKind::PioOut,
+                        u64::from(port),
+                        guest_result(r.map(|e| e.map_or(Outcome::Continue, Outcome::Effect))),
+                    )
                 }
                 Exit::IoIn { port, size, data } => {
                     let r = devices.pio_read(port, usize::from(size), data, now);
@@ -333,9 +333,8 @@ impl Machine {
     fn register_irq_flag(&mut self, pfn: u64) -> Result<()> {
         let gpa = pfn << 12;
         if !self.ram.contains(gpa, 4) {
-            self.state.ended = Some(End::GuestError {
-                reason: format!("IRQ_FLAG page frame {pfn:#x} is outside guest RAM"),
-            });
+            self.state.ended =
+                Some(End::GuestError { reason: format!("IRQ_FLAG page frame {pfn:#x} is outside guest RAM") });
             return Ok(());
         }
         self.ram.write(gpa, &0u32.to_le_bytes())?;

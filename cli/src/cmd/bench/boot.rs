@@ -77,7 +77,10 @@ pub fn bench_boot(mem: usize, nodes: u16, repeat: usize, json: bool) -> Result<E
         println!("    file read, checksum, header                     {load:>8.1} ms");
         println!("    VM, vCPU and device state                       {create:>8.1} ms");
         println!("    memory: decompress and copy {:>6} pages         {memory:>8.1} ms", saved.pages);
-        println!("  saving the entry     {save_ms:>10.1} ms   ({:.1} MiB file)", saved.file_bytes as f64 / (1 << 20) as f64);
+        println!(
+            "  saving the entry     {save_ms:>10.1} ms   ({:.1} MiB file)",
+            saved.file_bytes as f64 / (1 << 20) as f64
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use hvsim_guest_image::raw;
 use hvsim_explorer::{explore, Budget, ExploreConfig, Target};
+use hvsim_guest_image::raw;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
@@ -230,9 +230,13 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
         for r in &rows {
             println!(
                 "  {:>11} | {:>8.3} | {:>12.3} | {:>10.3} | {:>18.1} | {:>20.1} | {:>10}",
-                r["dirty_pages"].as_u64().unwrap(), r["reset_ms"].as_f64().unwrap(), r["full_copy_ms"].as_f64().unwrap(),
-                r["reset_vs_full_copy"].as_f64().unwrap(), r["capture_to_file_ms"].as_f64().unwrap(),
-                r["restore_from_file_ms"].as_f64().unwrap(), r["file_bytes"].as_u64().unwrap()
+                r["dirty_pages"].as_u64().unwrap(),
+                r["reset_ms"].as_f64().unwrap(),
+                r["full_copy_ms"].as_f64().unwrap(),
+                r["reset_vs_full_copy"].as_f64().unwrap(),
+                r["capture_to_file_ms"].as_f64().unwrap(),
+                r["restore_from_file_ms"].as_f64().unwrap(),
+                r["file_bytes"].as_u64().unwrap()
             );
         }
     }
@@ -329,8 +333,11 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 r["timelines_per_sec"].as_f64().unwrap()
             );
         }
-        let ms = |key: &str| summary[key].as_f64().map_or(format!("not found in {max_branches} branches"), |v| format!("{v:.0} ms"));
-        let ratio = match (summary["snapshots_ms_to_first_bug"].as_f64(), summary["from_root_ms_to_first_bug"].as_f64()) {
+        let ms = |key: &str| {
+            summary[key].as_f64().map_or(format!("not found in {max_branches} branches"), |v| format!("{v:.0} ms"))
+        };
+        let ratio = match (summary["snapshots_ms_to_first_bug"].as_f64(), summary["from_root_ms_to_first_bug"].as_f64())
+        {
             (Some(x), Some(y)) if x > 0.0 => format!(": {:.1}x faster", y / x),
             _ => String::new(),
         };

@@ -80,10 +80,16 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
                     let in_guest = m.wall_profile().map_or(0.0, |p| p.in_guest.as_secs_f64());
                     match words.as_slice() {
                         ["bench", "start" | "end", name] => {
-                            marks.insert(format!("{}-{name}", words[1]), (Instant::now(), msg.vtime.nanos(), frames, in_guest));
+                            marks.insert(
+                                format!("{}-{name}", words[1]),
+                                (Instant::now(), msg.vtime.nanos(), frames, in_guest),
+                            );
                         }
                         ["bench", "lo", name, n] => {
-                            lo.insert((*name).to_owned(), n.parse().with_context(|| format!("bad lo counter in {text:?}"))?);
+                            lo.insert(
+                                (*name).to_owned(),
+                                n.parse().with_context(|| format!("bad lo counter in {text:?}"))?,
+                            );
                         }
                         _ => {}
                     }
@@ -149,10 +155,9 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
         println!("TCP exchange of {bytes} bytes, node 1 -> node 0 through the switch vs loopback inside node 0:");
         let kind = if marginal { "marginal" } else { "gross: start-up noise too large, raise --bytes" };
         println!("  path                | packets | wall s (empty) | in VMM | virtual ms | packets/s ({kind})");
-        for (name, p, e, pps, packets) in [
-            ("loopback (baseline)", &l, &el, lo_pps, l.lo_packets),
-            ("switch", &s, &es, switch_pps, s.switch_frames),
-        ] {
+        for (name, p, e, pps, packets) in
+            [("loopback (baseline)", &l, &el, lo_pps, l.lo_packets), ("switch", &s, &es, switch_pps, s.switch_frames)]
+        {
             println!(
                 "  {name:<19} | {packets:>7} | {:>6.2} ({:>5.2}) | {:>5.1}% | {:>10.1} | {pps:>10.1}",
                 p.wall_s,
@@ -161,7 +166,10 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
                 p.vtime_ns as f64 / 1e6
             );
         }
-        println!("  ratio switch / loopback packets per second: {:.3}", report["ratio_switch_vs_loopback"].as_f64().unwrap());
+        println!(
+            "  ratio switch / loopback packets per second: {:.3}",
+            report["ratio_switch_vs_loopback"].as_f64().unwrap()
+        );
         if host.profile.nested_pvm {
             println!("  (host: nested kvm_pvm; the guest kernel runs emulated, so both paths are slow)");
         }

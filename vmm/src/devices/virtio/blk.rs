@@ -176,7 +176,8 @@ impl Blk {
         // Writable bytes: data (for reads and GET_ID), then the status byte.
         let room = chain.writable_len() - 1;
         let in_range = |len: u64| {
-            len % SECTOR as u64 == 0 && sector.checked_add(len / SECTOR as u64).is_some_and(|end| end <= self.disk.sectors())
+            len % SECTOR as u64 == 0
+                && sector.checked_add(len / SECTOR as u64).is_some_and(|end| end <= self.disk.sectors())
         };
         if self.down {
             self.stats.refused_node_down += 1;
@@ -272,13 +273,7 @@ mod tests {
             let blk = Blk::new(Disk::new(0, 1 << 20, None, faults, 1), role);
             let mut mmio = Mmio::new(DEVICE_ID, blk.features(), 1);
             driver_ok(&mut mmio, 0, 1);
-            Rig {
-                blk,
-                mmio,
-                ram: GuestRam::new(8 << 20).unwrap(),
-                ring: Ring::new(0, 0),
-                next: 0,
-            }
+            Rig { blk, mmio, ram: GuestRam::new(8 << 20).unwrap(), ring: Ring::new(0, 0), next: 0 }
         }
 
         /// Submits a request at `now`; returns (status address, head).

@@ -62,28 +62,84 @@ const DEVICES: u8 = 2 * NODES + 1;
 #[derive(Clone, Debug)]
 enum Op {
     /// A well-behaved setup of device `dev`'s queues.
-    Setup { dev: u8 },
+    Setup {
+        dev: u8,
+    },
     /// A 32-bit write to a register (or anywhere in the window).
-    Reg { dev: u8, offset: u64, value: u32 },
+    Reg {
+        dev: u8,
+        offset: u64,
+        value: u32,
+    },
     /// An access of the wrong width or alignment.
-    OddWrite { dev: u8, offset: u64, len: usize },
-    Read { dev: u8, offset: u64, len: usize },
-    Desc { dev: u8, q: u16, i: u16, addr: u64, len: u32, flags: u16, next: u16 },
-    Offer { dev: u8, q: u16, head: u16 },
-    AvailIdx { dev: u8, q: u16, idx: u16 },
+    OddWrite {
+        dev: u8,
+        offset: u64,
+        len: usize,
+    },
+    Read {
+        dev: u8,
+        offset: u64,
+        len: usize,
+    },
+    Desc {
+        dev: u8,
+        q: u16,
+        i: u16,
+        addr: u64,
+        len: u32,
+        flags: u16,
+        next: u16,
+    },
+    Offer {
+        dev: u8,
+        q: u16,
+        head: u16,
+    },
+    AvailIdx {
+        dev: u8,
+        q: u16,
+        idx: u16,
+    },
     /// A block request header (type, sector) in a data buffer.
-    BlkHeader { at: u64, kind: u32, sector: u64 },
-    Bytes { at: u64, bytes: Vec<u8> },
+    BlkHeader {
+        at: u64,
+        kind: u32,
+        sector: u64,
+    },
+    Bytes {
+        at: u64,
+        bytes: Vec<u8>,
+    },
     /// A well-formed disk request (header, data, status) on a disk.
-    BlkRequest { disk: u8, slot: u16, kind: u32, sector: u64, sectors: u32 },
+    BlkRequest {
+        disk: u8,
+        slot: u16,
+        kind: u32,
+        sector: u64,
+        sectors: u32,
+    },
     /// A well-formed frame sent by a node (to the other, or broadcast).
-    NetTx { node: u8, slot: u16, len: u32, broadcast: bool },
+    NetTx {
+        node: u8,
+        slot: u16,
+        len: u32,
+        broadcast: bool,
+    },
     /// A receive buffer given to a node's NIC.
-    NetRx { node: u8, slot: u16 },
+    NetRx {
+        node: u8,
+        slot: u16,
+    },
     /// A buffer for the entropy source to fill.
-    RngRequest { slot: u16, len: u32 },
+    RngRequest {
+        slot: u16,
+        len: u32,
+    },
     /// Virtual time passes and everything due fires.
-    Tick { ns: u64 },
+    Tick {
+        ns: u64,
+    },
 }
 
 fn register() -> impl Strategy<Value = u64> {
@@ -144,10 +200,14 @@ impl Bench {
         // Writes to RAM may fail for wild addresses; so would the guest's.
         match *op {
             Op::Setup { dev } => driver_ok(&mut v.devices[usize::from(dev)].mmio, u64::from(dev), 2),
-            Op::Reg { dev, offset, value } => v.mmio_write(Self::addr(dev, offset), &value.to_le_bytes(), ram, self.now),
+            Op::Reg { dev, offset, value } => {
+                v.mmio_write(Self::addr(dev, offset), &value.to_le_bytes(), ram, self.now)
+            }
             Op::OddWrite { dev, offset, len } => v.mmio_write(Self::addr(dev, offset), &vec![0xa5; len], ram, self.now),
             Op::Read { dev, offset, len } => v.mmio_read(Self::addr(dev, offset), &mut vec![0; len]),
-            Op::Desc { dev, q, i, addr, len, flags, next } => Ring::new(u64::from(dev), q).desc(ram, i, addr, len, flags, next),
+            Op::Desc { dev, q, i, addr, len, flags, next } => {
+                Ring::new(u64::from(dev), q).desc(ram, i, addr, len, flags, next)
+            }
             Op::Offer { dev, q, head } => Ring::new(u64::from(dev), q).offer(ram, head),
             Op::AvailIdx { dev, q, idx } => Ring::new(u64::from(dev), q).set_avail_idx(ram, idx),
             Op::BlkHeader { at, kind, sector } => {
@@ -167,7 +227,10 @@ impl Bench {
                 v.mmio_write(Self::addr(dev, 0x50), &0u32.to_le_bytes(), ram, self.now);
             }
             Op::NetTx { node, slot, len, broadcast } => {
-                let (r, at) = (Ring::new(u64::from(node), 1), DATA + 0x4_0000 + u64::from(node) * 0x1_0000 + u64::from(slot) * 0x800);
+                let (r, at) = (
+                    Ring::new(u64::from(node), 1),
+                    DATA + 0x4_0000 + u64::from(node) * 0x1_0000 + u64::from(slot) * 0x800,
+                );
                 let mut frame = vec![0u8; 12 + 14 + len as usize % 1500];
                 let dst = if broadcast { [0xff; 6] } else { [0x52, 0x54, 0, 0, 0, 2 - node] };
                 frame[12..18].copy_from_slice(&dst);
@@ -179,7 +242,10 @@ impl Bench {
                 v.mmio_write(Self::addr(node, 0x50), &1u32.to_le_bytes(), ram, self.now);
             }
             Op::NetRx { node, slot } => {
-                let (r, at) = (Ring::new(u64::from(node), 0), DATA + 0x6_0000 + u64::from(node) * 0x1_0000 + u64::from(slot) * 0x800);
+                let (r, at) = (
+                    Ring::new(u64::from(node), 0),
+                    DATA + 0x6_0000 + u64::from(node) * 0x1_0000 + u64::from(slot) * 0x800,
+                );
                 r.desc(ram, slot, at, 0x800, F_WRITE, 0);
                 r.offer(ram, slot);
                 v.mmio_write(Self::addr(node, 0x50), &0u32.to_le_bytes(), ram, self.now);
@@ -200,7 +266,12 @@ impl Bench {
         }
         for d in &v.devices {
             if let Some(reason) = &d.mmio.broken {
-                assert_ne!(d.mmio.status & mmio::STATUS_NEEDS_RESET, 0, "{} is broken ({reason}) without NEEDS_RESET", d.name);
+                assert_ne!(
+                    d.mmio.status & mmio::STATUS_NEEDS_RESET,
+                    0,
+                    "{} is broken ({reason}) without NEEDS_RESET",
+                    d.name
+                );
             }
         }
     }

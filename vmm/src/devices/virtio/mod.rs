@@ -217,7 +217,8 @@ impl Virtio {
     /// guest must not have read the disks yet, or must drop what it cached
     /// of them.
     pub fn begin_run(&mut self, plan: &FaultPlan, base: Option<Base>, images: &[Option<Base>]) -> Result<(), String> {
-        let image_disks = self.devices.iter().filter(|d| matches!(&d.kind, Kind::Blk(b) if b.role == Role::Image)).count();
+        let image_disks =
+            self.devices.iter().filter(|d| matches!(&d.kind, Kind::Blk(b) if b.role == Role::Image)).count();
         if images.len() > image_disks {
             return Err(format!("{} node images for a machine with {image_disks} image disks", images.len()));
         }
@@ -388,9 +389,9 @@ impl Virtio {
     /// The level of each IRQ line the devices use (a line is high while any
     /// device on it has an unacknowledged interrupt).
     pub fn irq_levels(&self) -> impl Iterator<Item = (u8, bool)> + '_ {
-        IRQS.iter().take(self.devices.len()).map(move |&line| {
-            (line, self.devices.iter().any(|d| d.irq == line && d.mmio.interrupt_status != 0))
-        })
+        IRQS.iter()
+            .take(self.devices.len())
+            .map(move |&line| (line, self.devices.iter().any(|d| d.irq == line && d.mmio.interrupt_status != 0)))
     }
 
     /// How many packets or requests each fault kind touched.
@@ -410,12 +411,16 @@ impl Virtio {
 
     /// Every device's counters, then the switch's.
     pub fn device_reports(&self) -> Vec<DeviceReport> {
-        let devices = self
-            .devices
-            .iter()
-            .map(|d| DeviceReport { name: d.name.clone(), broken: d.mmio.broken.clone(), counters: d.kind.counters() });
-        let switch = (self.switch.nodes() > 0)
-            .then(|| DeviceReport { name: "switch".into(), broken: None, counters: self.switch.counters() });
+        let devices = self.devices.iter().map(|d| DeviceReport {
+            name: d.name.clone(),
+            broken: d.mmio.broken.clone(),
+            counters: d.kind.counters(),
+        });
+        let switch = (self.switch.nodes() > 0).then(|| DeviceReport {
+            name: "switch".into(),
+            broken: None,
+            counters: self.switch.counters(),
+        });
         devices.chain(switch).collect()
     }
 }
@@ -711,7 +716,10 @@ mod tests {
     #[test]
     fn layout_and_command_line() {
         let (mut v, _) = machine(2);
-        assert_eq!(v.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["net0", "net1", "blk0", "blk1", "rng"]);
+        assert_eq!(
+            v.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            ["net0", "net1", "blk0", "blk1", "rng"]
+        );
         assert_eq!(
             v.cmdline(),
             "virtio_mmio.device=4K@0xd0000000:5 virtio_mmio.device=4K@0xd0001000:6 \

@@ -58,7 +58,14 @@ impl Net {
         self.backlog.clear();
     }
 
-    pub fn notify(&mut self, q: u16, mmio: &mut Mmio, ram: &GuestRam, switch: &mut Switch, now: Vtime) -> Result<(), String> {
+    pub fn notify(
+        &mut self,
+        q: u16,
+        mmio: &mut Mmio,
+        ram: &GuestRam,
+        switch: &mut Switch,
+        now: Vtime,
+    ) -> Result<(), String> {
         match q {
             RX => self.drain(mmio, ram),
             TX => {
