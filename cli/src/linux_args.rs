@@ -108,7 +108,7 @@ impl LinuxArgs {
     }
 
     pub fn start_options(&self, watchdog: Option<Option<std::time::Duration>>) -> StartOptions {
-        StartOptions { cold_boot: self.cold_boot, watchdog }
+        StartOptions { cold_boot: self.cold_boot, watchdog, profiler: None }
     }
 }
 
@@ -141,7 +141,9 @@ pub struct NodeArgs {
 impl NodeArgs {
     /// The fault plan's text.
     fn fault_plan_text(&self) -> Result<Option<String>> {
-        let Some(path) = &self.fault_plan else { return Ok(None) };
+        let Some(path) = &self.fault_plan else {
+            return Ok(None);
+        };
         let text =
             std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
         Ok(Some(text))

@@ -2,6 +2,7 @@
 
 mod cmd;
 mod linux_args;
+mod profile;
 mod session;
 mod util;
 

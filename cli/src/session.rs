@@ -13,6 +13,7 @@ use hvsim_vmm::summary::Summary;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::Serialize;
 
+use crate::profile::{ProfileArgs, Profiling};
 use crate::util::{self, AtomicFile};
 
 /// The virtual-time limit when `--vtime-limit` is not given: 2h, or 1s for
@@ -61,6 +62,8 @@ pub struct Output {
     /// the longest stretches without an exit (event indices match --log).
     #[arg(long)]
     pub profile: bool,
+    #[command(flatten)]
+    pub guest_profile: ProfileArgs,
 }
 
 /// What `run` and `replay --json` print: the machine's summary, and how
@@ -86,6 +89,8 @@ pub struct Session {
     boot: BootReport,
     /// The containers the target's nodes run, reported on at the end.
     pub containers: Vec<Container>,
+    /// `--profile-guest`: written at the end.
+    pub profiling: Option<Profiling>,
 }
 
 impl Session {
@@ -116,6 +121,7 @@ impl Session {
             host_limits,
             boot,
             containers: Vec::new(),
+            profiling: None,
         })
     }
 
@@ -161,6 +167,9 @@ impl Session {
                     s.vtime
                 );
             }
+        }
+        if let (Some(p), Some(profile)) = (&self.profiling, self.machine.take_guest_profile()) {
+            p.finish(&profile, &format!("hvsim run: {} (seed {})", self.guest, self.seed))?;
         }
         let services = service_states(&self.containers, &summary.console);
         if out.json {

@@ -74,7 +74,12 @@ impl AtomicFile {
         self.tmp.path()
     }
 
+    /// Publishes the file, readable by all as a file written with
+    /// `std::fs::write` would be (temporary files are private).
     pub fn commit(self) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(self.tmp.path(), std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
         self.tmp.persist(&self.path).with_context(|| format!("cannot write {}", self.path.display()))?;
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{kvm_available, output, run_json};
+use common::{kvm_available, output, run_json, user_rdtsc_leaks};
 use serde_json::Value;
 
 /// The test suite's Redis image, built (once per machine) and loaded; the
@@ -93,16 +93,6 @@ fn the_redis_compose_project_runs_to_completion_the_same_twice() {
     } else {
         assert_eq!(hashes[0].1, hashes[1].1, "the same seed gives the same memory");
     }
-}
-
-/// Whether this host lets guest programs read the host's TSC (reported by
-/// the run in `host_limits`).
-fn user_rdtsc_leaks(v: &Value) -> bool {
-    v["host_limits"]
-        .as_array()
-        .expect("host_limits")
-        .iter()
-        .any(|l| l.as_str().is_some_and(|l| l.starts_with("user-mode RDTSC does not trap")))
 }
 
 #[test]

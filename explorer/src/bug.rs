@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use hvsim_guest_image::host::Host;
+use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -132,17 +133,21 @@ pub struct ReplayOutcome {
     pub observed: Option<String>,
     pub at: Point,
     pub vtime_ns: u64,
+    /// With `--profile-guest`: the replay's samples.
+    #[serde(skip)]
+    pub profile: Option<GuestProfile>,
 }
 
 /// Starts the bug's target and follows its timeline to the failure point.
 pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<ReplayOutcome> {
     let mut m = bug.target.start(bug.master_seed, host, start)?.machine;
-    let outcome = |observed: Option<String>, m: &Machine| ReplayOutcome {
+    let outcome = |observed: Option<String>, m: &mut Machine| ReplayOutcome {
         reproduced: observed.as_deref() == Some(&bug.summary) && point_of(m) == bug.at,
         expected: bug.summary.clone(),
         observed,
         at: point_of(m),
         vtime_ns: m.now().nanos(),
+        profile: m.take_guest_profile(),
     };
     // Root, then every segment but the last, to their exact points.
     let mut stops: Vec<(Option<u64>, Point)> = vec![(None, bug.timeline.root)];
@@ -154,7 +159,7 @@ pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<Repl
         }
         match m.run_until_point(Vtime::MAX, until.events)? {
             Stop::Deadline => {}
-            Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), &m)),
+            Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), &mut m)),
             Stop::Message => unreachable!("not stopping on messages here"),
         }
     }
@@ -176,10 +181,10 @@ pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<Repl
                     }
                 }
             }
-            Stop::Deadline => return Ok(outcome(observed, &m)),
+            Stop::Deadline => return Ok(outcome(observed, &mut m)),
             Stop::Ended(end) => {
                 let o = is_crash(&end).then(|| BugKind::Crash { end }.describe()).or(observed);
-                return Ok(outcome(o, &m));
+                return Ok(outcome(o, &mut m));
             }
         }
     }

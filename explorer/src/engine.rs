@@ -19,6 +19,7 @@ use hvsim_guest_image::host::Host;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::faults::FaultReport;
+use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,15 @@ pub struct ExploreConfig {
     pub stop_at_first_bug: bool,
     /// How to boot the target.
     pub start: StartOptions,
+}
+
+impl ExploreConfig {
+    /// How long (virtual) the root waits for setup complete unless told:
+    /// long enough for a cluster to form, short enough that a program that
+    /// never reports it costs minutes, not an hour, on a slow host.
+    pub fn default_setup_limit(linux: bool) -> Vtime {
+        Vtime::from_secs(if linux { 60 } else { 10 })
+    }
 }
 
 /// A snapshot the explorer can branch from.
@@ -150,6 +160,10 @@ pub struct Exploration {
     pub series: Vec<SeriesPoint>,
     /// Branch at which the first bug appeared, and how long it took.
     pub first_bug: Option<(u64, u64)>,
+    pub phases: Phases,
+    /// With `--profile-guest`: the samples of the root run and every branch.
+    #[serde(skip)]
+    pub guest_profile: Option<GuestProfile>,
 }
 
 /// Landing evidence summed over every timeline: per configured fault kind,
@@ -179,12 +193,44 @@ impl FaultTally {
 
 /// A view of the exploration so far, for progress displays.
 #[derive(Clone, Copy, Debug)]
-pub struct Progress {
+pub enum Progress {
+    /// The root runs and has not reported setup complete yet.
+    Setup { vtime: Vtime, limit: Vtime, elapsed: Duration },
+    /// A branch ended.
+    Branch(BranchProgress),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct BranchProgress {
     pub branches: u64,
     pub snapshots: usize,
     pub signals: u64,
     pub bugs: usize,
     pub elapsed: Duration,
+    pub phases: Phases,
+}
+
+/// Where an exploration's wall time went, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Phases {
+    /// Booting the target, or restoring it from the boot cache.
+    pub start_ms: u64,
+    /// Running the root until setup complete (or the setup limit).
+    pub setup_ms: u64,
+    /// Running branches.
+    pub branches_ms: u64,
+    /// Putting snapshots back at the start of branches.
+    pub restore_ms: u64,
+    /// Taking snapshots.
+    pub snapshot_ms: u64,
+}
+
+/// The root's setup runs in steps of this much virtual time, with a
+/// progress report after each.
+const SETUP_STEP: Vtime = Vtime(10_000_000);
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 struct State {
@@ -227,7 +273,13 @@ impl State {
                 }
             }
             SdkMessage::Boolean { id, true_count, maximize } => {
-                let better = |old: u64| if maximize { true_count > old } else { true_count < old };
+                let better = |old: u64| {
+                    if maximize {
+                        true_count > old
+                    } else {
+                        true_count < old
+                    }
+                };
                 match self.signals.boolean.get_mut(&id) {
                     Some(best) if !better(*best) => {}
                     Some(best) => {
@@ -342,7 +394,9 @@ const MIN_ENERGY: f64 = 0.05;
 pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Progress)) -> Result<Exploration> {
     let start = Instant::now();
     let target = &config.target;
+    let mut phases = Phases::default();
     let mut machine = target.start(config.seed, host, &config.start)?.machine;
+    phases.start_ms = ms(start.elapsed());
     machine.set_stop_on_message(true);
     let mut state = State {
         assertions: Assertions::default(),
@@ -358,8 +412,10 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     let mut faults = FaultTally::default();
     let before = FaultTally::landed(&machine);
     let mut setup_complete = false;
+    let setup_started = Instant::now();
     while !setup_complete {
-        match machine.run_until(config.setup_limit)? {
+        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
+        match machine.run_until(step)? {
             Stop::Message => {
                 state.new_coverage(&machine);
                 for msg in machine.take_messages() {
@@ -371,7 +427,12 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                     }
                 }
             }
-            Stop::Deadline => break,
+            Stop::Deadline if step >= config.setup_limit => break,
+            Stop::Deadline => progress(Progress::Setup {
+                vtime: machine.now(),
+                limit: config.setup_limit,
+                elapsed: setup_started.elapsed(),
+            }),
             Stop::Ended(end) => {
                 return Err(ExploreError::Target(format!(
                     "the target ended before reporting setup complete: {}",
@@ -380,10 +441,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             }
         }
     }
+    phases.setup_ms = ms(setup_started.elapsed());
     state.new_coverage(&machine);
     faults.add(&before, &machine);
     let root = RootInfo { point: point(&machine), setup_complete };
+    let taken = Instant::now();
     let mut tree = SnapshotTree::new(&mut machine)?;
+    phases.snapshot_ms += ms(taken.elapsed());
     let mut nodes = vec![Node {
         timeline: Timeline { root: root.point, segments: vec![] },
         energy: NEW_NODE_ENERGY,
@@ -406,7 +470,11 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         branches += 1;
         let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
         let seed = branch_seed(config.seed, branches);
+        let branch_started = Instant::now();
         tree.reset(&mut machine, nodes[ni].tree_id)?;
+        let restore_time = branch_started.elapsed();
+        phases.restore_ms += ms(restore_time);
+        let mut snapshot_time = Duration::ZERO;
         machine.reseed(seed)?;
         let before = FaultTally::landed(&machine);
         let base = nodes[ni].timeline.clone();
@@ -430,7 +498,9 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                         }
                     }
                     if new_here > 0 && config.branch_from_snapshots {
+                        let taken = Instant::now();
                         let tree_id = tree.snapshot(&mut machine)?;
+                        snapshot_time += taken.elapsed();
                         nodes.push(Node {
                             timeline,
                             energy: NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64,
@@ -454,6 +524,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             }
         }
         vtime_total += machine.now().nanos() - from.nanos();
+        phases.snapshot_ms += ms(snapshot_time);
+        phases.branches_ms += ms(branch_started.elapsed().saturating_sub(restore_time + snapshot_time));
         faults.add(&before, &machine);
         let n = &mut nodes[ni];
         n.picks += 1;
@@ -461,12 +533,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         if first_bug.is_none() && !state.bugs.is_empty() {
             first_bug = Some((branches, start.elapsed().as_millis() as u64));
         }
-        let p = Progress {
+        let p = BranchProgress {
             branches,
             snapshots: nodes.len(),
             signals: state.signals.total,
             bugs: state.bugs.len(),
             elapsed: start.elapsed(),
+            phases,
         };
         series.push(SeriesPoint {
             branch: branches,
@@ -477,7 +550,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             new_edges,
             edges: state.signals.coverage.edges(),
         });
-        progress(p);
+        progress(Progress::Branch(p));
     }
 
     Ok(Exploration {
@@ -501,5 +574,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         faults,
         series,
         first_bug,
+        phases,
+        guest_profile: machine.take_guest_profile(),
     })
 }

@@ -18,6 +18,6 @@ pub mod report;
 pub mod sdk;
 pub mod timeline;
 
-pub use engine::{explore, Budget, Exploration, ExploreConfig, Progress};
+pub use engine::{explore, BranchProgress, Budget, Exploration, ExploreConfig, Phases, Progress};
 pub use error::{ExploreError, Result};
 pub use hvsim_guest_image::target::{StartOptions, System, Target};

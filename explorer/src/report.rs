@@ -9,7 +9,7 @@ use hvsim_vmm::faults::FaultReport;
 use serde::Serialize;
 
 use crate::assertions::Verdict;
-use crate::engine::{Exploration, Garbage, Instrumentation, SeriesPoint};
+use crate::engine::{Exploration, Garbage, Instrumentation, Phases, SeriesPoint};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
@@ -58,6 +58,8 @@ pub struct Summary {
     pub first_bug: Option<(u64, u64)>,
     pub verdicts: BTreeMap<String, usize>,
     pub garbage: Garbage,
+    /// Where the wall time went.
+    pub phases: Phases,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -165,6 +167,7 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
             first_bug: exp.first_bug,
             verdicts,
             garbage: exp.garbage.clone(),
+            phases: exp.phases,
         },
         assertions,
         bugs,
@@ -200,6 +203,12 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
         if s.setup_complete { "setup complete" } else { "setup never reported; root taken at the limit" },
         exp.root.point.vtime_ns,
         exp.root.point.events
+    );
+    let p = &s.phases;
+    let _ = writeln!(
+        m,
+        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms",
+        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms
     );
     if s.garbage.count > 0 {
         let _ =

@@ -14,6 +14,7 @@ use hvsim_vmm::devices::virtio::VirtioSpec;
 use hvsim_vmm::disk::Base;
 use hvsim_vmm::faults::FaultPlan;
 use hvsim_vmm::machine::{HostSettings, RunInputs};
+use hvsim_vmm::profiler::ProfilerConfig;
 use hvsim_vmm::{Machine, MachineConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -154,7 +155,9 @@ impl System {
 
     /// The disks' base image, refused if it changed since it was described.
     fn disk_base(&self) -> Result<Option<Base>> {
-        let Some((path, hash)) = &self.disk_image else { return Ok(None) };
+        let Some((path, hash)) = &self.disk_image else {
+            return Ok(None);
+        };
         let base = Base::load(&path.display().to_string()).map_err(ImageError::Setup)?;
         if base.sha256 != *hash {
             return Err(changed("disk image", path));
@@ -179,6 +182,9 @@ pub struct StartOptions {
     pub cold_boot: bool,
     /// The watchdog (from the command line): `Some(None)` turns it off.
     pub watchdog: Option<Option<Duration>>,
+    /// Sample the guest from the first instruction of the run on
+    /// (`--profile-guest`; a boot is not profiled).
+    pub profiler: Option<ProfilerConfig>,
 }
 
 /// A machine about to run its first instruction of the run.
@@ -223,7 +229,10 @@ impl Target {
                 })?;
                 let mut config = MachineConfig::raw(g.build(), seed, &host.profile);
                 config.host = settings;
-                let machine = Machine::new(&config)?;
+                let mut machine = Machine::new(&config)?;
+                if let Some(p) = &opts.profiler {
+                    machine.enable_guest_profiler(*p);
+                }
                 let boot =
                     BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
                 Ok(Launch { machine, boot })
@@ -256,6 +265,9 @@ impl Target {
                     BootCache::open()?.get_or_boot(&shape, &settings, || linux::boot_to_ready(&config))?
                 };
                 machine.begin_run(inputs)?;
+                if let Some(p) = &opts.profiler {
+                    machine.enable_guest_profiler(*p);
+                }
                 Ok(Launch { machine, boot })
             }
         }

@@ -55,7 +55,8 @@ pub enum Exit<'a> {
     IrqWindowOpen,
     /// Triple fault.
     Shutdown,
-    /// `KVM_RUN` returned EINTR: a signal (the watchdog's) kicked the vCPU out.
+    /// `KVM_RUN` returned EINTR: a signal (the watchdog's or the profiler's)
+    /// kicked the vCPU out.
     Interrupted,
     /// KVM could not run or emulate the guest (`suberror`, extra data words).
     InternalError {

@@ -10,38 +10,20 @@
 //! nothing but two counters and the signal: it is not a device thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use vmm_sys_util::signal::{register_signal_handler, SIGRTMIN};
-
 use crate::error::{Error, Result};
-
-/// The real-time signal used to kick the vCPU thread.
-fn kick_signal() -> libc::c_int {
-    SIGRTMIN()
-}
-
-extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // Nothing to do: delivery alone makes KVM_RUN return EINTR.
-}
-
-fn install_handler() -> Result<()> {
-    static ONCE: Once = Once::new();
-    let mut result = Ok(());
-    ONCE.call_once(|| {
-        result = register_signal_handler(kick_signal(), on_kick)
-            .map_err(|e| Error::Host("registering the watchdog signal", std::io::Error::from_raw_os_error(e.errno())));
-    });
-    result
-}
+use crate::kick;
 
 #[derive(Default)]
 struct Shared {
-    /// Incremented by the vCPU thread at every return from `KVM_RUN`.
+    /// Incremented by the vCPU thread at every real exit (not at kicks).
     progress: AtomicU64,
     in_guest: AtomicBool,
+    /// Set just before the watchdog kicks; taken by the vCPU thread.
+    kicked: AtomicBool,
     kicks: AtomicU64,
     stop: Mutex<bool>,
     wake: Condvar,
@@ -56,7 +38,7 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts watching the calling thread, which must be the vCPU thread.
     pub fn start(timeout: Duration) -> Result<Watchdog> {
-        install_handler()?;
+        kick::install()?;
         // SAFETY: pthread_self has no preconditions.
         let target = unsafe { libc::pthread_self() };
         let shared = Arc::new(Shared::default());
@@ -76,9 +58,19 @@ impl Watchdog {
         self.shared.in_guest.store(true, Ordering::SeqCst);
     }
 
-    pub fn left_guest(&self) {
+    /// The vCPU left `KVM_RUN`; `exited` unless a signal kicked it out
+    /// (a kick is not progress: the guest may still be spinning).
+    pub fn left_guest(&self, exited: bool) {
         self.shared.in_guest.store(false, Ordering::SeqCst);
-        self.shared.progress.fetch_add(1, Ordering::SeqCst);
+        if exited {
+            self.shared.progress.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the last kick out of `KVM_RUN` was the watchdog's (and
+    /// forgets it): other kicks (the profiler's) must stay invisible.
+    pub fn take_kick(&self) -> bool {
+        self.shared.kicked.swap(false, Ordering::SeqCst)
     }
 
     pub fn kicks(&self) -> u64 {
@@ -97,9 +89,10 @@ fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration) {
         let now = s.progress.load(Ordering::SeqCst);
         if now == last && s.in_guest.load(Ordering::SeqCst) {
             s.kicks.fetch_add(1, Ordering::SeqCst);
+            s.kicked.store(true, Ordering::SeqCst);
             // SAFETY: `target` is the vCPU thread, alive until `Drop` below
             // has joined this thread.
-            unsafe { libc::pthread_kill(target, kick_signal()) };
+            unsafe { kick::kick(target) };
         }
         last = now;
     }

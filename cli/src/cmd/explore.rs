@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hvsim_explorer::{explore, report, Budget, ExploreConfig, StartOptions, Target};
+use hvsim_explorer::{explore, report, Budget, ExploreConfig, Progress, StartOptions, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::linux_args::LinuxArgs;
+use crate::profile::ProfileArgs;
 use crate::util;
 
 #[derive(clap::Args)]
@@ -42,7 +43,7 @@ pub struct Args {
     #[arg(long, value_parser = util::parse_duration)]
     slice: Option<Duration>,
     /// Virtual time to wait for setup complete before taking the root anyway
-    /// (default 10s; 10m for Linux).
+    /// (default 10s; 60s for Linux).
     #[arg(long, value_parser = util::parse_duration)]
     setup_limit: Option<Duration>,
     /// Where report.md, report.json and bugs/ go.
@@ -55,6 +56,22 @@ pub struct Args {
     /// baseline of `hvsim bench explore`).
     #[arg(long)]
     no_snapshots: bool,
+    #[command(flatten)]
+    guest_profile: ProfileArgs,
+}
+
+/// Wall time of waiting for setup complete before saying what is awaited.
+const SETUP_HINT_AFTER: Duration = Duration::from_secs(5);
+
+fn setup_hint(elapsed: Duration, vtime: Vtime, limit: Vtime) -> String {
+    format!(
+        "hvsim: explore: still waiting for setup complete after {:.0?} of wall time (virtual time {vtime}). \
+         The root snapshot is taken when a program in the guest reports setup complete through the SDK \
+         (e.g. `lifecycle.setup_complete()`, or the JSON line {{\"antithesis_setup\": {{\"status\": \"complete\"}}}} \
+         written to $HVSIM_SDK_OUTPUT); without it the root is taken at --setup-limit ({limit} virtual). \
+         A program whose SDK does not find hvsim's channel reports nothing: see docs/sdk-protocol.md.",
+        elapsed
+    )
 }
 
 fn vtime(d: Duration) -> Vtime {
@@ -62,18 +79,20 @@ fn vtime(d: Duration) -> Vtime {
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
-    let (target, start) = if args.linux || args.linux_args.implies_linux() {
+    let (target, mut start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
         (Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }, StartOptions::default())
     };
     let linux = target.is_linux();
+    let profiling = args.guest_profile.start(linux)?;
+    start.profiler = profiling.as_ref().map(|p| p.config);
     let config = ExploreConfig {
         target,
         seed: args.seed,
         budget: Budget { branches: Some(args.branches), wall: args.time, vtime: args.vtime.map(vtime) },
         slice: vtime(args.slice.unwrap_or(if linux { Duration::from_secs(2) } else { Duration::from_millis(5) })),
-        setup_limit: vtime(args.setup_limit.unwrap_or(Duration::from_secs(if linux { 600 } else { 10 }))),
+        setup_limit: args.setup_limit.map_or(ExploreConfig::default_setup_limit(linux), vtime),
         branch_from_snapshots: !args.no_snapshots,
         stop_at_first_bug: false,
         start,
@@ -84,12 +103,34 @@ pub fn main(args: Args) -> Result<ExitCode> {
         ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
             .expect("valid template"),
     );
-    let mut exploration = explore(&config, &host, &mut |p| {
-        bar.set_position(p.branches);
-        bar.set_message(format!("| {} snapshots | {} signals | {} bugs", p.snapshots, p.signals, p.bugs));
+    let mut hinted = false;
+    let mut exploration = explore(&config, &host, &mut |p| match p {
+        Progress::Setup { vtime, limit, elapsed } => {
+            bar.set_message(format!("| waiting for setup complete: virtual time {vtime} of {limit}"));
+            if !hinted && elapsed >= SETUP_HINT_AFTER {
+                hinted = true;
+                bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit)));
+            }
+        }
+        Progress::Branch(p) => {
+            bar.set_position(p.branches);
+            let ph = p.phases;
+            bar.set_message(format!(
+                "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s",
+                p.snapshots,
+                p.signals,
+                p.bugs,
+                ph.branches_ms as f64 / 1e3,
+                ph.restore_ms as f64 / 1e3,
+                ph.snapshot_ms as f64 / 1e3
+            ));
+        }
     })
     .context("exploration failed")?;
     bar.finish_and_clear();
+    if let (Some(p), Some(profile)) = (&profiling, &exploration.guest_profile) {
+        p.finish(profile, &format!("hvsim explore: {} (seed {})", exploration.target.name(), args.seed))?;
+    }
     let report = report::write(&args.out, &mut exploration).context("cannot write the report")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -41,8 +41,16 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         let record = BugRecord::load(path)?;
-        let start = StartOptions { cold_boot: args.cold_boot, watchdog: args.out.watchdog.map(|w| w.0) };
+        let profiling = args.out.guest_profile.start(record.target.is_linux())?;
+        let start = StartOptions {
+            cold_boot: args.cold_boot,
+            watchdog: args.out.watchdog.map(|w| w.0),
+            profiler: profiling.as_ref().map(|p| p.config),
+        };
         let outcome = bug::replay(&record, &host, &start)?;
+        if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
+            p.finish(profile, &format!("hvsim replay: {}", record.id))?;
+        }
         if args.out.json {
             println!(
                 "{}",
@@ -71,13 +79,19 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let loaded = file::load(path)?;
     let guest = loaded.header.guest.clone();
     let started = std::time::Instant::now();
+    let profiling = args.out.guest_profile.start(guest == "linux")?;
     let mut machine = loaded.restore(&host.settings(guest == "linux", args.out.watchdog.map(|w| w.0)))?;
     if let Some(seed) = args.seed {
         machine.reseed(seed)?;
+    }
+    if let Some(p) = &profiling {
+        machine.enable_guest_profiler(p.config);
     }
     let host_limits = if guest == "linux" { host.probes.limits() } else { Vec::new() };
     let seed = args.seed.unwrap_or(loaded.header.seed);
     // The snapshot is the machine: nothing boots.
     let boot = BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
-    Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?.finish(&args.out)
+    let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
+    session.profiling = profiling;
+    session.finish(&args.out)
 }

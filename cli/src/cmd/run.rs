@@ -57,18 +57,21 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     // Bad input is reported before anything slow (kernel build, boot).
     let watchdog = args.out.watchdog.map(|w| w.0);
-    let (target, start) = if args.linux || args.linux_args.implies_linux() {
+    let (target, mut start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(args.verbose_boot)?, args.linux_args.start_options(watchdog))
     } else {
         let guest = args.guest.clone().expect("clap requires a target");
-        (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog })
+        (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog, profiler: None })
     };
     let host = Host::open()?;
+    let profiling = args.out.guest_profile.start(target.is_linux())?;
+    start.profiler = profiling.as_ref().map(|p| p.config);
     let launch = target.start(args.seed, &host, &start).context("cannot start the guest")?;
     let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
     let name = target.name();
     let mut session = Session::start(launch, &name, args.seed, &args.out, host_limits)?;
     session.containers = target.containers().to_vec();
+    session.profiling = profiling;
     if let (Some(at), Some(path)) = (args.snapshot_at, &args.save_snapshot) {
         let at = Vtime(u64::try_from(at.as_nanos()).unwrap_or(u64::MAX));
         match session.run_to(at)? {

@@ -57,3 +57,13 @@ pub fn command_output(v: &Value) -> Vec<String> {
     let before = after.split("hvsim-init: command exited").next().unwrap();
     before.lines().map(|l| l.trim_end_matches('\r').to_owned()).filter(|l| !l.is_empty()).collect()
 }
+
+/// Whether this host lets guest programs read the host's TSC (reported by
+/// the run in `host_limits`).
+pub fn user_rdtsc_leaks(v: &Value) -> bool {
+    v["host_limits"]
+        .as_array()
+        .expect("host_limits")
+        .iter()
+        .any(|l| l.as_str().is_some_and(|l| l.starts_with("user-mode RDTSC does not trap")))
+}

@@ -30,6 +30,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0003-x86-workarounds-for-nested-kvm_pvm-hosts-each-behind.patch",
         include_str!("../../kernel/patches/0003-x86-workarounds-for-nested-kvm_pvm-hosts-each-behind.patch"),
     ),
+    (
+        "0004-x86-hvsim-publish-the-running-task-for-the-profiler.patch",
+        include_str!("../../kernel/patches/0004-x86-hvsim-publish-the-running-task-for-the-profiler.patch"),
+    ),
 ];
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";

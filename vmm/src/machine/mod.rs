@@ -26,6 +26,7 @@ use crate::error::{Error, KvmResultExt, Result};
 use crate::faults::FaultPlan;
 use crate::host::{open_kvm, HostProfile};
 use crate::memory::GuestRam;
+use crate::profiler::{GuestProfile, ProfilerConfig};
 use crate::trace::{Trace, TraceState};
 use crate::vcpu::Vcpu;
 use crate::vcpu_state::saveable_msrs;
@@ -313,6 +314,7 @@ pub struct Machine {
     /// Copy of the current exit's data, for the log.
     scratch: Vec<u8>,
     profile: Option<WallProfile>,
+    profiler: Option<crate::profiler::Attached>,
     dirty_log: bool,
 }
 
@@ -371,6 +373,7 @@ impl Machine {
             stop_at_ready: false,
             scratch: Vec::with_capacity(4096),
             profile: None,
+            profiler: None,
             dirty_log: false,
         })
     }
@@ -469,6 +472,19 @@ impl Machine {
 
     pub fn wall_profile(&self) -> Option<&WallProfile> {
         self.profile.as_ref()
+    }
+
+    /// Starts sampling the guest (see [`crate::profiler`]): from the next
+    /// `run_until` on, until [`take_guest_profile`](Self::take_guest_profile).
+    pub fn enable_guest_profiler(&mut self, config: ProfilerConfig) {
+        self.profiler = Some(crate::profiler::Attached { config, sampler: None, profile: GuestProfile::default() });
+    }
+
+    /// Stops the guest profiler and returns what it sampled.
+    pub fn take_guest_profile(&mut self) -> Option<GuestProfile> {
+        let mut attached = self.profiler.take()?;
+        attached.stop_sampler();
+        Some(attached.profile)
     }
 
     pub fn flush_log(&mut self) -> Result<()> {

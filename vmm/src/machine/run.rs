@@ -8,6 +8,7 @@ use crate::clock::{ExitKind, Vtime};
 use crate::devices::hypercall::{Effect, GuestError};
 use crate::error::Result;
 use crate::msr::{self, MsrAnswer};
+use crate::profiler::sampler::Sampler;
 use crate::trace::Event;
 use crate::vcpu::Exit;
 use crate::watchdog::Watchdog;
@@ -99,18 +100,26 @@ impl Machine {
     }
 
     /// Sets up the calling thread, which runs the vCPU, the first time it
-    /// runs it: pins it to a CPU if asked, and (re)starts the watchdog on it.
+    /// runs it: pins it to a CPU if asked, and (re)starts the watchdog and
+    /// the profiler's sampler on it.
     fn prepare_vcpu_thread(&mut self) -> Result<()> {
         // SAFETY: pthread_self and pthread_equal have no preconditions.
         let me = unsafe { libc::pthread_self() };
-        if matches!(self.vcpu_thread, Some(t) if unsafe { libc::pthread_equal(t, me) } != 0) {
-            return Ok(());
+        if !matches!(self.vcpu_thread, Some(t) if unsafe { libc::pthread_equal(t, me) } != 0) {
+            if let Some(cpu) = self.host.pin_cpu {
+                crate::host::pin_current_thread(cpu)?;
+            }
+            self.watchdog = self.host.watchdog.map(Watchdog::start).transpose()?;
+            if let Some(p) = &mut self.profiler {
+                p.stop_sampler();
+            }
+            self.vcpu_thread = Some(me);
         }
-        if let Some(cpu) = self.host.pin_cpu {
-            crate::host::pin_current_thread(cpu)?;
+        if let Some(p) = &mut self.profiler {
+            if p.sampler.is_none() {
+                p.sampler = Some(Sampler::start(p.config.period())?);
+            }
         }
-        self.watchdog = self.host.watchdog.map(Watchdog::start).transpose()?;
-        self.vcpu_thread = Some(me);
         Ok(())
     }
 
@@ -119,14 +128,28 @@ impl Machine {
         let now = self.now();
         self.scratch.clear();
         let watchdog = self.watchdog.as_ref();
+        let sampler = self.profiler.as_ref().and_then(|p| p.sampler.as_ref());
         if let Some(w) = watchdog {
             w.entering_guest();
+        }
+        if let Some(s) = sampler {
+            s.entering_guest();
         }
         let entered = self.profile.is_some().then(std::time::Instant::now);
         let result = self.vcpu.run();
         let in_guest = entered.map(|t| t.elapsed());
+        let kicked = matches!(result, Ok(Exit::Interrupted));
+        if let Some(s) = sampler {
+            s.left_guest();
+        }
         if let Some(w) = watchdog {
-            w.left_guest();
+            w.left_guest(!kicked);
+        }
+        if kicked && !watchdog.is_some_and(Watchdog::take_kick) {
+            // The profiler's kick (or a stray signal): invisible to the
+            // guest. No virtual time, no timers, no injection, no event.
+            self.sample_guest();
+            return Ok(None);
         }
         let devices = &mut self.state.devices;
         let scratch = &mut self.scratch;
@@ -265,6 +288,19 @@ impl Machine {
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Records a profile sample if the sampler asked for one.
+    fn sample_guest(&mut self) {
+        let Some(p) = &mut self.profiler else { return };
+        if !p.sampler.as_ref().is_some_and(Sampler::take_pending) {
+            return;
+        }
+        let fd = self.vcpu.fd();
+        match (fd.get_regs(), fd.get_sregs()) {
+            (Ok(regs), Ok(sregs)) => p.profile.record(&self.ram, &p.config, &regs, &sregs),
+            _ => p.profile.failed += 1,
         }
     }
 

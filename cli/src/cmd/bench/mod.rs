@@ -286,7 +286,7 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 seed,
                 budget: Budget { branches: Some(max_branches), ..Budget::default() },
                 slice,
-                setup_limit: Vtime::from_secs(if linux { 600 } else { 10 }),
+                setup_limit: ExploreConfig::default_setup_limit(linux),
                 branch_from_snapshots: snapshots,
                 stop_at_first_bug: true,
                 start: Default::default(),

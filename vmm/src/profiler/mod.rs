@@ -1,0 +1,145 @@
+//! The guest profiler (`--profile-guest`): where a run's wall time goes,
+//! inside the guest. A sampler thread kicks the vCPU out of `KVM_RUN` at a
+//! fixed wall-clock rate; at that exit the run loop reads the registers and
+//! the stack, and resumes the guest without charging virtual time, injecting
+//! anything or logging an event. A sample is therefore invisible to the
+//! guest: the trace and memory are those of the same run without the
+//! profiler (cli/tests/profile.rs checks both).
+//!
+//! Each sample records the mode (user or kernel), the stack (kernel frames
+//! through the guest kernel's frame pointers, user frames where the program
+//! keeps them), and the task the guest kernel says is running: its patched
+//! kernel writes the pid, name and UTS node name to `hvsim_task` at every
+//! context switch, and the profiler reads that page from guest memory.
+//! Symbols come afterwards, from vmlinux ([`symbols`]), and [`report`]
+//! turns the counts into folded stacks, a flame graph and a top list.
+
+pub mod report;
+pub mod sampler;
+pub mod symbols;
+pub mod walk;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kvm_bindings::{kvm_regs, kvm_sregs};
+
+use crate::memory::GuestRam;
+use walk::AddressSpace;
+
+/// How to profile.
+#[derive(Clone, Copy, Debug)]
+pub struct ProfilerConfig {
+    /// Samples per second of wall time.
+    pub rate_hz: u32,
+    /// Guest-virtual address of the kernel's `hvsim_task` (from vmlinux),
+    /// if the guest has one.
+    pub task_page: Option<u64>,
+}
+
+impl ProfilerConfig {
+    pub const MAX_RATE_HZ: u32 = 10_000;
+
+    pub fn period(&self) -> Duration {
+        assert!((1..=Self::MAX_RATE_HZ).contains(&self.rate_hz), "sampling rate {}", self.rate_hz);
+        Duration::from_nanos(1_000_000_000 / u64::from(self.rate_hz))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    Kernel,
+    User,
+}
+
+/// A profiler attached to a machine: its sampler runs while the machine's
+/// vCPU thread is set up (started by the run loop, on that thread).
+pub(crate) struct Attached {
+    pub config: ProfilerConfig,
+    pub sampler: Option<sampler::Sampler>,
+    pub profile: GuestProfile,
+}
+
+impl Attached {
+    /// Stops the sampler, keeping what it counted.
+    pub fn stop_sampler(&mut self) {
+        if let Some(s) = self.sampler.take() {
+            self.profile.vmm_ticks += s.vmm_ticks();
+        }
+    }
+}
+
+/// Who was running at a sample, as the guest kernel published it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Task {
+    /// The simulated node (its UTS node name); empty before nodes exist.
+    pub node: String,
+    /// The process name (`comm`).
+    pub comm: String,
+}
+
+/// One distinct stack and where it ran.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackKey {
+    pub task: Task,
+    pub mode: Mode,
+    /// Innermost first: the instruction pointer, then return addresses.
+    pub stack: Vec<u64>,
+}
+
+/// The samples of one or more runs, counted by stack.
+#[derive(Clone, Debug, Default)]
+pub struct GuestProfile {
+    pub stacks: HashMap<StackKey, u64>,
+    /// Sampler ticks that found the VMM, not the guest, on the vCPU thread.
+    pub vmm_ticks: u64,
+    /// Samples whose registers could not be read.
+    pub failed: u64,
+}
+
+impl GuestProfile {
+    pub fn samples(&self) -> u64 {
+        self.stacks.values().sum()
+    }
+
+    /// Adds another run's profile (the explorer's branches) to this one.
+    pub fn merge(&mut self, other: GuestProfile) {
+        for (key, n) in other.stacks {
+            *self.stacks.entry(key).or_default() += n;
+        }
+        self.vmm_ticks += other.vmm_ticks;
+        self.failed += other.failed;
+    }
+
+    /// Records the sample the registers describe.
+    pub fn record(&mut self, ram: &GuestRam, config: &ProfilerConfig, regs: &kvm_regs, sregs: &kvm_sregs) {
+        let space = AddressSpace::new(ram, sregs.cr3, sregs.cr4);
+        let mode = if sregs.cs.selector & 3 == 0 { Mode::Kernel } else { Mode::User };
+        // Kernel stacks are 16 KiB; user frames are looked for within 1 MiB
+        // of the stack pointer.
+        let span = match mode {
+            Mode::Kernel => 16 << 10,
+            Mode::User => 1 << 20,
+        };
+        let stack = walk::frame_pointer_stack(&space, regs.rip, regs.rsp, regs.rbp, span);
+        let task = config.task_page.and_then(|va| read_task(&space, va)).unwrap_or_default();
+        *self.stacks.entry(StackKey { task, mode, stack }).or_default() += 1;
+    }
+}
+
+/// Reads the kernel's `struct hvsim_task` (patch 0004): version, pid, tgid,
+/// reserved (u32 each), comm[16], node[64].
+fn read_task(space: &AddressSpace<'_>, va: u64) -> Option<Task> {
+    let mut page = [0u8; 96];
+    space.read_bytes(va, &mut page)?;
+    if u32::from_le_bytes(page[0..4].try_into().expect("4 bytes")) != 1 {
+        return None;
+    }
+    Some(Task { comm: c_string(&page[16..32]), node: c_string(&page[32..96]) })
+}
+
+/// A NUL-terminated (or full) guest string, made printable.
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
