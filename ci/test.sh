@@ -19,6 +19,8 @@ done
 
 export HVSIM_SLOW_TESTS=$slow
 threads="${HVSIM_TEST_THREADS:-2}"
+# Formatting is checked first: it takes a second (rustfmt.toml sets the style).
+cargo fmt --all --check
 cargo build --workspace --all-targets
 # cargo-nextest (on every machine of this project's kind) schedules every
 # test of every binary on one pool of threads: the Linux tests, which take
