@@ -16,6 +16,7 @@
 //! runs a command on node I; as `/init rdtsc N` it prints N readings of the
 //! time-stamp counter.
 
+mod bench;
 mod container;
 mod nodes;
 mod power;

@@ -1,7 +1,8 @@
 //! Tools reached from a guest shell: `hvsim-node I CMD...` (a link to
 //! /init) runs a command on a node; `/init container I` supervises node
 //! I's container and `/init compose-wait` waits for them all (see
-//! `container/`); `/init rdtsc N` is a test tool.
+//! `container/`); `/init rdtsc N` is a test tool, `/init bench` the
+//! workloads of `hvsim bench guest` (see `bench.rs`).
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -14,9 +15,10 @@ pub fn main(args: Vec<String>) -> ExitCode {
         Some("rdtsc") => rdtsc(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5)),
         Some("container") => crate::container::supervise(&args[1..]),
         Some("compose-wait") => crate::container::wait_all(),
+        Some("bench") => crate::bench::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: /init rdtsc [N] | container NODE | compose-wait   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
+                "usage: /init rdtsc [N] | container NODE | compose-wait | bench OP N   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
             );
             ExitCode::from(2)
         }

@@ -13,6 +13,7 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 use hvsim_guest_image::host::Host;
 
 mod boot;
+mod guest;
 mod image;
 mod net;
 
@@ -59,6 +60,17 @@ enum What {
         /// Bytes each TCP exchange carries.
         #[arg(long, default_value = "1000000")]
         bytes: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// System calls, page faults, fork, exec of a dynamically linked
+    /// program and TCP round trips (one node, two nodes) in a Linux guest
+    /// against the same workloads on the host, per operation.
+    Guest {
+        /// Multiplies the guest's operation counts (the default keeps the
+        /// run to a couple of minutes where the guest kernel is emulated).
+        #[arg(long, default_value = "5", value_parser = clap::value_parser!(u64).range(1..=1000))]
+        scale: u64,
         #[arg(long)]
         json: bool,
     },
@@ -111,6 +123,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             bench_explore(seeds, max_branches, linux, json)
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),
+        What::Guest { scale, json } => guest::bench_guest(scale, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
         What::Image { repeat, compose, json } => image::bench_image(repeat.max(1), compose, json),
     }
