@@ -26,6 +26,19 @@ fn image_node_name(image: &str) -> String {
     }
 }
 
+/// The system of `--image IMAGE`: one node running the image, with its own
+/// command or `command` instead of its Cmd.
+pub fn image_system(
+    image: &str,
+    command: Option<Vec<String>>,
+    disk: u64,
+    fault_plan: Option<String>,
+) -> Result<System> {
+    let o = Overrides { command, ..Overrides::default() };
+    let c = Container::resolve(&Store::open()?, &image_node_name(image), image, o)?;
+    Ok(System::with_containers(vec![c], disk, fault_plan)?)
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct LinuxArgs {
     /// Run a container image from the store (`hvsim image load`) as one
@@ -85,9 +98,7 @@ impl LinuxArgs {
                 None => None,
                 Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
             };
-            let o = Overrides { command, ..Overrides::default() };
-            let c = Container::resolve(&Store::open()?, &image_node_name(image), image, o)?;
-            System::with_containers(vec![c], disk, self.nodes.fault_plan_text()?)?
+            image_system(image, command, disk, self.nodes.fault_plan_text()?)?
         } else {
             self.nodes.system()?
         };

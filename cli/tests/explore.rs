@@ -96,3 +96,22 @@ fn garbage_on_the_sdk_channel_is_counted_never_fatal() {
     let a = r["assertions"].as_array().unwrap();
     assert!(a.iter().any(|a| a["message"] == "garbage guest: still reporting" && a["verdict"] == "held"), "{a:?}");
 }
+
+#[test]
+fn a_target_that_never_reports_setup_complete_is_rooted_at_the_limit_and_phases_are_reported() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // `idle` sleeps an hour: it never says setup complete.
+    let r = explore(&["--guest", "idle", "--setup-limit", "50ms", "--branches", "3"], &dir.path().join("t"));
+    let s = &r["summary"];
+    assert_eq!(s["setup_complete"], false);
+    let phases = &s["phases"];
+    for k in ["start_ms", "setup_ms", "branches_ms", "restore_ms", "snapshot_ms"] {
+        assert!(phases[k].is_u64(), "phase {k} missing: {phases}");
+    }
+    let md = read(&dir.path().join("t").join("report.md"));
+    assert!(md.contains("- wall time: start "), "{md}");
+    assert!(md.contains("setup never reported"), "{md}");
+}

@@ -153,3 +153,17 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setup_hint_says_what_to_send_and_the_limit() {
+        let hint = setup_hint(Duration::from_secs(5), Vtime(1_000_000), Vtime::from_secs(60));
+        assert!(hint.contains(r#"{"antithesis_setup": {"status": "complete"}}"#), "{hint}");
+        assert!(hint.contains("--setup-limit (60.000000000s virtual)"), "{hint}");
+        assert!(hint.contains("(virtual time 0.001000000s)"), "{hint}");
+        assert!(hint.contains("docs/sdk-protocol.md"), "{hint}");
+    }
+}

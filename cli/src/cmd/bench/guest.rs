@@ -3,7 +3,10 @@
 //! workloads are `/init bench` (guest-init/src/bench.rs): the same binary
 //! runs inside a two-node Linux guest and directly on the host. In the
 //! guest, hvsim takes wall time at the marks the tool sends around each
-//! loop; on the host the tool times itself.
+//! loop; on the host the tool times itself. Last, Debian's `redis-benchmark`
+//! against Debian's `redis-server`: in the guest from hvsim's Debian Redis
+//! image (`hvsim image debian --redis`, built if missing), on the host from
+//! the same packages (installed if missing).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -13,9 +16,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use hvsim_guest_image::host::Host;
-use hvsim_guest_image::linux::{initramfs, GuestFile};
-use hvsim_guest_image::target::{file_hash, StartOptions, System, Target};
-use hvsim_vmm::{End, Stop, Vtime};
+use hvsim_guest_image::linux::{initramfs, packages, GuestFile};
+use hvsim_guest_image::oci::debian;
+use hvsim_guest_image::oci::load::load;
+use hvsim_guest_image::oci::store::Store;
+use hvsim_guest_image::target::{default_mem, file_hash, StartOptions, System, Target};
+use hvsim_vmm::{End, Machine, Stop, Vtime};
+
+use crate::linux_args::image_system;
 
 /// A dynamically linked program of the host, copied into the guest with
 /// its loader and libraries at the same paths.
@@ -135,7 +143,14 @@ fn run_guest(ops: &[Op], host: &Host) -> Result<Vec<(f64, u64)>> {
         system: System { nodes: 2, disk_bytes: 16 << 20, ..System::default() },
         verbose_boot: false,
     };
-    let mut m = target.start(0, host, &StartOptions::default()).context("cannot start the guest")?.machine;
+    let m = target.start(0, host, &StartOptions::default()).context("cannot start the guest")?.machine;
+    let abouts: Vec<&str> = ops.iter().map(|op| op.about).collect();
+    marked_spans(m, &abouts)
+}
+
+/// Runs `m` to its end and returns, per pair of `bench start`/`bench end`
+/// marks the guest sends, the wall and virtual nanoseconds between them.
+fn marked_spans(mut m: Machine, abouts: &[&str]) -> Result<Vec<(f64, u64)>> {
     m.set_stop_on_message(true);
     let mut marks: Vec<(String, Instant, u64)> = Vec::new();
     loop {
@@ -146,8 +161,8 @@ fn run_guest(ops: &[Op], host: &Host) -> Result<Vec<(f64, u64)>> {
                     if let Some(rest) = text.strip_prefix("bench ") {
                         marks.push((rest.to_owned(), Instant::now(), msg.vtime.nanos()));
                         let done = marks.len() / 2;
-                        if marks.len() % 2 == 0 && done <= ops.len() {
-                            eprintln!("hvsim: bench guest: {} done in the guest", ops[done - 1].about);
+                        if marks.len() % 2 == 0 && done <= abouts.len() {
+                            eprintln!("hvsim: bench guest: {} done in the guest", abouts[done - 1]);
                         }
                     }
                 }
@@ -161,13 +176,73 @@ fn run_guest(ops: &[Op], host: &Host) -> Result<Vec<(f64, u64)>> {
             Stop::Deadline => unreachable!("no deadline was set"),
         }
     }
-    if marks.len() != 2 * ops.len() {
-        bail!("the guest sent {} marks, expected {}: {marks:?}", marks.len(), 2 * ops.len());
+    if marks.len() != 2 * abouts.len() {
+        bail!("the guest sent {} marks, expected {}: {marks:?}", marks.len(), 2 * abouts.len());
     }
-    Ok(marks
-        .chunks(2)
-        .map(|pair| ((pair[1].1 - pair[0].1).as_secs_f64() * 1e9, pair[1].2 - pair[0].2))
-        .collect())
+    Ok(marks.chunks(2).map(|pair| ((pair[1].1 - pair[0].1).as_secs_f64() * 1e9, pair[1].2 - pair[0].2)).collect())
+}
+
+const REDIS_ABOUT: &str = "Redis SET/GET round trip (redis-benchmark)";
+
+/// Requests of the short `redis-benchmark` run whose time is taken out of
+/// the long one's: starting the program and connecting cost more than
+/// hundreds of requests where the guest kernel is emulated.
+const REDIS_SHORT: u64 = 2;
+
+/// Two `redis-benchmark -c 1 -t set,get` runs, of `REDIS_SHORT` and of
+/// `requests` requests (half SET, half GET), each between two marks,
+/// against a `redis-server` started just before, without persistence.
+fn redis_script(requests: u64, port: u16, mark: &str) -> String {
+    let bench =
+        |n: u64| format!("{mark}; redis-benchmark -p {port} -c 1 -n {} -t set,get -q > /dev/null; {mark}", n / 2);
+    format!(
+        "redis-server --port {port} --save '' --appendonly no --daemonize yes > /dev/null; \
+         until redis-cli -p {port} ping > /dev/null 2>&1; do sleep 0.05; done; \
+         {}; {}; redis-cli -p {port} shutdown nosave > /dev/null 2>&1; true",
+        bench(REDIS_SHORT),
+        bench(requests)
+    )
+}
+
+/// Per request: (long run - short run) / (difference in requests).
+fn marginal(short: f64, long: f64, requests: u64) -> f64 {
+    (long - short) / (requests - REDIS_SHORT) as f64
+}
+
+/// Wall nanoseconds per Redis request in the guest: the Redis image's
+/// container, marks on the SDK channel.
+fn redis_guest(requests: u64, host: &Host) -> Result<(f64, f64)> {
+    let image = debian::redis();
+    let store = Store::open()?;
+    if store.resolve(&image.name).is_err() {
+        eprintln!("hvsim: bench guest: building the Debian Redis image (once)");
+        load(&store, &image.build()?.archive, None)?;
+    }
+    let mark = "echo bench mark > $HVSIM_SDK_OUTPUT";
+    let command = vec!["sh".to_owned(), "-c".to_owned(), redis_script(requests, 6379, mark)];
+    let system = image_system(&image.name, Some(command), 64 << 20, None)?;
+    let mem = default_mem(system.containers.len());
+    let target = Target::Linux { command: "true".into(), mem, files: Vec::new(), system, verbose_boot: false };
+    let m = target.start(0, host, &StartOptions::default()).context("cannot start the Redis guest")?.machine;
+    let spans = marked_spans(m, &["a short redis-benchmark", REDIS_ABOUT])?;
+    let ((w0, v0), (w1, v1)) = (spans[0], spans[1]);
+    Ok((marginal(w0, w1, requests), marginal(v0 as f64, v1 as f64, requests)))
+}
+
+/// Wall nanoseconds per Redis request on the host.
+fn redis_host(requests: u64) -> Result<f64> {
+    packages::ensure(&["redis-server", "redis-tools"])?;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(redis_script(requests, 16_379, "date +%s%N"))
+        .output()
+        .context("cannot run redis on the host")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stamps: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    match stamps.as_slice() {
+        [a, b, c, d] => Ok(marginal(b - a, d - c, requests)),
+        _ => bail!("redis-benchmark on the host failed: {text} {}", String::from_utf8_lossy(&out.stderr)),
+    }
 }
 
 /// Nanoseconds per op on the host, by the tool's own clock.
@@ -195,6 +270,9 @@ pub fn bench_guest(scale: u64, json: bool) -> Result<ExitCode> {
     eprintln!("hvsim: bench guest: the workloads on the host, then in a two-node Linux guest (minutes here)");
     let host_ns = run_host(&ops)?;
     let guest = run_guest(&ops, &host)?;
+    let redis_requests = 40 * scale.max(1) + REDIS_SHORT;
+    let redis_host_ns = redis_host(redis_requests)?;
+    let (redis_guest_ns, redis_virtual_ns) = redis_guest(redis_requests, &host)?;
     let mut rows = BTreeMap::new();
     let mut table = Vec::new();
     for ((op, host_ns), (wall_ns, vtime_ns)) in ops.iter().zip(&host_ns).zip(&guest) {
@@ -209,6 +287,15 @@ pub fn bench_guest(scale: u64, json: bool) -> Result<ExitCode> {
         );
         table.push((op.about, *host_ns, guest_ns, virtual_ns));
     }
+    rows.insert(
+        "redis",
+        serde_json::json!({
+            "about": REDIS_ABOUT, "count": redis_requests, "host_ns": redis_host_ns,
+            "guest_wall_ns": redis_guest_ns, "guest_virtual_ns": redis_virtual_ns,
+            "ratio_guest_vs_host": redis_guest_ns / redis_host_ns.max(1e-9),
+        }),
+    );
+    table.push((REDIS_ABOUT, redis_host_ns, redis_guest_ns, redis_virtual_ns));
     if json {
         let report = serde_json::json!({
             "benchmark": "guest", "ops": rows, "nested_host": host.profile.nested_pvm,
@@ -216,9 +303,11 @@ pub fn bench_guest(scale: u64, json: bool) -> Result<ExitCode> {
         println!("{report}");
     } else {
         println!("The same operations in the guest (wall time) and on the host, per operation:");
-        println!("  operation                              |    host µs |   guest µs | guest/host | guest virtual µs");
+        println!(
+            "  operation                                  |    host µs |   guest µs | guest/host | guest virtual µs"
+        );
         for (about, h, g, v) in table {
-            println!("  {about:<38} | {:>10.2} | {:>10.1} | {:>9.0}x | {:>10.2}", h / 1e3, g / 1e3, g / h, v / 1e3);
+            println!("  {about:<42} | {:>10.2} | {:>10.1} | {:>9.0}x | {:>10.2}", h / 1e3, g / 1e3, g / h, v / 1e3);
         }
         if host.profile.nested_pvm {
             println!("  (nested host: guest kernel code is emulated; see docs/nested-host.md)");
