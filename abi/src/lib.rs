@@ -116,7 +116,15 @@ pub mod hc {
         /// of instrumented programs (see [`super::coverage_bit`]), which
         /// hvsim reads between exits.
         pub const COVERAGE: u8 = 0x0C;
+        /// `arg` is the page frame number of the guest's clock page: hvsim
+        /// writes there, at the end of every exit, the exit's number and the
+        /// virtual time (two little-endian `u64`s, see [`super::VCLOCK_BYTES`]),
+        /// so that the guest's vDSO answers clock reads without exiting.
+        pub const VCLOCK: u8 = 0x0D;
     }
+
+    /// Size of the clock page's contents ([`op::VCLOCK`]).
+    pub const VCLOCK_BYTES: usize = 16;
 
     /// Size of the coverage map ([`op::COVERAGE`]): 2^19 edges.
     pub const COVERAGE_BYTES: usize = 64 * 1024;

@@ -316,10 +316,10 @@ duplicate = 0.05
 reorder = 0.05
 reorder_delay = "1ms"
 [network.clog]
-probability = 0.02
+probability = 0.05
 duration = "20ms"
 [network.cut]
-probability = 0.03
+probability = 0.05
 duration = "20ms"
 [network.burst]
 enter = 0.05

@@ -159,3 +159,38 @@ fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
     assert!(r["events"]["example_finished"].as_u64().unwrap() >= 1);
     assert!(out.join("report.md").exists());
 }
+
+/// Patch 0005: clock reads come from hvsim's clock page through the vDSO,
+/// without a system call or an exit, and a program that spins on the clock
+/// still sees time move (every 256 reads within one exit, a read falls back
+/// to the system call, whose exits move time): the same reads every run.
+#[test]
+fn clock_reads_come_from_the_clock_page_and_a_spinning_reader_sees_time_move() {
+    if !kvm_available() {
+        return;
+    }
+    let exits = |reads: u32| {
+        let (v, code) = boot("4", &format!("/init bench clock {reads}"));
+        assert_eq!(code, 0, "{v}");
+        v["exits"].as_u64().unwrap()
+    };
+    // Through the system call, each read would cost two port exits.
+    let extra = exits(3200) - exits(0);
+    assert!(extra < 3200 / 10, "3200 clock reads cost {extra} exits");
+
+    let spin = || {
+        let (v, code) = boot("4", "/init bench clock-spin 2");
+        assert_eq!(code, 0, "{v}");
+        v
+    };
+    let (a, b) = (spin(), spin());
+    assert_eq!(a["trace_hash"], b["trace_hash"], "the same seed, the same clock reads");
+    if !user_rdtsc_leaks(&a) {
+        assert_eq!(a["memory_hash"], b["memory_hash"]);
+    }
+    let line = command_output(&a).into_iter().find(|l| l.starts_with("clock-spin")).expect("the spin's report");
+    let reads: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    // 2 ms at 2 µs of virtual time per fallback: ~1000 fallbacks, 256 reads
+    // from the page for each.
+    assert!(reads > 10_000, "{line}: most reads should come from the clock page");
+}

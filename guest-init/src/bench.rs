@@ -5,11 +5,15 @@
 //! wall time when it receives them: the guest's own clock is virtual), and
 //! everywhere the tool prints `bench OP N NANOS` by its own clock.
 //!
-//! OPs: `syscall` (getppid), `fault` (first touch of a fresh anonymous
-//! page), `fork` (fork, child exits, wait), `exec PROG` (fork, exec PROG,
+//! OPs: `syscall` (getppid), `clock` (`clock_gettime(CLOCK_MONOTONIC)`,
+//! through the vDSO where the kernel offers one), `fault` (first touch of a
+//! fresh anonymous page), `fork` (fork, child exits, wait), `exec PROG` (fork, exec PROG,
 //! wait), `tcp [ADDR]` (a 1-byte round trip on one connection; without
 //! ADDR, to a server forked on loopback), `tcp-serve PORT` (echo server for
-//! one connection, for `tcp` from another node).
+//! one connection, for `tcp` from another node). `clock-spin MS` is not
+//! a benchmark: it reads the clock until MS milliseconds have passed by it
+//! and prints how many reads that took (a program that spins on the clock
+//! must see time move).
 
 use std::ffi::CString;
 use std::io::{Read, Write};
@@ -23,6 +27,10 @@ pub fn main(args: &[String]) -> ExitCode {
     let op = args.first().map(String::as_str).unwrap_or("");
     let n: Option<u64> = args.get(1).and_then(|n| n.parse().ok());
     let result = match (op, n) {
+        ("clock-spin", Some(ms)) => {
+            clock_spin(ms);
+            Ok(())
+        }
         ("tcp-serve", _) => match args.get(1).and_then(|p| p.parse().ok()) {
             Some(port) => serve(port),
             None => Err("usage: /init bench tcp-serve PORT".into()),
@@ -45,6 +53,10 @@ fn measure(op: &str, n: u64, arg: Option<&str>) -> Result<(), String> {
         "syscall" => Box::new(|| {
             // SAFETY: getppid has no arguments and cannot fail.
             unsafe { libc::syscall(libc::SYS_getppid) };
+            Ok(())
+        }),
+        "clock" => Box::new(|| {
+            monotonic_ns();
             Ok(())
         }),
         "fault" => {
@@ -106,6 +118,27 @@ fn measure(op: &str, n: u64, arg: Option<&str>) -> Result<(), String> {
     }
     println!("bench {op} {n} {}", elapsed.as_nanos());
     Ok(())
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Reads the clock until `ms` milliseconds have passed by it; never goes
+/// backwards.
+fn clock_spin(ms: u64) {
+    let start = monotonic_ns();
+    let (mut last, mut reads) = (start, 0u64);
+    while last - start < ms * 1_000_000 {
+        let now = monotonic_ns();
+        assert!(now >= last, "the clock went back from {last} to {now}");
+        last = now;
+        reads += 1;
+    }
+    println!("clock-spin {ms} ms: {reads} reads");
 }
 
 /// Sends a mark to hvsim, if there is one to receive it.

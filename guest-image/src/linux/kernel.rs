@@ -34,6 +34,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0004-x86-hvsim-publish-the-running-task-for-the-profiler.patch",
         include_str!("../../kernel/patches/0004-x86-hvsim-publish-the-running-task-for-the-profiler.patch"),
     ),
+    (
+        "0005-x86-hvsim-a-clock-the-vdso-reads-without-exiting.patch",
+        include_str!("../../kernel/patches/0005-x86-hvsim-a-clock-the-vdso-reads-without-exiting.patch"),
+    ),
 ];
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";

@@ -3,7 +3,10 @@
 //! at link time (the SDK itself still finds /usr/lib/libvoidstar.so).
 
 fn main() {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../voidstar/voidstar.c");
+    // At run time, not env!(): a build script compiled for one checkout may
+    // be reused from a shared target directory by another.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let src = std::path::Path::new(&dir).join("../../voidstar/voidstar.c");
     println!("cargo:rerun-if-changed={}", src.display());
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("voidstar.o");
     let status = std::process::Command::new("gcc")

@@ -30,6 +30,8 @@ pub enum Effect {
     Ready,
     /// The guest's coverage map is at this page frame (`COVERAGE`).
     CoverageMap(u64),
+    /// `VCLOCK`: the guest's clock page is at this page frame.
+    ClockPage(u64),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,6 +275,7 @@ impl Hypercall {
                 Ok(None)
             }
             hc::op::COVERAGE => Ok(Some(Effect::CoverageMap(u64::from(arg)))),
+            hc::op::VCLOCK => Ok(Some(Effect::ClockPage(u64::from(arg)))),
             hc::op::RESET => {
                 self.tx.clear();
                 self.tx_overflow = 0;

@@ -243,6 +243,10 @@ pub struct MachineState {
     /// Where the guest's coverage map is (`hc::op::COVERAGE`).
     #[serde(default)]
     pub coverage_map: Option<u64>,
+    /// Guest-physical address of the guest's clock page (`hc::op::VCLOCK`),
+    /// written at the end of every exit.
+    #[serde(default)]
+    pub clock_page: Option<u64>,
     pub ended: Option<End>,
     /// Why this run can no longer be replayed exactly (empty: it can).
     pub nonreplayable: Vec<String>,
@@ -274,6 +278,7 @@ impl MachineState {
             irq_window_requested: false,
             irq_flag: None,
             coverage_map: None,
+            clock_page: None,
             ended: None,
             nonreplayable: Vec::new(),
             counters: Counters::default(),

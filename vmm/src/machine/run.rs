@@ -148,6 +148,9 @@ impl Machine {
         if kicked && !watchdog.is_some_and(Watchdog::take_kick) {
             // The profiler's kick (or a stray signal): invisible to the
             // guest. No virtual time, no timers, no injection, no event.
+            if let (Some(p), Some(wall)) = (&mut self.profile, in_guest) {
+                p.in_guest += wall;
+            }
             self.sample_guest();
             return Ok(None);
         }
@@ -269,9 +272,11 @@ impl Machine {
             Outcome::Effect(effect) => {
                 let inject = match effect {
                     Effect::Exit(_) | Effect::Panic(_) | Effect::Reboot => None,
-                    Effect::Message(_) | Effect::IrqFlag(_) | Effect::Ready | Effect::CoverageMap(_) => {
-                        self.inject_if_ready()?
-                    }
+                    Effect::Message(_)
+                    | Effect::IrqFlag(_)
+                    | Effect::Ready
+                    | Effect::CoverageMap(_)
+                    | Effect::ClockPage(_) => self.inject_if_ready()?,
                 };
                 self.record(kind, addr, inject)?;
                 match effect {
@@ -280,6 +285,7 @@ impl Machine {
                     Effect::Reboot => self.state.ended = Some(End::Reboot),
                     Effect::IrqFlag(pfn) => self.register_irq_flag(pfn)?,
                     Effect::CoverageMap(pfn) => self.register_coverage_map(pfn),
+                    Effect::ClockPage(pfn) => self.register_clock_page(pfn)?,
                     Effect::Ready => return Ok(self.stop_at_ready.then_some(Halt::Ready)),
                     Effect::Message(bytes) => {
                         self.state.messages.push(Message { vtime: now, bytes });
@@ -389,6 +395,29 @@ impl Machine {
         }
     }
 
+    fn register_clock_page(&mut self, pfn: u64) -> Result<()> {
+        let gpa = pfn << 12;
+        if !self.ram.contains(gpa, hc::VCLOCK_BYTES as u64) {
+            self.state.ended =
+                Some(End::GuestError { reason: format!("VCLOCK page frame {pfn:#x} is outside guest RAM") });
+            return Ok(());
+        }
+        self.state.clock_page = Some(gpa);
+        self.write_clock_page()
+    }
+
+    /// Puts the last exit's number and the virtual time in the guest's
+    /// clock page: what its vDSO answers until the next exit.
+    fn write_clock_page(&mut self) -> Result<()> {
+        if let Some(gpa) = self.state.clock_page {
+            let mut page = [0u8; hc::VCLOCK_BYTES];
+            page[..8].copy_from_slice(&self.trace.state().events.to_le_bytes());
+            page[8..].copy_from_slice(&self.state.clock.now().nanos().to_le_bytes());
+            self.ram.write(gpa, &page)?;
+        }
+        Ok(())
+    }
+
     /// Writes the guest's interrupt-pending flag when its value changes.
     fn set_irq_flag(&mut self, raised: bool) -> Result<()> {
         if let Some(flag) = &mut self.state.irq_flag {
@@ -400,9 +429,12 @@ impl Machine {
         Ok(())
     }
 
+    /// Logs the exit that just ended, and publishes its end to the guest's
+    /// clock page.
     pub(super) fn record(&mut self, kind: ExitKind, addr: u64, inject: Option<u8>) -> Result<()> {
         let ev = Event { kind, addr, data: &self.scratch, vtime: self.state.clock.now(), inject };
-        self.trace.record(&ev)
+        self.trace.record(&ev)?;
+        self.write_clock_page()
     }
 }
 

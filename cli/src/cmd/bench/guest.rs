@@ -57,6 +57,13 @@ fn ops(scale: u64) -> Vec<Op> {
             on_node: false,
         },
         Op {
+            name: "clock",
+            about: "clock_gettime(CLOCK_MONOTONIC)",
+            guest: args("clock", 200 * scale, &[]),
+            host: args("clock", 1_000_000, &[]),
+            on_node: false,
+        },
+        Op {
             name: "fault",
             about: "page fault, fresh anonymous page",
             guest: args("fault", 100 * scale, &[]),
