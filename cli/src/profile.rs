@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use hvsim_guest_image::linux::kernel;
+use hvsim_guest_image::linux;
 use hvsim_vmm::profiler::report;
 use hvsim_vmm::profiler::symbols::Symbols;
 use hvsim_vmm::profiler::{GuestProfile, ProfilerConfig};
@@ -44,8 +44,9 @@ impl ProfileArgs {
             return Ok(None);
         };
         let symbols = if linux {
-            let k = kernel::ensure_built().context("cannot build the guest kernel")?;
-            Some(Symbols::from_elf_file(&k.vmlinux)?)
+            // The kernel the run boots, so that HVSIM_KERNEL is named right.
+            let vmlinux = linux::vmlinux().context("cannot build the guest kernel")?;
+            Some(Symbols::from_elf_file(&vmlinux)?)
         } else {
             None
         };

@@ -157,12 +157,18 @@ pub fn cmdline(opts: &LinuxOptions) -> String {
 /// build (for kernel development: patch, `make vmlinux`, boot).
 pub const KERNEL_OVERRIDE_ENV: &str = "HVSIM_KERNEL";
 
-/// Builds (or reuses) the kernel and assembles the initramfs and command line.
-pub fn prepare(opts: &LinuxOptions) -> Result<LinuxImage> {
-    let vmlinux = match std::env::var_os(KERNEL_OVERRIDE_ENV) {
+/// The vmlinux Linux targets boot: `HVSIM_KERNEL`, or the cached build
+/// (built first if missing).
+pub fn vmlinux() -> Result<std::path::PathBuf> {
+    Ok(match std::env::var_os(KERNEL_OVERRIDE_ENV) {
         Some(path) => path.into(),
         None => kernel::ensure_built()?.vmlinux,
-    };
+    })
+}
+
+/// Builds (or reuses) the kernel and assembles the initramfs and command line.
+pub fn prepare(opts: &LinuxOptions) -> Result<LinuxImage> {
+    let vmlinux = vmlinux()?;
     let busybox = initramfs::host_busybox()?;
     Ok(LinuxImage { kernel: vmlinux, initrd: initramfs::build(&busybox, &[]), cmdline: cmdline(opts) })
 }
