@@ -2,6 +2,7 @@
 
 use std::process::{Command, Stdio};
 
+use crate::cache;
 use crate::error::{ImageError, Result};
 
 fn installed(package: &str) -> bool {
@@ -20,9 +21,19 @@ pub fn version(package: &str) -> Option<String> {
 }
 
 /// Makes sure every package is installed, running apt-get for the missing
-/// ones (which needs root). A no-op when all are present.
+/// ones (which needs root). A no-op when all are present. Installs are
+/// serialized (on a fresh machine the kernel build and the image builds of
+/// parallel tests each install packages, and dpkg allows one at a time).
 pub fn ensure(packages: &[&str]) -> Result<()> {
-    let missing: Vec<&str> = packages.iter().copied().filter(|p| !installed(p)).collect();
+    let missing = |packages: &[&str]| -> Vec<String> {
+        packages.iter().filter(|p| !installed(p)).map(|p| (*p).to_owned()).collect()
+    };
+    if missing(packages).is_empty() {
+        return Ok(());
+    }
+    let _lock = cache::Lock::acquire(&cache::dir().join(".apt.lock"))?;
+    // Another process may have installed them while this one waited.
+    let missing = missing(packages);
     if missing.is_empty() {
         return Ok(());
     }
@@ -35,7 +46,9 @@ pub fn ensure(packages: &[&str]) -> Result<()> {
     }
     eprintln!("hvsim: installing Debian packages: {}", missing.join(" "));
     let apt = |args: &[&str]| -> Result<()> {
+        // dpkg's own lock may still be held by something outside hvsim.
         let status = Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=600"])
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdout(Stdio::null())
@@ -49,7 +62,7 @@ pub fn ensure(packages: &[&str]) -> Result<()> {
     };
     apt(&["update", "-qq"])?;
     let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
-    install.extend_from_slice(&missing);
+    install.extend(missing.iter().map(String::as_str));
     apt(&install)?;
     match missing.iter().find(|p| !installed(p)) {
         Some(p) => Err(ImageError::Setup(format!("apt-get did not install {p}"))),
