@@ -59,7 +59,9 @@ fn a_linux_profile_names_kernel_functions_processes_and_nodes() {
     }
     let dir = tempfile::tempdir().unwrap();
     // Two nodes each exec a few programs: kernel work (fork, exec, page
-    // faults) in processes the profile must name, on nodes it must name.
+    // faults) in processes the profile must name, on nodes it must name;
+    // then their shells count in user mode (well under the watchdog's 2 s,
+    // without a system call), code the profile must place in the program.
     let args = [
         "--linux",
         "--seed",
@@ -67,7 +69,7 @@ fn a_linux_profile_names_kernel_functions_processes_and_nodes() {
         "--nodes",
         "2",
         "--node-cmd",
-        "for i in 1 2 3; do ls /bin > /dev/null; done",
+        "for i in 1 2 3; do ls /bin > /dev/null; done; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
         "--init-cmd",
         "sleep 1",
     ];
@@ -98,4 +100,11 @@ fn a_linux_profile_names_kernel_functions_processes_and_nodes() {
     for node in ["node0", "node1"] {
         assert!(on(node, "ls") > 0, "no samples of ls on {node}: {folded}");
     }
+    // User samples of the counting shells are named by program and offset:
+    // sh has no soname, so its image takes the process name.
+    let user = samples(&folded, |s| s.contains(";sh;[user];"));
+    let leaf_in_sh = |s: &str| s.contains(";sh;[user];") && s.rsplit(';').next().unwrap().starts_with("sh+0x");
+    let named = samples(&folded, leaf_in_sh);
+    assert!(user >= 10, "too few user samples of sh ({user}): {folded}");
+    assert!(named * 10 >= user * 9, "{named} of {user} user samples of sh named sh+offset: {folded}");
 }

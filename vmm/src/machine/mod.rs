@@ -482,7 +482,7 @@ impl Machine {
     /// Starts sampling the guest (see [`crate::profiler`]): from the next
     /// `run_until` on, until [`take_guest_profile`](Self::take_guest_profile).
     pub fn enable_guest_profiler(&mut self, config: ProfilerConfig) {
-        self.profiler = Some(crate::profiler::Attached { config, sampler: None, profile: GuestProfile::default() });
+        self.profiler = Some(crate::profiler::Attached::new(config));
     }
 
     /// Stops the guest profiler and returns what it sampled.

@@ -305,7 +305,7 @@ impl Machine {
         }
         let fd = self.vcpu.fd();
         match (fd.get_regs(), fd.get_sregs()) {
-            (Ok(regs), Ok(sregs)) => p.profile.record(&self.ram, &p.config, &regs, &sregs),
+            (Ok(regs), Ok(sregs)) => p.record(&self.ram, &regs, &sregs),
             _ => p.profile.failed += 1,
         }
     }

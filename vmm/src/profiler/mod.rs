@@ -11,9 +11,12 @@
 //! keeps them), and the task the guest kernel says is running: its patched
 //! kernel writes the pid, name and UTS node name to `hvsim_task` at every
 //! context switch, and the profiler reads that page from guest memory.
-//! Symbols come afterwards, from vmlinux ([`symbols`]), and [`report`]
+//! User addresses are named at the sample, by the ELF image mapped there
+//! and the offset in it ([`images`]); kernel symbols come afterwards, from
+//! vmlinux ([`symbols`]), and [`report`]
 //! turns the counts into folded stacks, a flame graph and a top list.
 
+pub mod images;
 pub mod report;
 pub mod sampler;
 pub mod symbols;
@@ -25,6 +28,7 @@ use std::time::Duration;
 use kvm_bindings::{kvm_regs, kvm_sregs};
 
 use crate::memory::GuestRam;
+use images::{ImageOffset, Images};
 use walk::AddressSpace;
 
 /// How to profile.
@@ -58,9 +62,20 @@ pub(crate) struct Attached {
     pub config: ProfilerConfig,
     pub sampler: Option<sampler::Sampler>,
     pub profile: GuestProfile,
+    /// The images user addresses were found in, kept across samples.
+    pub images: Images,
 }
 
 impl Attached {
+    pub fn new(config: ProfilerConfig) -> Attached {
+        Attached { config, sampler: None, profile: GuestProfile::default(), images: Images::default() }
+    }
+
+    /// Records the sample the registers describe.
+    pub fn record(&mut self, ram: &GuestRam, regs: &kvm_regs, sregs: &kvm_sregs) {
+        self.profile.record(ram, &self.config, &mut self.images, regs, sregs);
+    }
+
     /// Stops the sampler, keeping what it counted.
     pub fn stop_sampler(&mut self) {
         if let Some(s) = self.sampler.take() {
@@ -78,13 +93,30 @@ pub struct Task {
     pub comm: String,
 }
 
+/// One frame of a stack: an instruction pointer or a return address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Frame {
+    /// A kernel address, named afterwards from vmlinux.
+    Kernel(u64),
+    /// A user address, and the image it lies in if one was found.
+    User(u64, Option<ImageOffset>),
+}
+
+impl Frame {
+    pub fn addr(&self) -> u64 {
+        match *self {
+            Frame::Kernel(a) | Frame::User(a, _) => a,
+        }
+    }
+}
+
 /// One distinct stack and where it ran.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackKey {
     pub task: Task,
     pub mode: Mode,
     /// Innermost first: the instruction pointer, then return addresses.
-    pub stack: Vec<u64>,
+    pub stack: Vec<Frame>,
 }
 
 /// The samples of one or more runs, counted by stack.
@@ -111,8 +143,14 @@ impl GuestProfile {
         self.failed += other.failed;
     }
 
-    /// Records the sample the registers describe.
-    pub fn record(&mut self, ram: &GuestRam, config: &ProfilerConfig, regs: &kvm_regs, sregs: &kvm_sregs) {
+    fn record(
+        &mut self,
+        ram: &GuestRam,
+        config: &ProfilerConfig,
+        images: &mut Images,
+        regs: &kvm_regs,
+        sregs: &kvm_sregs,
+    ) {
         let space = AddressSpace::new(ram, sregs.cr3, sregs.cr4);
         let mode = if sregs.cs.selector & 3 == 0 { Mode::Kernel } else { Mode::User };
         // Kernel stacks are 16 KiB; user frames are looked for within 1 MiB
@@ -121,7 +159,15 @@ impl GuestProfile {
             Mode::Kernel => 16 << 10,
             Mode::User => 1 << 20,
         };
-        let stack = walk::frame_pointer_stack(&space, regs.rip, regs.rsp, regs.rbp, span);
+        let addrs = walk::frame_pointer_stack(&space, regs.rip, regs.rsp, regs.rbp, span);
+        let stack = match mode {
+            Mode::Kernel => addrs.into_iter().map(Frame::Kernel).collect(),
+            Mode::User => {
+                // The root without its PCID bits.
+                let root = sregs.cr3 & !0xfff;
+                addrs.into_iter().map(|a| Frame::User(a, images.find(&space, root, a))).collect()
+            }
+        };
         let task = config.task_page.and_then(|va| read_task(&space, va)).unwrap_or_default();
         *self.stacks.entry(StackKey { task, mode, stack }).or_default() += 1;
     }

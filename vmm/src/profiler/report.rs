@@ -1,22 +1,41 @@
 //! A guest profile as people read it: folded stacks (one line per distinct
 //! stack, root first: node, process, mode, then functions), a flame graph
-//! of them, and a top list by node, process, mode and kernel function.
+//! of them, and a top list by node, process, mode, kernel function and user
+//! image.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::symbols::Symbols;
-use super::{GuestProfile, Mode, StackKey};
+use super::{Frame, GuestProfile, Mode, StackKey};
 
 /// The frame standing for time the vCPU thread spent in the VMM.
 const VMM_FRAME: &str = "[hvsim VMM]";
 
-fn frame_name(symbols: Option<&Symbols>, addr: u64, is_return: bool) -> String {
+/// A kernel frame's function name, or its address.
+fn kernel_name(symbols: Option<&Symbols>, addr: u64, is_return: bool) -> String {
     // A return address points after the call: look up the call itself.
     let at = if is_return { addr.wrapping_sub(1) } else { addr };
     match symbols.and_then(|s| s.function(at)) {
         Some(name) => name.to_owned(),
         None => format!("{addr:#x}"),
+    }
+}
+
+/// The image a user frame lies in: its soname, or the process for the
+/// program itself.
+fn image_name<'a>(key: &'a StackKey, frame: &'a Frame) -> Option<&'a str> {
+    match frame {
+        Frame::User(_, Some(at)) => Some(at.soname.as_deref().unwrap_or(process_name(key))),
+        _ => None,
+    }
+}
+
+fn frame_name(key: &StackKey, symbols: Option<&Symbols>, frame: &Frame, is_return: bool) -> String {
+    match frame {
+        Frame::Kernel(addr) => kernel_name(symbols, *addr, is_return),
+        Frame::User(_, Some(at)) => format!("{}+{:#x}", image_name(key, frame).expect("found"), at.offset),
+        Frame::User(addr, None) => format!("{addr:#x}"),
     }
 }
 
@@ -36,19 +55,16 @@ fn process_name(key: &StackKey) -> &str {
     }
 }
 
-/// Root-first frames of one stack. User stacks collapse to `[user]`: user
-/// programs are not symbolized (yet), and their raw addresses would split
-/// one program's time into thousands of one-sample stacks.
+/// Root-first frames of one stack: node, process, mode, then functions
+/// (kernel) or image+offset (user).
 fn frames(key: &StackKey, symbols: Option<&Symbols>) -> Vec<String> {
-    let mut out = vec![node_name(key).to_owned(), process_name(key).to_owned()];
-    match key.mode {
-        Mode::User => out.push("[user]".into()),
-        Mode::Kernel => {
-            out.push("[kernel]".into());
-            for (i, &addr) in key.stack.iter().enumerate().rev() {
-                out.push(frame_name(symbols, addr, i > 0));
-            }
-        }
+    let mode = match key.mode {
+        Mode::Kernel => "[kernel]",
+        Mode::User => "[user]",
+    };
+    let mut out = vec![node_name(key).to_owned(), process_name(key).to_owned(), mode.to_owned()];
+    for (i, frame) in key.stack.iter().enumerate().rev() {
+        out.push(frame_name(key, symbols, frame, i > 0));
     }
     out
 }
@@ -79,7 +95,7 @@ pub fn flame_graph(folded: &[String], title: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The top list: shares of all samples by node, process, mode, and the
-/// kernel functions the samples were in (self time).
+/// kernel functions and user images the samples were in (self time).
 pub fn top(profile: &GuestProfile, symbols: Option<&Symbols>, rate_hz: u32, n: usize) -> String {
     let guest = profile.samples();
     let total = guest + profile.vmm_ticks;
@@ -96,12 +112,14 @@ pub fn top(profile: &GuestProfile, symbols: Option<&Symbols>, rate_hz: u32, n: u
     let mut by_process: BTreeMap<(&str, &str), u64> = BTreeMap::new();
     let mut by_mode: BTreeMap<Mode, u64> = BTreeMap::new();
     let mut by_function: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_image: BTreeMap<&str, u64> = BTreeMap::new();
     for (key, &k) in &profile.stacks {
         *by_node.entry(node_name(key)).or_default() += k;
         *by_process.entry((process_name(key), node_name(key))).or_default() += k;
         *by_mode.entry(key.mode).or_default() += k;
-        if key.mode == Mode::Kernel {
-            *by_function.entry(frame_name(symbols, key.stack[0], false)).or_default() += k;
+        match &key.stack[0] {
+            Frame::Kernel(addr) => *by_function.entry(kernel_name(symbols, *addr, false)).or_default() += k,
+            frame => *by_image.entry(image_name(key, frame).unwrap_or("[unknown]")).or_default() += k,
         }
     }
     let line = |out: &mut String, label: &str, items: Vec<(String, u64)>| {
@@ -116,6 +134,9 @@ pub fn top(profile: &GuestProfile, symbols: Option<&Symbols>, rate_hz: u32, n: u
         by_mode.into_iter().map(|(m, v)| (if m == Mode::Kernel { "kernel" } else { "user" }.to_owned(), v)).collect();
     modes.push(("VMM".into(), profile.vmm_ticks));
     line(&mut out, "by mode", modes);
+    if !by_image.is_empty() {
+        line(&mut out, "user code", by_image.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+    }
     let mut functions: Vec<(String, u64)> = by_function.into_iter().collect();
     functions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let _ = writeln!(out, "  kernel functions (self):");
@@ -127,15 +148,22 @@ pub fn top(profile: &GuestProfile, symbols: Option<&Symbols>, rate_hz: u32, n: u
 
 #[cfg(test)]
 mod tests {
+    use super::super::images::ImageOffset;
     use super::super::Task;
     use super::*;
 
     fn profile() -> GuestProfile {
         let mut p = GuestProfile::default();
         let task = |node: &str, comm: &str| Task { node: node.into(), comm: comm.into() };
-        p.stacks.insert(StackKey { task: task("db1", "redis-server"), mode: Mode::Kernel, stack: vec![0x10, 0x21] }, 3);
-        p.stacks.insert(StackKey { task: task("db1", "redis-server"), mode: Mode::User, stack: vec![0x4000] }, 1);
-        p.stacks.insert(StackKey { task: task("", "swapper"), mode: Mode::Kernel, stack: vec![0x30] }, 2);
+        let kernel = |addrs: &[u64]| addrs.iter().copied().map(Frame::Kernel).collect::<Vec<_>>();
+        let libc = Some(ImageOffset { soname: Some("libc.so.6".into()), offset: 0x2a1c0 });
+        let program = Some(ImageOffset { soname: None, offset: 0x1234 });
+        let redis = task("db1", "redis-server");
+        p.stacks.insert(StackKey { task: redis.clone(), mode: Mode::Kernel, stack: kernel(&[0x10, 0x21]) }, 3);
+        let user = vec![Frame::User(0x7f00_0002_a1c0, libc), Frame::User(0x5555_0000_1234, program)];
+        p.stacks.insert(StackKey { task: redis.clone(), mode: Mode::User, stack: user }, 1);
+        p.stacks.insert(StackKey { task: redis, mode: Mode::User, stack: vec![Frame::User(0x4000, None)] }, 1);
+        p.stacks.insert(StackKey { task: task("", "swapper"), mode: Mode::Kernel, stack: kernel(&[0x30]) }, 2);
         p.vmm_ticks = 4;
         p
     }
@@ -149,7 +177,8 @@ mod tests {
                 "[hvsim VMM] 4",
                 "[unknown-node];swapper;[kernel];0x30 2",
                 "db1;redis-server;[kernel];0x21;0x10 3",
-                "db1;redis-server;[user] 1",
+                "db1;redis-server;[user];0x4000 1",
+                "db1;redis-server;[user];redis-server+0x1234;libc.so.6+0x2a1c0 1",
             ]
         );
         let svg = flame_graph(&lines, "test").unwrap();
@@ -159,9 +188,10 @@ mod tests {
     #[test]
     fn top_shares_add_up() {
         let text = top(&profile(), None, 100, 5);
-        assert!(text.starts_with("guest profile: 10 samples at 100 Hz: 6 in the guest, 4 in the VMM\n"), "{text}");
-        assert!(text.contains("by node    db1 40.0%, [unknown-node] 20.0%"), "{text}");
-        assert!(text.contains("by mode    kernel 50.0%, VMM 40.0%, user 10.0%"), "{text}");
-        assert!(text.contains("30.0%  0x10"), "{text}");
+        assert!(text.starts_with("guest profile: 11 samples at 100 Hz: 7 in the guest, 4 in the VMM\n"), "{text}");
+        assert!(text.contains("by node    db1 45.5%, [unknown-node] 18.2%"), "{text}");
+        assert!(text.contains("by mode    kernel 45.5%, VMM 36.4%, user 18.2%"), "{text}");
+        assert!(text.contains("user code  [unknown] 9.1%, libc.so.6 9.1%"), "{text}");
+        assert!(text.contains("27.3%  0x10"), "{text}");
     }
 }

@@ -36,21 +36,30 @@ impl<'a> AddressSpace<'a> {
 
     /// The guest-physical address of `va`, if it is mapped.
     pub fn translate(&self, va: u64) -> Option<u64> {
+        self.lookup(va).ok()
+    }
+
+    /// The guest-physical address of `va`; if it is not mapped, the size of
+    /// the aligned region around `va` that is not mapped either (a missing
+    /// entry high in the tables leaves gigabytes unmapped), so that a
+    /// search through address space can skip it. Unreadable tables count as
+    /// one unmapped page.
+    pub fn lookup(&self, va: u64) -> Result<u64, u64> {
         let mut table = self.cr3;
         for level in (0..self.levels).rev() {
             let shift = 12 + 9 * level;
-            let entry = self.entry(table, (va >> shift) & 0x1ff)?;
+            let size = 1u64 << shift;
+            let entry = self.entry(table, (va >> shift) & 0x1ff).ok_or(0x1000u64)?;
             if entry & PRESENT == 0 {
-                return None;
+                return Err(size);
             }
             // A large page at the PDPT (1 GiB) or page-directory (2 MiB) level.
             if (level == 1 || level == 2) && entry & PAGE_SIZE_BIT != 0 {
-                let size = 1u64 << shift;
-                return Some((entry & ADDR_MASK & !(size - 1)) | (va & (size - 1)));
+                return Ok((entry & ADDR_MASK & !(size - 1)) | (va & (size - 1)));
             }
             table = entry & ADDR_MASK;
         }
-        Some(table | (va & 0xfff))
+        Ok(table | (va & 0xfff))
     }
 
     /// The 8 bytes at `va` (which may not cross a page: callers read aligned).
