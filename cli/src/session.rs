@@ -9,7 +9,7 @@ use anyhow::Result;
 use hvsim_guest_image::container::{service_states, Container, ServiceState};
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
 use hvsim_guest_image::target::Launch;
-use hvsim_vmm::summary::Summary;
+use hvsim_vmm::summary::{Replayable, Summary};
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::Serialize;
 
@@ -95,34 +95,39 @@ pub struct Session {
 
 impl Session {
     pub fn start(launch: Launch, guest: &str, seed: u64, out: &Output, host_limits: Vec<String>) -> Result<Session> {
-        let Launch { mut machine, boot } = launch;
+        let mut session = Session::start_silent(launch, guest, seed, host_limits);
         if out.profile {
-            machine.enable_wall_profile(10);
+            session.machine.enable_wall_profile(10);
         }
-        let log = match &out.log {
-            Some(path) => {
-                let f = AtomicFile::create(path)?;
-                let header = format!(
-                    "hvsim determinism log v1\nhvsim {}\nguest {guest}\nseed {seed}\nfrom virtual time {}",
-                    env!("CARGO_PKG_VERSION"),
-                    machine.now(),
-                );
-                machine.log_to(f.tmp_path(), &header)?;
-                Some(f)
-            }
-            None => None,
-        };
-        Ok(Session {
+        if let Some(path) = &out.log {
+            let f = AtomicFile::create(path)?;
+            let header = format!(
+                "hvsim determinism log v1\nhvsim {}\nguest {guest}\nseed {seed}\nfrom virtual time {}\nevents before {}",
+                env!("CARGO_PKG_VERSION"),
+                session.machine.now(),
+                session.machine.trace_state().events,
+            );
+            session.machine.log_to(f.tmp_path(), &header)?;
+            session.log = Some(f);
+        }
+        Ok(session)
+    }
+
+    /// A session that writes no log and measures nothing: the first
+    /// execution of `run --verify`, whose only output is its summary.
+    pub fn start_silent(launch: Launch, guest: &str, seed: u64, host_limits: Vec<String>) -> Session {
+        let Launch { machine, boot } = launch;
+        Session {
             machine,
             guest: guest.to_owned(),
             seed,
-            log,
+            log: None,
             start: Instant::now(),
             host_limits,
             boot,
             containers: Vec::new(),
             profiling: None,
-        })
+        }
     }
 
     /// Runs until virtual time `t`; returns the end if the run ended first.
@@ -134,8 +139,8 @@ impl Session {
         })
     }
 
-    /// Runs to the end (or `out.vtime_limit`), then reports.
-    pub fn finish(mut self, out: &Output) -> Result<ExitCode> {
+    /// Runs to the end (or `out.vtime_limit`) and sums the run up.
+    fn conclude(&mut self, out: &Output) -> Result<(End, Summary)> {
         let limit = out.vtime_limit.unwrap_or_else(|| default_vtime_limit(&self.guest));
         let limit = Vtime(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
         let end = match self.run_to(limit)? {
@@ -151,7 +156,24 @@ impl Session {
         }
         let wall_ms = self.start.elapsed().as_millis() as u64;
         let mut summary = Summary::of(&self.machine, &self.guest, self.seed, &end, wall_ms);
-        summary.host_limits = self.host_limits;
+        summary.set_host_limits(std::mem::take(&mut self.host_limits));
+        Ok((end, summary))
+    }
+
+    /// Runs to the end without reporting anything: the first execution of
+    /// `run --verify`.
+    pub fn run_silently(mut self, out: &Output) -> Result<Summary> {
+        Ok(self.conclude(out)?.1)
+    }
+
+    /// Runs to the end (or `out.vtime_limit`), then reports. `first` is the
+    /// summary of an earlier execution of the same seed (`--verify`) to
+    /// compare this one with.
+    pub fn finish(mut self, out: &Output, first: Option<&Summary>) -> Result<ExitCode> {
+        let (end, mut summary) = self.conclude(out)?;
+        if let Some(first) = first {
+            summary.verify_against(first);
+        }
         if let Some(p) = self.machine.wall_profile() {
             eprintln!(
                 "hvsim: profile: {:.3?} in the guest (KVM_RUN), {:.3?} in the VMM; longest stretches without an exit:",
@@ -196,10 +218,10 @@ impl Session {
                 Vtime(summary.vtime_ns),
                 summary.exits,
                 &summary.trace_hash[..16],
-                if summary.replayable {
-                    String::new()
-                } else {
-                    format!("; NOT replayable: {}", summary.nonreplayable_reasons.join("; "))
+                match summary.replayable {
+                    Replayable::Verified => "; replayable: verified (executed twice, the same)".to_owned(),
+                    Replayable::Expected => String::new(),
+                    Replayable::No => format!("; NOT replayable: {}", summary.replayable_reasons.join("; ")),
                 }
             );
             for f in &summary.faults {

@@ -58,6 +58,65 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
     }
 }
 
+/// A bug record pins its world and the trace at the failure: editing any
+/// field makes the replay refuse (a different world) or say NOT
+/// reproduced (a different timeline), never a false "reproduced".
+#[test]
+fn an_edited_bug_record_is_refused_or_not_reproduced() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = explore(&["--seed", "1"], &dir.path().join("out"));
+    let bug = &r["bugs"][0];
+    // Re-executed from the root before it was reported, every time the same.
+    assert_eq!((bug["reproduction"].as_str(), bug["replayable"].as_str()), (Some("reproduced 3/3"), Some("verified")));
+    let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
+    let replay = |name: &str, edit: &dyn Fn(&mut Value), extra: &[&str]| {
+        let mut edited = record.clone();
+        edit(&mut edited);
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, edited.to_string()).unwrap();
+        let mut args = vec!["replay", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = output(&args);
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        (o.status.code(), text)
+    };
+    let (code, text) = replay("same", &|_| {}, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("reproduced") && text.contains("the same trace and memory"), "{text}");
+    let bump = |v: &mut Value| *v = Value::from(v.as_u64().unwrap() + 1);
+    let timeline_edits: [(&str, &dyn Fn(&mut Value)); 5] = [
+        ("master-seed", &|r| bump(&mut r["master_seed"])),
+        ("segment-seed", &|r| bump(&mut r["timeline"]["segments"][0]["seed"])),
+        ("events", &|r| bump(&mut r["at"]["events"])),
+        ("trace-hash", &|r| r["failure"]["trace_hash"] = Value::from("0".repeat(64))),
+        ("memory-hash", &|r| r["failure"]["memory_hash"] = Value::from("0".repeat(64))),
+    ];
+    for (name, edit) in timeline_edits {
+        let (code, text) = replay(name, edit, &[]);
+        assert_eq!(code, Some(5), "{name}: {text}");
+        assert!(text.contains("NOT reproduced"), "{name}: {text}");
+    }
+    let world_edits: [(&str, &dyn Fn(&mut Value)); 4] = [
+        ("hvsim-version", &|r| r["world"]["hvsim"] = Value::from("0.0.1")),
+        ("cpuid", &|r| r["world"]["cpuid"] = Value::from("1".repeat(64))),
+        ("guest-code", &|r| r["world"]["guest"] = Value::from("2".repeat(64))),
+        ("target", &|r| r["target"]["guest"] = Value::from("timer")),
+    ];
+    for (name, edit) in world_edits {
+        let (code, text) = replay(name, edit, &[]);
+        assert_eq!(code, Some(1), "{name}: {text}");
+        assert!(text.contains("found in another world") && text.contains("--force"), "{name}: {text}");
+        assert_eq!(text.trim().lines().count(), 1, "{name}: one line: {text}");
+    }
+    // --force replays anyway and says what differs.
+    let (code, text) = replay("forced", world_edits[1].1, &["--force"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("replaying in another world") && text.contains("cpuid 111111111111 vs"), "{text}");
+}
+
 #[test]
 fn an_exploration_is_a_function_of_its_master_seed() {
     if !kvm_available() {

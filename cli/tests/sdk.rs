@@ -116,6 +116,38 @@ fn branches_diverge_in_the_kernel_and_in_programs_with_private_generators() {
     );
 }
 
+/// A bug that depends on something outside the seed is reported as flaky,
+/// never as a clean replayable bug: the explorer re-executes its timeline
+/// from the root snapshot before reporting it.
+#[test]
+fn a_bug_that_does_not_reproduce_is_reported_flaky() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = c_program(dir.path(), "tscflake", "/bin/tscflake");
+    let (probe, code) = run_json(&["--linux", "--init-cmd", "true"]);
+    assert_eq!(code, 0, "{probe}");
+    let args = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/tscflake", "--branches", "1"];
+    let r = explore_json(&args, &dir.path().join("out"));
+    let bug =
+        r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the TSC never ends in 0");
+    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    if user_rdtsc_leaks(&probe) {
+        // The host's TSC: the failing read is another one each time.
+        assert_eq!(bug["replayable"], "no", "{bug}");
+        assert!(bug["reproduction"].as_str().unwrap().starts_with("FLAKY: reproduced "), "{bug}");
+        assert!(bug["replayable_reasons"].to_string().contains("flaky"), "{bug}");
+        let md = read(&dir.path().join("out/report.md"));
+        assert!(md.contains("FLAKY: reproduced") && md.contains("replayable: no"), "{md}");
+    } else {
+        assert_eq!(
+            (bug["reproduction"].as_str(), bug["replayable"].as_str()),
+            (Some("reproduced 3/3"), Some("verified"))
+        );
+    }
+}
+
 /// The example program (`guest-sdk/examples/antithesis-rust`), built
 /// statically with SanitizerCoverage, as a user would build it for hvsim
 /// (docs/sdk-protocol.md). Cached outside the repository.

@@ -3,13 +3,19 @@
 //! A bug record holds everything needed to reach the failure again from a
 //! fresh boot: the target, the master seed (which, with the target, decides
 //! the root), and the timeline of re-seeded segments, ending at the exact
-//! event where the failure showed. `replay` follows it and checks that the
-//! same failure appears at the same point.
+//! event where the failure showed; and what to check a replay against: the
+//! world it was found in (see `hvsim_guest_image::world`) and the trace and
+//! memory hashes at the failure. [`follow`] takes a machine along the
+//! timeline and checks that the same failure appears at the same point with
+//! the same trace; the explorer does that from its root snapshot before it
+//! reports a bug, `hvsim replay` from a fresh start.
 
 use std::path::Path;
 
 use hvsim_guest_image::host::Host;
+use hvsim_guest_image::world::World;
 use hvsim_vmm::profiler::GuestProfile;
+use hvsim_vmm::summary::Replayable;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -79,9 +85,79 @@ pub struct BugRecord {
     /// each service's lines carry its name).
     #[serde(default)]
     pub console_tail: Vec<String>,
+    /// The world it was found in: a replay elsewhere refuses a different
+    /// one. Empty in records of hvsim before 0.2.
+    #[serde(default)]
+    pub world: World,
+    /// The machine at the failure; `None` in records of hvsim before 0.2.
+    #[serde(default)]
+    pub failure: Option<Fingerprint>,
+    /// How the explorer's re-executions of the timeline went.
+    #[serde(default)]
+    pub reproduction: Reproduction,
+    /// `verified` if every re-execution reached the same failure with the
+    /// same trace and memory; `no` (a flaky bug) if one did not.
+    #[serde(default = "unverified")]
+    pub replayable: Replayable,
+    /// Why `replayable` is not `verified`.
+    #[serde(default)]
+    pub replayable_reasons: Vec<String>,
+}
+
+fn unverified() -> Replayable {
+    Replayable::Expected
+}
+
+/// The machine at a point: what a replay must reach again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub trace_hash: String,
+    pub memory_hash: String,
+}
+
+impl Fingerprint {
+    pub fn of(m: &Machine) -> Fingerprint {
+        Fingerprint { trace_hash: m.trace_state().hash_hex(), memory_hash: hex::encode(m.ram().hash()) }
+    }
+}
+
+/// How many times the explorer re-executed a bug's timeline from its root,
+/// and how many of those reached the same failure with the same trace
+/// (and, of those, the same memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reproduction {
+    pub attempts: u32,
+    pub reproduced: u32,
+    pub same_memory: u32,
+}
+
+impl Reproduction {
+    /// What the re-executions say about replaying the bug, and why.
+    pub fn verdict(&self) -> (Replayable, Option<String>) {
+        if self.attempts == 0 {
+            (Replayable::Expected, Some("its timeline was not re-executed".into()))
+        } else if self.reproduced < self.attempts {
+            let why = format!(
+                "flaky: {} of {} re-executions of its timeline reached the same failure with the same trace",
+                self.reproduced, self.attempts
+            );
+            (Replayable::No, Some(why))
+        } else if self.same_memory < self.attempts {
+            let why = format!(
+                "the trace reproduced {0}/{0}, but guest memory differed in {1} (something outside hvsim's \
+                 view, such as a user-mode TSC read on this host, reached the guest)",
+                self.attempts,
+                self.attempts - self.same_memory
+            );
+            (Replayable::Expected, Some(why))
+        } else {
+            (Replayable::Verified, None)
+        }
+    }
 }
 
 impl BugRecord {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: String,
         bug: BugKind,
@@ -90,6 +166,8 @@ impl BugRecord {
         target: Target,
         master_seed: u64,
         branch: u64,
+        world: World,
+        failure: Fingerprint,
     ) -> BugRecord {
         BugRecord {
             id,
@@ -104,6 +182,36 @@ impl BugRecord {
             hvsim_version: env!("CARGO_PKG_VERSION").to_owned(),
             replay_command: String::new(),
             console_tail: Vec::new(),
+            world,
+            failure: Some(failure),
+            reproduction: Reproduction::default(),
+            replayable: Replayable::Expected,
+            replayable_reasons: Vec::new(),
+        }
+    }
+
+    /// Counts one re-execution and updates the verdict.
+    pub fn count_reexecution(&mut self, outcome: &ReplayOutcome) {
+        let r = &mut self.reproduction;
+        r.attempts += 1;
+        if outcome.reproduced {
+            r.reproduced += 1;
+            if outcome.memory_matches {
+                r.same_memory += 1;
+            }
+        }
+        let (verdict, why) = r.verdict();
+        self.replayable = verdict;
+        self.replayable_reasons = why.into_iter().collect();
+    }
+
+    /// "reproduced 3/3" and the like.
+    pub fn reproduction_words(&self) -> String {
+        let r = &self.reproduction;
+        match self.replayable {
+            _ if r.attempts == 0 => "not re-executed".to_owned(),
+            Replayable::No => format!("FLAKY: reproduced {}/{}", r.reproduced, r.attempts),
+            _ => format!("reproduced {}/{}", r.reproduced, r.attempts),
         }
     }
 
@@ -127,12 +235,20 @@ pub fn console_tail(console: &[u8]) -> Vec<String> {
 /// What a replay observed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReplayOutcome {
+    /// The same failure at the same point, with the same trace (and memory,
+    /// unless the host lets it differ: see [`memory_may_differ`]).
     pub reproduced: bool,
     pub expected: String,
     /// The failure observed at the bug's point, if any.
     pub observed: Option<String>,
     pub at: Point,
     pub vtime_ns: u64,
+    /// The machine where the replay stopped.
+    pub fingerprint: Fingerprint,
+    /// Whether the trace and memory hashes match the record's (false for a
+    /// record without them).
+    pub trace_matches: bool,
+    pub memory_matches: bool,
     /// With `--profile-guest`: the replay's samples.
     #[serde(skip)]
     pub profile: Option<GuestProfile>,
@@ -141,14 +257,58 @@ pub struct ReplayOutcome {
 /// Starts the bug's target and follows its timeline to the failure point.
 pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<ReplayOutcome> {
     let mut m = bug.target.start(bug.master_seed, host, start)?.machine;
-    let outcome = |observed: Option<String>, m: &mut Machine| ReplayOutcome {
-        reproduced: observed.as_deref() == Some(&bug.summary) && point_of(m) == bug.at,
-        expected: bug.summary.clone(),
-        observed,
-        at: point_of(m),
-        vtime_ns: m.now().nanos(),
-        profile: m.take_guest_profile(),
+    let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host))?;
+    outcome.profile = m.take_guest_profile();
+    Ok(outcome)
+}
+
+/// Whether guest memory may differ between executions of the same trace:
+/// on a host that lets Linux's user mode read the TSC or RDRAND without a
+/// trap (see `host_limits`), programs such as glibc's dynamic loader keep
+/// what they read in memory.
+pub fn memory_may_differ(target: &Target, host: &Host) -> bool {
+    target.is_linux() && !host.probes.limits().is_empty()
+}
+
+/// Follows the bug's timeline from `m`, which is at the start of the
+/// target's run or at the timeline's root, to the failure point, and says
+/// whether the same failure showed there with the same trace and memory
+/// (the memory need not match if `memory_may_differ`).
+pub fn follow(m: &mut Machine, bug: &BugRecord, memory_may_differ: bool) -> Result<ReplayOutcome> {
+    assert!(point_of(m).events <= bug.timeline.root.events, "the machine is past the bug's root");
+    let outcome = |observed: Option<String>, m: &mut Machine| {
+        let fingerprint = Fingerprint::of(m);
+        let (trace_matches, memory_matches) = match &bug.failure {
+            Some(f) => (f.trace_hash == fingerprint.trace_hash, f.memory_hash == fingerprint.memory_hash),
+            None => (false, false),
+        };
+        ReplayOutcome {
+            reproduced: observed.as_deref() == Some(&bug.summary)
+                && point_of(m) == bug.at
+                && trace_matches
+                && (memory_matches || memory_may_differ),
+            expected: bug.summary.clone(),
+            observed,
+            at: point_of(m),
+            vtime_ns: m.now().nanos(),
+            fingerprint,
+            trace_matches,
+            memory_matches,
+            profile: None,
+        }
     };
+    let stop_on_message = m.stop_on_message();
+    m.set_stop_on_message(false);
+    let result = follow_timeline(m, bug, outcome);
+    m.set_stop_on_message(stop_on_message);
+    result
+}
+
+fn follow_timeline(
+    m: &mut Machine,
+    bug: &BugRecord,
+    outcome: impl Fn(Option<String>, &mut Machine) -> ReplayOutcome,
+) -> Result<ReplayOutcome> {
     // Root, then every segment but the last, to their exact points.
     let mut stops: Vec<(Option<u64>, Point)> = vec![(None, bug.timeline.root)];
     stops.extend(bug.timeline.segments.iter().map(|s| (Some(s.seed), s.until)));
@@ -159,14 +319,15 @@ pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<Repl
         }
         match m.run_until_point(Vtime::MAX, until.events)? {
             Stop::Deadline => {}
-            Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), &mut m)),
-            Stop::Message => unreachable!("not stopping on messages here"),
+            Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
+            Stop::Message => unreachable!("not stopping on messages before the last segment"),
         }
     }
     if let Some(seed) = last_seed {
         m.reseed(seed)?;
     }
     // The last stretch: watch every message up to the failure point.
+    m.take_messages();
     m.set_stop_on_message(true);
     let mut observed = None;
     loop {
@@ -181,10 +342,10 @@ pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<Repl
                     }
                 }
             }
-            Stop::Deadline => return Ok(outcome(observed, &mut m)),
+            Stop::Deadline => return Ok(outcome(observed, m)),
             Stop::Ended(end) => {
                 let o = is_crash(&end).then(|| BugKind::Crash { end }.describe()).or(observed);
-                return Ok(outcome(o, &mut m));
+                return Ok(outcome(o, m));
             }
         }
     }

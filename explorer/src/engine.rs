@@ -10,12 +10,16 @@
 //! reached, the guest crashing). Where something is new, the machine is
 //! snapshotted, and that snapshot gets energy to be branched from. Every
 //! decision depends only on the master seed, so an exploration with a
-//! branch budget is itself reproducible.
+//! branch budget is itself reproducible. A new bug's timeline is executed
+//! again from the root (from the root snapshot, or a fresh start for a bug
+//! found before it) a few times before the bug is reported, and a bug that
+//! does not come back the same every time is reported as flaky.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use hvsim_guest_image::host::Host;
+use hvsim_guest_image::world::World;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::faults::FaultReport;
@@ -24,7 +28,7 @@ use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
-use crate::bug::{BugKind, BugRecord};
+use crate::bug::{self, BugKind, BugRecord, Fingerprint};
 use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
@@ -57,6 +61,9 @@ pub struct ExploreConfig {
     pub branch_from_snapshots: bool,
     /// Stop as soon as a bug is found.
     pub stop_at_first_bug: bool,
+    /// How many times each new bug's timeline is executed again before the
+    /// bug is reported (0: not at all; its record then says `expected`).
+    pub reexecutions: u32,
     /// How to boot the target.
     pub start: StartOptions,
 }
@@ -223,6 +230,9 @@ pub struct Phases {
     pub restore_ms: u64,
     /// Taking snapshots.
     pub snapshot_ms: u64,
+    /// Executing new bugs' timelines again, to check they reproduce.
+    #[serde(default)]
+    pub reexecution_ms: u64,
 }
 
 /// The root's setup runs in steps of this much virtual time, with a
@@ -241,6 +251,8 @@ struct State {
     events: BTreeMap<String, u64>,
     garbage: Garbage,
     instrumentation: Instrumentation,
+    /// New bugs not re-executed yet (indices into `bugs`).
+    unchecked: Vec<usize>,
 }
 
 /// What one message meant.
@@ -334,13 +346,16 @@ impl State {
         new
     }
 
-    /// Records a bug unless one with the same signature exists (then counts it).
+    /// Records a bug unless one with the same signature exists (then counts
+    /// it). A new bug waits in `unchecked` for its re-executions.
+    #[allow(clippy::too_many_arguments)]
     fn record_bug(
         &mut self,
         kind: BugKind,
         timeline: Timeline,
         m: &Machine,
         target: &Target,
+        world: &World,
         seed: u64,
         branch: u64,
     ) -> bool {
@@ -357,8 +372,10 @@ impl State {
             }
         }
         self.bug_by_signature.insert(signature, self.bugs.len());
-        let mut record = BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch);
+        let failure = Fingerprint::of(m);
+        let mut record = BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch, world.clone(), failure);
         record.console_tail = crate::bug::console_tail(m.console());
+        self.unchecked.push(self.bugs.len());
         self.bugs.push(record);
         true
     }
@@ -395,6 +412,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     let start = Instant::now();
     let target = &config.target;
     let mut phases = Phases::default();
+    let world = World::of(target, host)?;
+    let memory_may_differ = bug::memory_may_differ(target, host);
     let mut machine = target.start(config.seed, host, &config.start)?.machine;
     phases.start_ms = ms(start.elapsed());
     machine.set_stop_on_message(true);
@@ -406,6 +425,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         events: BTreeMap::new(),
         garbage: Garbage::default(),
         instrumentation: Instrumentation::default(),
+        unchecked: Vec::new(),
     };
 
     // The root: run until setup complete.
@@ -423,7 +443,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                     setup_complete |= o.setup_complete;
                     if let Some(kind) = o.bug {
                         let timeline = Timeline { root: point(&machine), segments: vec![] };
-                        state.record_bug(kind, timeline, &machine, target, config.seed, 0);
+                        state.record_bug(kind, timeline, &machine, target, &world, config.seed, 0);
                     }
                 }
             }
@@ -442,6 +462,15 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         }
     }
     phases.setup_ms = ms(setup_started.elapsed());
+    // Bugs before the root are re-executed from a fresh start.
+    let checking = Instant::now();
+    for i in std::mem::take(&mut state.unchecked) {
+        for _ in 0..config.reexecutions {
+            let outcome = bug::replay(&state.bugs[i], host, &config.start)?;
+            state.bugs[i].count_reexecution(&outcome);
+        }
+    }
+    phases.reexecution_ms += ms(checking.elapsed());
     state.new_coverage(&machine);
     faults.add(&before, &machine);
     let root = RootInfo { point: point(&machine), setup_complete };
@@ -494,7 +523,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                         new_here += o.new_signals;
                         new_edges += o.new_edges;
                         if let Some(kind) = o.bug {
-                            state.record_bug(kind, timeline.clone(), &machine, target, config.seed, branches);
+                            state.record_bug(kind, timeline.clone(), &machine, target, &world, config.seed, branches);
                         }
                     }
                     if new_here > 0 && config.branch_from_snapshots {
@@ -517,7 +546,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                     new_edges += state.new_coverage(&machine);
                     if is_crash(&end) {
                         let timeline = base.then(Segment { seed, until: point(&machine) });
-                        state.record_bug(BugKind::Crash { end }, timeline, &machine, target, config.seed, branches);
+                        let kind = BugKind::Crash { end };
+                        state.record_bug(kind, timeline, &machine, target, &world, config.seed, branches);
                     }
                     break;
                 }
@@ -527,11 +557,23 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         phases.snapshot_ms += ms(snapshot_time);
         phases.branches_ms += ms(branch_started.elapsed().saturating_sub(restore_time + snapshot_time));
         faults.add(&before, &machine);
+        // New bugs: their timelines again, from the root snapshot.
+        let checking = Instant::now();
+        for i in std::mem::take(&mut state.unchecked) {
+            for _ in 0..config.reexecutions {
+                tree.reset(&mut machine, tree.root())?;
+                let outcome = bug::follow(&mut machine, &state.bugs[i], memory_may_differ)?;
+                state.bugs[i].count_reexecution(&outcome);
+            }
+        }
+        phases.reexecution_ms += ms(checking.elapsed());
         let n = &mut nodes[ni];
         n.picks += 1;
         n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
         if first_bug.is_none() && !state.bugs.is_empty() {
-            first_bug = Some((branches, start.elapsed().as_millis() as u64));
+            // Time to find it, not to check it.
+            let found = ms(start.elapsed()).saturating_sub(phases.reexecution_ms);
+            first_bug = Some((branches, found));
         }
         let p = BranchProgress {
             branches,

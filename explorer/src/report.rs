@@ -13,6 +13,7 @@ use crate::engine::{Exploration, Garbage, Instrumentation, Phases, SeriesPoint};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
+use hvsim_vmm::summary::Replayable;
 
 #[derive(Debug, Serialize)]
 pub struct AssertionReport {
@@ -40,6 +41,10 @@ pub struct BugSummary {
     pub replay_command: String,
     /// The console's last lines when the bug showed.
     pub console_tail: Vec<String>,
+    /// "reproduced 3/3", or "FLAKY: reproduced 1/3".
+    pub reproduction: String,
+    pub replayable: Replayable,
+    pub replayable_reasons: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -113,6 +118,9 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
             file: file.display().to_string(),
             replay_command: bug.replay_command.clone(),
             console_tail: bug.console_tail.clone(),
+            reproduction: bug.reproduction_words(),
+            replayable: bug.replayable,
+            replayable_reasons: bug.replayable_reasons.clone(),
         });
     }
     let assertions: Vec<AssertionReport> = exp
@@ -207,8 +215,9 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
     let p = &s.phases;
     let _ = writeln!(
         m,
-        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms",
-        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms
+        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms, \
+         bug re-executions {} ms",
+        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms
     );
     if s.garbage.count > 0 {
         let _ =
@@ -221,8 +230,20 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
     for b in &r.bugs {
         let _ = writeln!(
             m,
-            "- **{}**: {} — at virtual time {} ns (event {}), seen {} time(s)\n  - replay: `{}`",
-            b.id, b.summary, b.at.vtime_ns, b.at.events, b.occurrences, b.replay_command
+            "- **{}**: {} — at virtual time {} ns (event {}), seen {} time(s); {}, replayable: {}{}\n  - replay: `{}`",
+            b.id,
+            b.summary,
+            b.at.vtime_ns,
+            b.at.events,
+            b.occurrences,
+            b.reproduction,
+            b.replayable.name(),
+            if b.replayable_reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", b.replayable_reasons.join("; "))
+            },
+            b.replay_command
         );
         if !b.console_tail.is_empty() {
             let _ = writeln!(m, "  - the console's last lines:\n\n    ```text");

@@ -18,5 +18,6 @@ pub mod linux;
 pub mod oci;
 pub mod raw;
 pub mod target;
+pub mod world;
 
 pub use error::{ImageError, Result};

@@ -74,6 +74,14 @@ pub const FILTERED: &[(u32, u32, &str)] = &[
     (0xC000_0104, 1, "AMD TSC_RATIO"),
 ];
 
+/// SHA-256 (hex) of the MSR policy: the boot values and the filtered
+/// ranges (what a bug record pins; the handling of each is hvsim's code,
+/// pinned by its version).
+pub fn policy_sha256() -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(format!("{BOOT_MSRS:?}{FILTERED:?}")))
+}
+
 /// Installs the filter and asks KVM to send filtered, unknown and invalid
 /// MSR accesses to userspace.
 pub fn install_filter(vm: &VmFd) -> Result<()> {

@@ -8,6 +8,79 @@ use crate::devices::BusStats;
 use crate::faults::FaultReport;
 use crate::machine::{Counters, End, Machine};
 
+/// How far a run can be trusted to come out the same from the same seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Replayable {
+    /// Something outside the seed influenced the run (a watchdog-forced
+    /// exit), or a second execution came out different.
+    No,
+    /// Nothing hvsim knows to be nondeterministic touched the run, but it
+    /// ran once (or the host lets the guest read something hvsim cannot
+    /// see: see the reasons).
+    Expected,
+    /// Executed twice (`run --verify`, a replay, the explorer's
+    /// re-execution), with the same trace and memory both times.
+    Verified,
+}
+
+impl Replayable {
+    pub fn name(self) -> &'static str {
+        match self {
+            Replayable::No => "no",
+            Replayable::Expected => "expected",
+            Replayable::Verified => "verified",
+        }
+    }
+}
+
+impl Summary {
+    /// Adds what this host lets the guest read without hvsim seeing it: the
+    /// run is then at most `expected`, for that reason.
+    pub fn set_host_limits(&mut self, limits: Vec<String>) {
+        if !limits.is_empty() && self.replayable == Replayable::Expected {
+            self.replayable_reasons.push(format!(
+                "this host lets guest user mode bypass hvsim ({}): a program that does so is not replayable",
+                limits.join("; ")
+            ));
+        }
+        self.host_limits = limits;
+    }
+
+    /// Compares this run with a second execution of the same seed: the same
+    /// trace and memory make it `verified`; any difference makes it `no`.
+    pub fn verify_against(&mut self, second: &Summary) {
+        let mut differs = Vec::new();
+        for (what, a, b) in [
+            ("trace", &self.trace_hash, &second.trace_hash),
+            ("memory", &self.memory_hash, &second.memory_hash),
+            ("console", &self.console, &second.console),
+        ] {
+            if a != b {
+                differs.push(what);
+            }
+        }
+        if self.replayable == Replayable::No || second.replayable == Replayable::No {
+            self.replayable = Replayable::No;
+            self.replayable_reasons.extend(second.replayable_reasons.iter().cloned());
+        } else if differs.is_empty() {
+            self.replayable = Replayable::Verified;
+            self.replayable_reasons.clear();
+        } else {
+            self.replayable = Replayable::No;
+            self.replayable_reasons.push(format!(
+                "a second execution of seed {} differed in its {} ({} vs {} trace)",
+                self.seed,
+                differs.join(", "),
+                &self.trace_hash[..16.min(self.trace_hash.len())],
+                &second.trace_hash[..16.min(second.trace_hash.len())]
+            ));
+        }
+        self.replayable_reasons.sort();
+        self.replayable_reasons.dedup();
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub guest: String,
@@ -23,8 +96,11 @@ pub struct Summary {
     pub memory_hash: String,
     pub exits: u64,
     pub vtime_ns: u64,
-    pub replayable: bool,
-    pub nonreplayable_reasons: Vec<String>,
+    /// Whether the same seed gives this run again (see [`Replayable`]).
+    pub replayable: Replayable,
+    /// Why `replayable` is not higher: what touched the run (for `no`), or
+    /// what could have without hvsim seeing it (for `expected`).
+    pub replayable_reasons: Vec<String>,
     /// What this host cannot keep from the guest (see `hvsim doctor`): the
     /// run is replayable only if the guest does not rely on these.
     pub host_limits: Vec<String>,
@@ -62,8 +138,8 @@ impl Summary {
             memory_hash: hex::encode(machine.ram().hash()),
             exits: machine.trace_state().events,
             vtime_ns: machine.now().nanos(),
-            replayable: state.nonreplayable.is_empty(),
-            nonreplayable_reasons: state.nonreplayable.clone(),
+            replayable: if state.nonreplayable.is_empty() { Replayable::Expected } else { Replayable::No },
+            replayable_reasons: state.nonreplayable.clone(),
             host_limits: Vec::new(),
             console: String::from_utf8_lossy(devices.serial.console()).into_owned(),
             console_dropped_bytes: devices.serial.dropped(),

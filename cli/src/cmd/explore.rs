@@ -56,6 +56,12 @@ pub struct Args {
     /// baseline of `hvsim bench explore`).
     #[arg(long)]
     no_snapshots: bool,
+    /// Execute each new bug's timeline again this many times (from the root
+    /// snapshot, in this process) before reporting it: a bug that does not
+    /// come back the same every time is reported as flaky. 0 skips the
+    /// check (bug records then say `replayable: expected`).
+    #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(0..=100))]
+    reexecute: u32,
     #[command(flatten)]
     guest_profile: ProfileArgs,
 }
@@ -95,6 +101,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         setup_limit: args.setup_limit.map_or(ExploreConfig::default_setup_limit(linux), vtime),
         branch_from_snapshots: !args.no_snapshots,
         stop_at_first_bug: false,
+        reexecutions: args.reexecute,
         start,
     };
     let host = Host::open()?;
@@ -116,13 +123,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
             bar.set_position(p.branches);
             let ph = p.phases;
             bar.set_message(format!(
-                "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s",
+                "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
                 p.snapshots,
                 p.signals,
                 p.bugs,
                 ph.branches_ms as f64 / 1e3,
                 ph.restore_ms as f64 / 1e3,
-                ph.snapshot_ms as f64 / 1e3
+                ph.snapshot_ms as f64 / 1e3,
+                ph.reexecution_ms as f64 / 1e3
             ));
         }
     })
@@ -146,7 +154,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         args.out.join("report.md").display()
     );
     for b in &report.bugs {
-        eprintln!("  {}: {}\n    replay: {}", b.id, b.summary, b.replay_command);
+        eprintln!("  {}: {} ({})\n    replay: {}", b.id, b.summary, b.reproduction, b.replay_command);
     }
     for f in &report.faults {
         eprintln!("hvsim: fault {:<18} {:<11} ({} touched over all timelines)", f.kind, f.status, f.landed);

@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use hvsim_explorer::bug::{self, BugRecord};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
 use hvsim_guest_image::target::Launch;
+use hvsim_guest_image::world::World;
 use hvsim_snapshot::file;
 
 use crate::session::{Output, Session};
@@ -33,6 +34,11 @@ pub struct Args {
     /// cache holds it.
     #[arg(long, requires = "bug")]
     cold_boot: bool,
+    /// Replay a bug record even if the world it was found in (hvsim
+    /// version, guest kernel and initramfs, CPUID and MSR policy, target)
+    /// differs from this one; the differences are reported.
+    #[arg(long, requires = "bug")]
+    force: bool,
     #[command(flatten)]
     out: Output,
 }
@@ -41,6 +47,22 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         let record = BugRecord::load(path)?;
+        let here = World::of(&record.target, &host)?;
+        let differences = if record.world.0.is_empty() {
+            "the record pins no world (written by an older hvsim)".to_owned()
+        } else {
+            record.world.diff(&here)
+        };
+        if !differences.is_empty() {
+            if !args.force {
+                bail!(
+                    "{}: found in another world than this one (recorded vs here): {differences}; \
+                     --force replays anyway",
+                    path.display()
+                );
+            }
+            eprintln!("hvsim: warning: replaying in another world (recorded vs here): {differences}");
+        }
         let profiling = args.out.guest_profile.start(record.target.is_linux())?;
         let start = StartOptions {
             cold_boot: args.cold_boot,
@@ -57,6 +79,10 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 serde_json::to_string_pretty(&serde_json::json!({
                     "bug": record.id,
                     "reproduced": outcome.reproduced,
+                    "trace_matches": outcome.trace_matches,
+                    "memory_matches": outcome.memory_matches,
+                    "trace_hash": outcome.fingerprint.trace_hash,
+                    "world_differences": differences,
                     "assertion": outcome.observed,
                     "expected": outcome.expected,
                     "vtime_ns": outcome.vtime_ns,
@@ -65,12 +91,22 @@ pub fn main(args: Args) -> Result<ExitCode> {
             );
         } else {
             println!(
-                "{}: {} — {} at virtual time {} ns (event {})",
+                "{}: {} — {} at virtual time {} ns (event {}); {}",
                 record.id,
                 if outcome.reproduced { "reproduced" } else { "NOT reproduced" },
                 outcome.observed.as_deref().unwrap_or("no failure observed"),
                 outcome.vtime_ns,
-                outcome.at.events
+                outcome.at.events,
+                match (outcome.trace_matches, outcome.memory_matches) {
+                    (true, true) => "the same trace and memory",
+                    (true, false) if outcome.reproduced => {
+                        "the same trace; guest memory differs, as it may where guest user mode reads the TSC \
+                         (see host_limits)"
+                    }
+                    (true, false) => "the same trace, but guest memory differs",
+                    (false, _) if record.failure.is_none() => "the record holds no trace hash to compare",
+                    (false, _) => "a different trace",
+                }
             );
         }
         return Ok(ExitCode::from(if outcome.reproduced { util::EXIT_OK } else { util::EXIT_NOT_REPRODUCED }));
@@ -93,5 +129,5 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let boot = BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
     let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
     session.profiling = profiling;
-    session.finish(&args.out)
+    session.finish(&args.out, None)
 }

@@ -40,6 +40,11 @@ pub struct Args {
     /// Where --snapshot-at saves the snapshot.
     #[arg(long, value_name = "FILE", requires = "snapshot_at")]
     save_snapshot: Option<PathBuf>,
+    /// Run twice and compare: the summary says `replayable: verified` if
+    /// both executions had the same trace, memory and console, `no` (with
+    /// what differed) otherwise. The report is the second execution's.
+    #[arg(long, conflicts_with = "snapshot_at")]
+    verify: bool,
     #[command(flatten)]
     out: Output,
     /// List the built-in guests and exit.
@@ -64,11 +69,20 @@ pub fn main(args: Args) -> Result<ExitCode> {
         (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog, profiler: None })
     };
     let host = Host::open()?;
+    let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
+    let name = target.name();
+    let first = if args.verify {
+        let launch = target.start(args.seed, &host, &start).context("cannot start the guest")?;
+        eprintln!("hvsim: --verify: first execution");
+        let summary = Session::start_silent(launch, &name, args.seed, host_limits.clone()).run_silently(&args.out)?;
+        eprintln!("hvsim: --verify: second execution");
+        Some(summary)
+    } else {
+        None
+    };
     let profiling = args.out.guest_profile.start(target.is_linux())?;
     start.profiler = profiling.as_ref().map(|p| p.config);
     let launch = target.start(args.seed, &host, &start).context("cannot start the guest")?;
-    let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
-    let name = target.name();
     let mut session = Session::start(launch, &name, args.seed, &args.out, host_limits)?;
     session.containers = target.containers().to_vec();
     session.profiling = profiling;
@@ -89,5 +103,5 @@ pub fn main(args: Args) -> Result<ExitCode> {
             }
         }
     }
-    session.finish(&args.out)
+    session.finish(&args.out, first.as_ref())
 }

@@ -329,6 +329,13 @@ impl Machine {
         let state = MachineState::new(config)?;
         let mut m = Machine::create(&config.spec, &config.host, state)?;
         m.boot(&config.boot, config.seed)?;
+        // The seed is part of the machine's history from its first event:
+        // machines started from different seeds differ in the trace even
+        // before either draws a random number (so a bug record with an
+        // edited seed cannot replay as reproduced).
+        m.scratch.clear();
+        m.scratch.extend_from_slice(&config.seed.to_le_bytes());
+        m.record(crate::clock::ExitKind::Reseed, 0, None)?;
         Ok(m)
     }
 
@@ -438,6 +445,10 @@ impl Machine {
     /// Makes `run_until` return [`Stop::Message`] after each guest message.
     pub fn set_stop_on_message(&mut self, on: bool) {
         self.stop_on_message = on;
+    }
+
+    pub fn stop_on_message(&self) -> bool {
+        self.stop_on_message
     }
 
     /// Messages received since the last call.

@@ -302,6 +302,7 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 setup_limit: ExploreConfig::default_setup_limit(linux),
                 branch_from_snapshots: snapshots,
                 stop_at_first_bug: true,
+                reexecutions: 3,
                 start: Default::default(),
             };
             let e = explore(&config, &host, &mut |_| {})?;
@@ -313,6 +314,9 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 "timelines_per_sec": e.branches as f64 / (e.wall_ms.max(1) as f64 / 1000.0),
                 "branches_to_first_bug": branches_to_bug,
                 "ms_to_first_bug": ms_to_bug,
+                "wall_ms": e.wall_ms,
+                "reexecution_ms": e.phases.reexecution_ms,
+                "reproduced": e.bugs.first().map(|b| b.reproduction_words()),
             }));
         }
     }
@@ -320,6 +324,8 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
         let v: Vec<f64> = rows.iter().filter(|r| r["mode"] == mode).filter_map(|r| r[key].as_f64()).collect();
         (!v.is_empty()).then(|| median(v))
     };
+    let sum = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>();
+    let reexecution_share = sum("reexecution_ms") / sum("wall_ms").max(1.0);
     let summary = serde_json::json!({
         "snapshots_ms_to_first_bug": med("snapshots", "ms_to_first_bug"),
         "from_root_ms_to_first_bug": med("from-root", "ms_to_first_bug"),
@@ -327,6 +333,8 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
         "from_root_branches_to_first_bug": med("from-root", "branches_to_first_bug"),
         "snapshots_timelines_per_sec": med("snapshots", "timelines_per_sec"),
         "from_root_timelines_per_sec": med("from-root", "timelines_per_sec"),
+        "reexecution_ms": med("snapshots", "reexecution_ms"),
+        "reexecution_share": reexecution_share,
     });
     if json {
         println!("{}", serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary }));
@@ -358,6 +366,13 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
             "  median time to first bug: snapshots {}, from the root {}{ratio}",
             ms("snapshots_ms_to_first_bug"),
             ms("from_root_ms_to_first_bug")
+        );
+        let reproduced: Vec<&str> = rows.iter().filter_map(|r| r["reproduced"].as_str()).collect();
+        println!(
+            "  re-executing each bug's timeline 3 times: median {} per exploration, {:.1}% of all wall time ({})",
+            summary["reexecution_ms"].as_f64().map_or("-".into(), |v| format!("{v:.0} ms")),
+            100.0 * summary["reexecution_share"].as_f64().unwrap_or(0.0),
+            reproduced.join(", ")
         );
     }
     Ok(ExitCode::SUCCESS)
