@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use hvsim_guest_image::linux::kernel;
+use hvsim_guest_image::linux::{initramfs, kernel};
+use sha2::{Digest, Sha256};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,6 +18,10 @@ enum What {
     Build,
     /// Print the path of the cached kernel, if built.
     Path,
+    /// Print the SHA-256 of everything the guest is made of (building the
+    /// kernel if needed), to compare with docs/guest-kernel.md or another
+    /// machine.
+    Hashes,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -24,6 +29,27 @@ pub fn main(args: Args) -> Result<ExitCode> {
         What::Build => {
             let k = kernel::ensure_built().context("cannot build the guest kernel")?;
             println!("{}", k.vmlinux.display());
+        }
+        What::Hashes => {
+            let (version, source, pinned) = kernel::source()?;
+            let k = kernel::ensure_built().context("cannot build the guest kernel")?;
+            let busybox = initramfs::host_busybox()?;
+            let sha = |bytes: &[u8]| hex::encode(Sha256::digest(bytes));
+            let rows = [
+                (
+                    "source",
+                    format!("{source}  linux-source-6.1 {version}{}", if pinned { "" } else { " (NOT pinned)" }),
+                ),
+                ("key", k.key.clone()),
+                ("vmlinux", kernel::file_sha256(&k.vmlinux)?),
+                ("initramfs", sha(&initramfs::build(&busybox, &[]))),
+                ("init", sha(initramfs::INIT)),
+                ("busybox", sha(&busybox)),
+                ("libvoidstar", sha(initramfs::VOIDSTAR)),
+            ];
+            for (name, value) in rows {
+                println!("{name:<12} {value}");
+            }
         }
         What::Path => match kernel::cached() {
             Some(k) => println!("{}", k.vmlinux.display()),

@@ -42,6 +42,16 @@ pub const PATCHES: &[(&str, &str)] = &[
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";
 const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+/// The kernel sources this hvsim was checked with: Debian's
+/// `linux-source-6.1` versions and the SHA-256 of their tarballs. A tarball
+/// of a listed version with another hash is refused. Debian's security
+/// archive replaces a version when the next one comes out, so a version not
+/// listed is built with a warning: its kernel differs from other machines'
+/// builds, and bug records from those machines refuse to replay on it (the
+/// kernel is part of their world). Add a version here once its build has
+/// been checked (docs/guest-kernel.md, "Reproducible").
+pub const PINNED_SOURCES: &[(&str, &str)] =
+    &[("6.1.192-2", "4d415b3d364834fd818270e88813e90323bbfce4f519a0e6bd4940ddcd7df693")];
 /// Everything the build runs, plus busybox-static for the initramfs.
 pub const PACKAGES: &[&str] = &[
     SOURCE_PACKAGE,
@@ -105,6 +115,7 @@ pub fn ensure_built() -> Result<Kernel> {
     let key = key(&version);
     let root = cache::dir().join("kernel");
     let _lock = cache::Lock::acquire(&root.join(".lock"))?;
+    check_source(&version, Path::new(SOURCE_TARBALL))?;
     let out_dir = root.join(&key[..16]);
     let vmlinux = out_dir.join("vmlinux");
     if vmlinux.exists() {
@@ -169,6 +180,47 @@ pub fn ensure_built() -> Result<Kernel> {
     std::fs::remove_dir_all(&work).map_err(io("removing the build tree", &work))?;
     eprintln!("hvsim: guest kernel built in {:.0?}: {}", start.elapsed(), vmlinux.display());
     Ok(Kernel { vmlinux, key })
+}
+
+/// Refuses a source tarball whose hash is not the one pinned for its
+/// version; warns about a version not pinned at all.
+fn check_source(version: &str, tarball: &Path) -> Result<()> {
+    let pinned = PINNED_SOURCES.iter().find(|(v, _)| *v == version).map(|(_, h)| *h);
+    let actual = file_sha256(tarball)?;
+    match pinned {
+        Some(expected) if expected == actual => Ok(()),
+        Some(expected) => Err(ImageError::Setup(format!(
+            "the kernel source {} ({SOURCE_PACKAGE} {version}) has SHA-256 {actual}, not the pinned {expected}: \
+             refusing to build from it",
+            tarball.display()
+        ))),
+        None => {
+            eprintln!(
+                "hvsim: warning: {SOURCE_PACKAGE} {version} is not a pinned kernel source (pinned: {}); building \
+                 anyway, but this kernel will differ from other machines' and their bug records will not replay here",
+                PINNED_SOURCES.iter().map(|(v, _)| *v).collect::<Vec<_>>().join(", ")
+            );
+            Ok(())
+        }
+    }
+}
+
+/// SHA-256 (hex) of a file, read in chunks (the source tarball is 140 MB).
+pub fn file_sha256(path: &Path) -> Result<String> {
+    let mut f = File::open(path).map_err(io("opening", path))?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(io("reading", path))?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The kernel source the build uses: the installed `linux-source-6.1`
+/// version and its tarball's SHA-256, and whether that pair is pinned.
+pub fn source() -> Result<(String, String, bool)> {
+    let version = packages::version(SOURCE_PACKAGE)
+        .ok_or_else(|| ImageError::Setup(format!("{SOURCE_PACKAGE} is not installed")))?;
+    let hash = file_sha256(Path::new(SOURCE_TARBALL))?;
+    let pinned = PINNED_SOURCES.contains(&(version.as_str(), hash.as_str()));
+    Ok((version, hash, pinned))
 }
 
 /// `make` with the build's identity fixed: the kernel's version string
@@ -295,6 +347,18 @@ mod tests {
     fn key_covers_inputs() {
         assert_ne!(key("6.1.1"), key("6.1.2"));
         assert_eq!(key("6.1.1"), key("6.1.1"));
+    }
+
+    #[test]
+    fn a_source_with_another_hash_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let tarball = dir.path().join("linux-source-6.1.tar.xz");
+        std::fs::write(&tarball, b"not the kernel").unwrap();
+        let (version, _) = PINNED_SOURCES[0];
+        let e = check_source(version, &tarball).unwrap_err().to_string();
+        assert!(e.contains("not the pinned") && e.contains(version), "{e}");
+        // A version nobody pinned builds, with a warning.
+        assert!(check_source("6.1.999-1", &tarball).is_ok());
     }
 
     #[test]
