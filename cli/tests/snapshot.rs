@@ -121,6 +121,26 @@ fn damaged_snapshot_files_are_refused_with_one_line() {
             assert!(err.contains(expect) && err.contains(path.to_str().unwrap()), "{name}: {err}");
         }
     }
+    // An intact snapshot from another world (here: another hvsim version,
+    // same-length text, checksum fixed up) is refused unless --force.
+    let mut other = bytes.clone();
+    let from = format!("\"hvsim\":\"{}\"", env!("CARGO_PKG_VERSION"));
+    let to = format!("\"hvsim\":\"{}\"", "9".repeat(env!("CARGO_PKG_VERSION").len()));
+    let at = other.windows(from.len()).position(|w| w == from.as_bytes()).expect("the header pins the hvsim version");
+    other[at..at + to.len()].copy_from_slice(to.as_bytes());
+    let n = other.len() - 32;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(&other[..n]);
+    other[n..].copy_from_slice(&digest);
+    let path = dir.path().join("other-world.snap");
+    std::fs::write(&path, &other).unwrap();
+    let out = output(&["replay", "--snapshot", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("found in another world") && err.contains("hvsim \"999") && err.contains("--force"), "{err}");
+    let forced = output(&["replay", "--snapshot", path.to_str().unwrap(), "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert!(String::from_utf8_lossy(&forced.stderr).contains("replaying in another world"));
+
     let missing = output(&["replay", "--snapshot", "/nonexistent/x.snap"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/x.snap"));

@@ -35,14 +35,8 @@ impl World {
     /// The world `target` runs in on this host with this hvsim. For a Linux
     /// target this prepares the guest (building the kernel the first time).
     pub fn of(target: &Target, host: &Host) -> Result<World> {
-        let mut parts = BTreeMap::new();
+        let World(mut parts) = World::machine(host)?;
         let mut put = |name: &str, value: String| parts.insert(name.to_owned(), value);
-        put("hvsim", env!("CARGO_PKG_VERSION").to_owned());
-        put("model", hvsim_vmm::MODEL_ID.to_owned());
-        let kvm = hvsim_vmm::host::open_kvm().map_err(|e| ImageError::Setup(e.to_string()))?;
-        let cpuid = cpuid::guest_cpuid(&kvm, host.profile.nested_pvm).map_err(|e| ImageError::Setup(e.to_string()))?;
-        put("cpuid", sha256(&serde_json::to_vec(cpuid.as_slice()).expect("CPUID entries serialize")));
-        put("msr-policy", msr::policy_sha256());
         put("target", sha256(&serde_json::to_vec(target).expect("targets serialize")));
         match target {
             Target::Raw { guest } => {
@@ -65,6 +59,27 @@ impl World {
             }
         }
         Ok(World(parts))
+    }
+
+    /// The parts this hvsim and host decide whatever the guest: the hvsim
+    /// version, machine model, and the CPUID and MSR policy the guest gets.
+    /// (What a snapshot file is checked against: the guest's own parts
+    /// travel inside it.)
+    pub fn machine(host: &Host) -> Result<World> {
+        let mut parts = BTreeMap::new();
+        let mut put = |name: &str, value: String| parts.insert(name.to_owned(), value);
+        put("hvsim", env!("CARGO_PKG_VERSION").to_owned());
+        put("model", hvsim_vmm::MODEL_ID.to_owned());
+        let kvm = hvsim_vmm::host::open_kvm().map_err(|e| ImageError::Setup(e.to_string()))?;
+        let cpuid = cpuid::guest_cpuid(&kvm, host.profile.nested_pvm).map_err(|e| ImageError::Setup(e.to_string()))?;
+        put("cpuid", sha256(&serde_json::to_vec(cpuid.as_slice()).expect("CPUID entries serialize")));
+        put("msr-policy", msr::policy_sha256());
+        Ok(World(parts))
+    }
+
+    /// Only the parts `keys` has too.
+    pub fn restricted_to(&self, keys: &World) -> World {
+        World(self.0.iter().filter(|(k, _)| keys.0.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 
     /// The parts that differ from `other` (this world's value first), as

@@ -17,6 +17,7 @@
 //! anything: a corrupt, truncated or foreign file is refused with one line
 //! that says which, never half-loaded.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -58,6 +59,12 @@ pub struct Header {
     /// The master seed the run started with.
     pub seed: u64,
     pub hvsim_version: String,
+    /// The world the machine ran in (see `hvsim_guest_image::world`): the
+    /// hvsim version, machine model, CPUID and MSR policy, and what the
+    /// guest was made of. Empty if the writer did not say (the boot cache,
+    /// benchmarks) and in files of hvsim before 0.2.
+    #[serde(default)]
+    pub world: BTreeMap<String, String>,
     pub machine: MachineSnapshot,
 }
 
@@ -77,11 +84,22 @@ pub struct SaveStats {
 
 /// Captures `machine` and writes it to `path` atomically (a temporary file
 /// in the same directory, renamed when complete).
-pub fn save(path: &Path, machine: &mut Machine, guest: &str, seed: u64) -> Result<SaveStats, SnapshotError> {
+pub fn save(
+    path: &Path,
+    machine: &mut Machine,
+    guest: &str,
+    seed: u64,
+    world: &BTreeMap<String, String>,
+) -> Result<SaveStats, SnapshotError> {
     let io = |source| SnapshotError::Io { path: path.to_owned(), source };
     let snap = machine.capture().map_err(|source| SnapshotError::Machine { path: path.to_owned(), source })?;
-    let header =
-        Header { guest: guest.to_owned(), seed, hvsim_version: env!("CARGO_PKG_VERSION").to_owned(), machine: snap };
+    let header = Header {
+        guest: guest.to_owned(),
+        seed,
+        hvsim_version: env!("CARGO_PKG_VERSION").to_owned(),
+        world: world.clone(),
+        machine: snap,
+    };
     let header_json = serde_json::to_vec(&header).expect("snapshot headers serialize");
 
     let ram = machine.ram();

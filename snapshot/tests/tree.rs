@@ -52,7 +52,7 @@ fn a_thousand_resets_equal_a_fresh_restore() {
     assert_eq!(m.run_until(AT).unwrap(), Stop::Deadline);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("root.snap");
-    file::save(&path, &mut m, "timer", 1).unwrap();
+    file::save(&path, &mut m, "timer", 1, &Default::default()).unwrap();
     let mut tree = SnapshotTree::new(&mut m).unwrap();
 
     let mut fresh = file::load(&path).unwrap().restore(&host).unwrap();

@@ -1,6 +1,6 @@
 //! `hvsim replay`: reproduce a bug from its record, or resume a snapshot.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
@@ -34,10 +34,11 @@ pub struct Args {
     /// cache holds it.
     #[arg(long, requires = "bug")]
     cold_boot: bool,
-    /// Replay a bug record even if the world it was found in (hvsim
-    /// version, guest kernel and initramfs, CPUID and MSR policy, target)
-    /// differs from this one; the differences are reported.
-    #[arg(long, requires = "bug")]
+    /// Replay even if the world the bug record or snapshot comes from
+    /// (hvsim version, machine model, CPUID and MSR policy; for a bug also
+    /// the guest kernel, initramfs and target) differs from this one; the
+    /// differences are reported.
+    #[arg(long)]
     force: bool,
     #[command(flatten)]
     out: Output,
@@ -47,22 +48,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         let record = BugRecord::load(path)?;
-        let here = World::of(&record.target, &host)?;
-        let differences = if record.world.0.is_empty() {
-            "the record pins no world (written by an older hvsim)".to_owned()
-        } else {
-            record.world.diff(&here)
-        };
-        if !differences.is_empty() {
-            if !args.force {
-                bail!(
-                    "{}: found in another world than this one (recorded vs here): {differences}; \
-                     --force replays anyway",
-                    path.display()
-                );
-            }
-            eprintln!("hvsim: warning: replaying in another world (recorded vs here): {differences}");
-        }
+        let differences = check_world(path, &record.world, &World::of(&record.target, &host)?, args.force)?;
         let profiling = args.out.guest_profile.start(record.target.is_linux())?;
         let start = StartOptions {
             cold_boot: args.cold_boot,
@@ -113,6 +99,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     let path = args.snapshot.as_ref().expect("clap requires a bug or a snapshot");
     let loaded = file::load(path)?;
+    let machine_world = World::machine(&host)?;
+    let recorded = World(loaded.header.world.clone()).restricted_to(&machine_world);
+    check_world(path, &recorded, &machine_world, args.force)?;
     let guest = loaded.header.guest.clone();
     let started = std::time::Instant::now();
     let profiling = args.out.guest_profile.start(guest == "linux")?;
@@ -130,4 +119,25 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
     session.profiling = profiling;
     session.finish(&args.out, None)
+}
+
+/// Compares the world a record or snapshot comes from with this one:
+/// refuses if they differ, unless `force` (then warns). Returns the
+/// differences as one line (empty if none).
+fn check_world(path: &Path, recorded: &World, here: &World, force: bool) -> Result<String> {
+    let differences = if recorded.0.is_empty() {
+        "it pins no world (written by an older hvsim)".to_owned()
+    } else {
+        recorded.diff(here)
+    };
+    if !differences.is_empty() {
+        if !force {
+            bail!(
+                "{}: found in another world than this one (recorded vs here): {differences}; --force replays anyway",
+                path.display()
+            );
+        }
+        eprintln!("hvsim: warning: replaying in another world (recorded vs here): {differences}");
+    }
+    Ok(differences)
 }

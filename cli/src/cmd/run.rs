@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::raw;
 use hvsim_guest_image::target::{StartOptions, Target};
+use hvsim_guest_image::world::World;
 use hvsim_vmm::Vtime;
 
 use crate::linux_args::LinuxArgs;
@@ -90,7 +91,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         let at = Vtime(u64::try_from(at.as_nanos()).unwrap_or(u64::MAX));
         match session.run_to(at)? {
             None => {
-                let stats = hvsim_snapshot::file::save(path, &mut session.machine, &name, args.seed)?;
+                let world = World::of(&target, &host)?;
+                let stats = hvsim_snapshot::file::save(path, &mut session.machine, &name, args.seed, &world.0)?;
                 eprintln!(
                     "hvsim: snapshot at virtual time {at} saved to {} ({} pages, {} bytes)",
                     path.display(),

@@ -33,6 +33,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         "file": path.display().to_string(),
         "format_version": file::VERSION,
         "hvsim_version": h.hvsim_version,
+        "world": h.world,
         "guest": h.guest,
         "seed": h.seed,
         "vtime_ns": m.state.clock.now().nanos(),
@@ -64,6 +65,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
             loaded.compressed_memory_bytes()
         );
         println!("  vCPU {}", if m.state.halted { "halted" } else { "running" });
+        for (part, value) in &h.world {
+            println!("  world: {part} {value}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

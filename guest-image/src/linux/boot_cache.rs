@@ -229,7 +229,7 @@ impl BootCache {
         serde_json::to_writer_pretty(&mut tmp, shape)
             .map_err(|e| io("writing a boot cache entry", &shape_path)(e.into()))?;
         tmp.persist(&shape_path).map_err(|e| io("writing a boot cache entry", &shape_path)(e.error))?;
-        file::save(&self.snapshot_path(key), machine, "linux", shape.boot_seed)
+        file::save(&self.snapshot_path(key), machine, "linux", shape.boot_seed, &Default::default())
             .map_err(|e| ImageError::Setup(e.to_string()))?;
         Ok(())
     }

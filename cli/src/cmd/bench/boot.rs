@@ -27,7 +27,7 @@ pub fn bench_boot(mem: usize, nodes: u16, repeat: usize, json: bool) -> Result<E
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("booted.snap");
     let t = Instant::now();
-    let saved = file::save(&path, &mut booted, "linux", config.seed)?;
+    let saved = file::save(&path, &mut booted, "linux", config.seed, &Default::default())?;
     let save_ms = ms(t);
     let ready_hash = (booted.trace_state().hash_hex(), booted.ram().hash());
     drop(booted);

@@ -209,7 +209,7 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
         }
         m.run_until(Vtime::MAX)?;
         let t = Instant::now();
-        let saved = hvsim_snapshot::file::save(&file, &mut m, "page-writer", 0)?;
+        let saved = hvsim_snapshot::file::save(&file, &mut m, "page-writer", 0, &Default::default())?;
         let capture = ms(t.elapsed());
         let t = Instant::now();
         drop(hvsim_snapshot::file::load(&file)?.restore(&config.host)?);
