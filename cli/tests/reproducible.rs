@@ -74,7 +74,7 @@ fn the_guest_here_has_the_documented_hashes() {
 #[test]
 fn the_kernel_builds_to_the_same_bytes_in_other_directories() {
     if std::env::var("HVSIM_SLOW_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: two kernel builds take about 20 minutes here (ci/test.sh --slow)");
+        eprintln!("skipped: two kernel builds take about 10 minutes here (ci/test.sh --slow)");
         return;
     }
     let here = hashes(None);

@@ -1,8 +1,8 @@
 //! Tools reached from a guest shell: `hvsim-node I CMD...` (a link to
 //! /init) runs a command on a node; `/init container I` supervises node
 //! I's container and `/init compose-wait` waits for them all (see
-//! `container/`); `/init rdtsc N` is a test tool, `/init bench` the
-//! workloads of `hvsim bench guest` (see `bench.rs`).
+//! `container/`); `/init rdtsc N` and `/init emulate-tsc` are test tools,
+//! `/init bench` the workloads of `hvsim bench guest` (see `bench.rs`).
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -13,12 +13,13 @@ use crate::nodes;
 pub fn main(args: Vec<String>) -> ExitCode {
     match args.first().map(String::as_str) {
         Some("rdtsc") => rdtsc(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5)),
+        Some("emulate-tsc") => emulate_tsc(),
         Some("container") => crate::container::supervise(&args[1..]),
         Some("compose-wait") => crate::container::wait_all(),
         Some("bench") => crate::bench::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: /init rdtsc [N] | container NODE | compose-wait | bench OP N   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
+                "usage: /init rdtsc [N] | emulate-tsc | container NODE | compose-wait | bench OP N   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
             );
             ExitCode::from(2)
         }
@@ -88,5 +89,49 @@ fn rdtsc(n: usize) -> ExitCode {
         let t = unsafe { core::arch::x86_64::_rdtsc() };
         println!("{t}");
     }
+    ExitCode::SUCCESS
+}
+
+/// `struct hvsim_tsc_emulation` of the guest kernel (patch 0001).
+#[repr(C)]
+#[derive(Default)]
+struct TscEmulation {
+    ip: u64,
+    ax: u64,
+    dx: u64,
+    cx: u64,
+}
+
+/// `_IOWR('h', 5, struct hvsim_tsc_emulation)`.
+const HVSIM_IOC_EMULATE_TSC: libc::c_ulong = 0xC020_6805;
+
+/// Runs the kernel's user-mode RDTSC/RDTSCP emulation (what its #GP and #UD
+/// handlers do where the hardware traps these instructions) on RDTSC,
+/// RDTSCP and a NOP in a buffer, and prints what it answered: for hvsim's
+/// tests on hosts that never trap them.
+fn emulate_tsc() -> ExitCode {
+    let dev = match std::fs::OpenOptions::new().read(true).write(true).open("/dev/hvsim") {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("emulate-tsc: cannot open /dev/hvsim: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code: [u8; 6] = [0x0f, 0x31, 0x0f, 0x01, 0xf9, 0x90];
+    for (name, offset) in [("rdtsc", 0usize), ("rdtscp", 2), ("nop", 5)] {
+        let ip = code.as_ptr() as u64 + offset as u64;
+        let mut t = TscEmulation { ip, cx: 0xdead, ..TscEmulation::default() };
+        use std::os::fd::AsRawFd;
+        // SAFETY: the ioctl reads and writes one TscEmulation, and reads the
+        // instruction bytes at `ip`, inside `code`, which outlives the call.
+        let r = unsafe { libc::ioctl(dev.as_raw_fd(), HVSIM_IOC_EMULATE_TSC, &mut t as *mut TscEmulation) };
+        if r != 0 {
+            println!("emulate-tsc: {name} refused ({})", std::io::Error::last_os_error());
+            continue;
+        }
+        let tsc = (t.dx << 32) | (t.ax & 0xffff_ffff);
+        println!("emulate-tsc: {name} tsc={tsc} length={} cx={:#x}", t.ip - ip, t.cx);
+    }
+    std::hint::black_box(&code);
     ExitCode::SUCCESS
 }

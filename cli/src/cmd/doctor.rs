@@ -37,6 +37,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         v["kvm"] = true.into();
         v["probes"] = serde_json::to_value(&probes)?;
         v["guarantees"] = serde_json::to_value(&guarantees)?;
+        v["tsc"] = serde_json::to_value(tsc_handling(probes.as_ref()))?;
         v["boot_cache"] = serde_json::json!({
             "dir": cache.dir(),
             "max_bytes": cache.max_bytes(),
@@ -73,6 +74,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
             println!("  CPUID policy reaches the guest:         {}", yes_no(p.cpuid_virtualized));
             println!("  user-mode RDTSC traps under CR4.TSD:    {}", yes_no(p.user_rdtsc_traps));
             println!("  interrupt-window exits are exact:       {}", yes_no(p.precise_irq_window));
+            println!("  user-mode RDTSCP, CPUID bit hidden:     {}", p.user_rdtscp_hidden.name());
+        }
+        println!("TSC handling:");
+        for (what, how) in tsc_handling(probes.as_ref()) {
+            println!("  {what:<22} {how}");
         }
         println!("guarantees:");
         for g in &guarantees {
@@ -81,6 +87,30 @@ pub fn main(args: Args) -> Result<ExitCode> {
         println!("{} (`hvsim cache ls`)", super::cache::summary(&cache)?);
     }
     Ok(ExitCode::from(if host.missing().is_empty() { 0 } else { crate::util::EXIT_ERROR }))
+}
+
+/// How the guest's reads of the time-stamp counter are kept deterministic,
+/// here: (reader, how).
+fn tsc_handling(probes: Option<&HostProbes>) -> Vec<(&'static str, String)> {
+    let user = match probes {
+        Some(p) if p.user_rdtsc_traps => "RDTSC and RDTSCP fault (#GP under CR4.TSD; RDTSCP #UD where its CPUID bit \
+             is hidden) and hvsim's kernel answers with virtual time"
+            .to_owned(),
+        Some(_) => "NOT deterministic here: this host ignores CR4.TSD, so RDTSC and RDTSCP read the host TSC \
+             (the kernel's emulation exists and is tested through /init emulate-tsc)"
+            .to_owned(),
+        None => "not probed".to_owned(),
+    };
+    vec![
+        (
+            "guest kernel (ring 0)",
+            "never reads it: hvsim's kernel has no TSC (its rdtsc() is 0, the TSC bit is hidden from CPUID) \
+             and keeps time by hvsim's clock"
+                .to_owned(),
+        ),
+        ("RDMSR IA32_TSC", "virtual time, one tick per virtual nanosecond".to_owned()),
+        ("guest user mode", user),
+    ]
 }
 
 fn guarantees(host: &HostProfile, probes: Option<&HostProbes>) -> Vec<String> {

@@ -21,6 +21,10 @@ pub struct HostProbes {
     pub cpuid_virtualized: bool,
     /// RDTSC in guest user mode faults when the guest sets CR4.TSD.
     pub user_rdtsc_traps: bool,
+    /// What RDTSCP does in guest user mode with its CPUID bit hidden and
+    /// CR4.TSD clear: `#UD` where KVM honours the CPUID policy, `runs`
+    /// (host TSC) where it does not.
+    pub user_rdtscp_hidden: Trap,
     /// An interrupt-window exit lands right after the guest enables
     /// interrupts (not wherever the host next happens to stop the guest).
     pub precise_irq_window: bool,
@@ -36,6 +40,7 @@ impl HostProbes {
         let p = HostProbes {
             cpuid_virtualized: cpuid_virtualized(host)?,
             user_rdtsc_traps: user_rdtsc_traps(host)?,
+            user_rdtscp_hidden: user_rdtscp_hidden(host)?,
             precise_irq_window: precise_irq_window(host)?,
         };
         Ok(PROBES.get_or_init(|| p).clone())
@@ -60,7 +65,7 @@ impl HostProbes {
         if !self.user_rdtsc_traps {
             l.push(
                 "user-mode RDTSC does not trap (CR4.TSD is ignored): guest programs that read the \
-                 TSC directly see host time and are not deterministic"
+                 TSC directly (RDTSC, RDTSCP) see host time and are not deterministic"
                     .to_owned(),
             );
         }
@@ -137,6 +142,49 @@ fn user_rdtsc_traps(host: &HostProfile) -> hvsim_vmm::Result<bool> {
     p.exit(1);
     let (end, _) = run_probe(host, p.finish())?;
     Ok(end == End::GuestPanic { code: 13 })
+}
+
+/// How an instruction ended in a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Trap {
+    /// Invalid opcode.
+    #[serde(rename = "#UD")]
+    InvalidOpcode,
+    /// General protection.
+    #[serde(rename = "#GP")]
+    GeneralProtection,
+    /// It executed.
+    #[serde(rename = "runs")]
+    Runs,
+}
+
+impl Trap {
+    pub fn name(self) -> &'static str {
+        match self {
+            Trap::InvalidOpcode => "#UD",
+            Trap::GeneralProtection => "#GP",
+            Trap::Runs => "runs (reads the host TSC)",
+        }
+    }
+}
+
+/// Drops to ring 3 (CR4.TSD clear) and executes RDTSCP, whose CPUID bit
+/// hvsim hides: the guest kernel's emulation handles #UD and #GP alike.
+fn user_rdtscp_hidden(host: &HostProfile) -> hvsim_vmm::Result<Trap> {
+    let mut p = Program::new("probe-rdtscp");
+    let user = p.a.new_dynamic_label();
+    let back = p.user_return();
+    p.enter_user(user);
+    dynasm!(p.a ; =>user ; rdtscp);
+    p.syscall(rt::sys::LEAVE_USER);
+    dynasm!(p.a ; =>back);
+    p.exit(1);
+    let (end, _) = run_probe(host, p.finish())?;
+    Ok(match end {
+        End::GuestPanic { code: 6 } => Trap::InvalidOpcode,
+        End::GuestPanic { code: 13 } => Trap::GeneralProtection,
+        _ => Trap::Runs,
+    })
 }
 
 /// Arms the alarm in the past with interrupts disabled (so it is pending at
