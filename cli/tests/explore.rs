@@ -59,8 +59,10 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
 }
 
 /// A bug record pins its world and the trace at the failure: editing any
-/// field makes the replay refuse (a different world) or say NOT
-/// reproduced (a different timeline), never a false "reproduced".
+/// field a replay depends on makes it refuse (a different world) or say
+/// NOT reproduced (another failure or timeline), never a false
+/// "reproduced". (The id, branch, counts, console tail and replay command
+/// only describe the bug.)
 #[test]
 fn an_edited_bug_record_is_refused_or_not_reproduced() {
     if !kvm_available() {
@@ -87,7 +89,9 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("reproduced") && text.contains("the same trace and memory"), "{text}");
     let bump = |v: &mut Value| *v = Value::from(v.as_u64().unwrap() + 1);
-    let timeline_edits: [(&str, &dyn Fn(&mut Value)); 5] = [
+    let timeline_edits: [(&str, &dyn Fn(&mut Value)); 7] = [
+        ("summary", &|r| r["summary"] = Value::from("assertion failed: something else")),
+        ("assertion", &|r| r["bug"]["id"] = Value::from("another assertion")),
         ("master-seed", &|r| bump(&mut r["master_seed"])),
         ("segment-seed", &|r| bump(&mut r["timeline"]["segments"][0]["seed"])),
         ("events", &|r| bump(&mut r["at"]["events"])),
