@@ -58,6 +58,9 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
     }
 }
 
+/// A named edit of a bug record.
+type Edit<'a> = (&'a str, &'a dyn Fn(&mut Value));
+
 /// A bug record pins its world and the trace at the failure: editing any
 /// field a replay depends on makes it refuse (a different world) or say
 /// NOT reproduced (another failure or timeline), never a false
@@ -89,7 +92,7 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("reproduced") && text.contains("the same trace and memory"), "{text}");
     let bump = |v: &mut Value| *v = Value::from(v.as_u64().unwrap() + 1);
-    let timeline_edits: [(&str, &dyn Fn(&mut Value)); 7] = [
+    let timeline_edits: [Edit; 7] = [
         ("summary", &|r| r["summary"] = Value::from("assertion failed: something else")),
         ("assertion", &|r| r["bug"]["id"] = Value::from("another assertion")),
         ("master-seed", &|r| bump(&mut r["master_seed"])),
@@ -103,7 +106,7 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
         assert_eq!(code, Some(5), "{name}: {text}");
         assert!(text.contains("NOT reproduced"), "{name}: {text}");
     }
-    let world_edits: [(&str, &dyn Fn(&mut Value)); 4] = [
+    let world_edits: [Edit; 4] = [
         ("hvsim-version", &|r| r["world"]["hvsim"] = Value::from("0.0.1")),
         ("cpuid", &|r| r["world"]["cpuid"] = Value::from("1".repeat(64))),
         ("guest-code", &|r| r["world"]["guest"] = Value::from("2".repeat(64))),

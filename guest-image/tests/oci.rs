@@ -355,7 +355,7 @@ fn the_store_keeps_each_blob_once_and_collects_garbage() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path());
     let base = base_layer();
-    let a = pack(&[base.clone()], Compression::None, "a");
+    let a = pack(std::slice::from_ref(&base), Compression::None, "a");
     let b = pack(&[base, top_layer()], Compression::None, "b");
     for (p, name) in [(&a, "a.tar"), (&b, "b.tar")] {
         p.write(Format::DockerLegacy, &tmp.path().join(name)).unwrap();

@@ -247,11 +247,13 @@ mod sector_list {
     use super::*;
     use serde::{Deserializer, Serializer};
 
+    type Sectors = Vec<(u64, Arc<[u8]>)>;
+
     pub fn serialize<S: Serializer>(l: &[(u64, Arc<[u8]>)], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(l.iter().map(|(k, v)| (k, hex::encode(v))))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, Arc<[u8]>)>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Sectors, D::Error> {
         let l: Vec<(u64, String)> = Vec::deserialize(d)?;
         l.into_iter()
             .map(|(k, v)| hex::decode(v).map(|b| (k, Arc::from(b))).map_err(serde::de::Error::custom))

@@ -29,7 +29,7 @@ pub struct GuestRam {
 impl GuestRam {
     /// Allocates `size` bytes of zeroed RAM at guest-physical address 0.
     pub fn new(size: usize) -> Result<Self> {
-        if size == 0 || size % PAGE_SIZE != 0 {
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Config(format!("guest RAM size {size} is not a positive multiple of {PAGE_SIZE}")));
         }
         // SAFETY: memfd_create takes a NUL-terminated name and flags; the

@@ -73,8 +73,8 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     } else {
         let r = BzImage::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("neither an ELF vmlinux nor a bzImage", &e))?;
-        let mut params = boot_params::default();
-        params.hdr = r.setup_header.ok_or_else(|| kernel_err("bzImage", &"no setup header"))?;
+        let hdr = r.setup_header.ok_or_else(|| kernel_err("bzImage", &"no setup header"))?;
+        let params = boot_params { hdr, ..boot_params::default() };
         // The 64-bit entry point sits 0x200 bytes into the protected-mode code.
         (r.kernel_load.0 + 0x200, r.kernel_end, params)
     };

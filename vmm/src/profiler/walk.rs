@@ -64,7 +64,7 @@ impl<'a> AddressSpace<'a> {
 
     /// The 8 bytes at `va` (which may not cross a page: callers read aligned).
     pub fn read_u64(&self, va: u64) -> Option<u64> {
-        if va % 8 != 0 {
+        if !va.is_multiple_of(8) {
             return None;
         }
         let mut bytes = [0u8; 8];
@@ -93,7 +93,7 @@ pub fn frame_pointer_stack(space: &AddressSpace<'_>, ip: u64, sp: u64, bp: u64, 
     let mut frame = bp;
     let limit = sp.saturating_add(span);
     while stack.len() < MAX_FRAMES {
-        if frame % 8 != 0 || frame < sp || frame >= limit {
+        if !frame.is_multiple_of(8) || frame < sp || frame >= limit {
             break;
         }
         let (Some(next), Some(ret)) = (space.read_u64(frame), space.read_u64(frame + 8)) else {

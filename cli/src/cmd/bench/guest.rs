@@ -168,7 +168,7 @@ fn marked_spans(mut m: Machine, abouts: &[&str]) -> Result<Vec<(f64, u64)>> {
                     if let Some(rest) = text.strip_prefix("bench ") {
                         marks.push((rest.to_owned(), Instant::now(), msg.vtime.nanos()));
                         let done = marks.len() / 2;
-                        if marks.len() % 2 == 0 && done <= abouts.len() {
+                        if marks.len().is_multiple_of(2) && done <= abouts.len() {
                             eprintln!("hvsim: bench guest: {} done in the guest", abouts[done - 1]);
                         }
                     }

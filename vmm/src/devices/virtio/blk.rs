@@ -176,7 +176,7 @@ impl Blk {
         // Writable bytes: data (for reads and GET_ID), then the status byte.
         let room = chain.writable_len() - 1;
         let in_range = |len: u64| {
-            len % SECTOR as u64 == 0
+            len.is_multiple_of(SECTOR as u64)
                 && sector.checked_add(len / SECTOR as u64).is_some_and(|end| end <= self.disk.sectors())
         };
         if self.down {

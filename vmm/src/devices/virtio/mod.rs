@@ -74,16 +74,19 @@ impl VirtioSpec {
         if self.nodes > MAX_NODES {
             return Err(format!("{} nodes requested; hvsim supports at most {MAX_NODES}", self.nodes));
         }
-        if self.nodes > 0 && (self.disk_bytes == 0 || self.disk_bytes % crate::disk::SECTOR as u64 != 0) {
+        if self.nodes > 0 && (self.disk_bytes == 0 || !self.disk_bytes.is_multiple_of(crate::disk::SECTOR as u64)) {
             return Err(format!("disk size {} is not a positive multiple of 512 bytes", self.disk_bytes));
         }
-        if self.image_bytes % crate::disk::SECTOR as u64 != 0 {
+        if !self.image_bytes.is_multiple_of(crate::disk::SECTOR as u64) {
             return Err(format!("image disk size {} is not a multiple of 512 bytes", self.image_bytes));
         }
         Ok(())
     }
 }
 
+// A block device's request state is the largest; there are a handful of
+// devices per machine, so their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Kind {
     Net(Net),
@@ -300,7 +303,7 @@ impl Virtio {
             return;
         }
         let value = match <[u8; 4]>::try_from(data) {
-            Ok(bytes) if offset % 4 == 0 => u32::from_le_bytes(bytes),
+            Ok(bytes) if offset.is_multiple_of(4) => u32::from_le_bytes(bytes),
             _ => {
                 d.fail(format!("{}-byte write to register {offset:#x} (registers are 32-bit)", data.len()));
                 return;
