@@ -79,6 +79,41 @@ impl LinuxArgs {
         self.image.is_some() || self.compose.is_some()
     }
 
+    /// The Linux-only options given, by flag name.
+    fn given(&self) -> Vec<&'static str> {
+        let n = &self.nodes;
+        [
+            ("--init-cmd", self.init_cmd.is_some()),
+            ("--image-cmd", self.image_cmd.is_some()),
+            ("--mem", self.mem.is_some()),
+            ("--guest-file", !self.guest_file.is_empty()),
+            ("--cold-boot", self.cold_boot),
+            ("--nodes", n.nodes > 0),
+            ("--fault-plan", n.fault_plan.is_some()),
+            ("--disk-size", n.disk_size != DEFAULT_DISK_BYTES),
+            ("--disk-image", n.disk_image.is_some()),
+            ("--node-cmd", n.node_cmd.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
+    /// Refuses Linux-only options given with a raw guest: they would do
+    /// nothing, and silently doing nothing misleads.
+    pub fn refuse_for_raw_guest(&self, guest: &str, more: &[(&'static str, bool)]) -> Result<()> {
+        let mut given = self.given();
+        given.extend(more.iter().filter(|(_, g)| *g).map(|(flag, _)| *flag));
+        if !given.is_empty() {
+            anyhow::bail!(
+                "{} {} only to Linux targets (--linux, --image, --compose), not to the raw guest `{guest}`",
+                given.join(", "),
+                if given.len() == 1 { "applies" } else { "apply" }
+            );
+        }
+        Ok(())
+    }
+
     /// The target these options describe (reads and hashes its files).
     pub fn target(&self, verbose_boot: bool) -> Result<Target> {
         let files = self
@@ -114,6 +149,8 @@ impl LinuxArgs {
             system.faults(0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
         let mem = self.mem.unwrap_or_else(|| default_mem(system.containers.len()));
+        hvsim_vmm::memory::check_size(mem).map_err(|e| anyhow::anyhow!("--mem: {e}"))?;
+        system.virtio_spec().check().map_err(|e| anyhow::anyhow!("--disk-size: {e}"))?;
         let command = self.init_cmd.clone().unwrap_or_else(|| "true".into());
         Ok(Target::Linux { command, mem, files, system, verbose_boot })
     }
@@ -122,6 +159,9 @@ impl LinuxArgs {
         StartOptions { cold_boot: self.cold_boot, watchdog, profiler: None }
     }
 }
+
+/// `--disk-size`'s default.
+const DEFAULT_DISK_BYTES: usize = 64 << 20;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeArgs {

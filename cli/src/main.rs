@@ -42,14 +42,61 @@ enum Command {
     Image(cmd::image::Args),
 }
 
+/// An error and its causes on one line, each cause once: many errors
+/// already include their source's text, which `{:#}` would repeat.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text.replace('\n', " ")
+}
+
+/// Help and version go to stdout as clap prints them; every other command
+/// line mistake is one line in hvsim's error style, exit status 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(util::EXIT_USAGE);
+    }
+    // clap's message: the error, perhaps continued on indented lines, then
+    // a blank line, usage and tips.
+    let text = e.render().to_string();
+    let message: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    eprintln!("hvsim: error: {message} (see --help)");
+    ExitCode::from(util::EXIT_USAGE)
+}
+
 fn main() -> ExitCode {
     util::install_panic_hook();
     // Warnings from the machine (e.g. a device the guest broke) go to
     // stderr as they happen; HVSIM_LOG=debug and the like show more.
     let filter = tracing_subscriber::EnvFilter::try_from_env("HVSIM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
-    let cli = Cli::parse();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Command::Explore(a) => cmd::explore::main(a),
         Command::Run(a) => cmd::run::main(a),
@@ -65,7 +112,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hvsim: error: {e:#}");
+            eprintln!("hvsim: error: {}", one_line(&e));
             ExitCode::from(util::EXIT_ERROR)
         }
     }

@@ -139,11 +139,36 @@ impl Session {
         })
     }
 
+    /// Runs until `limit`, showing virtual time against it on a terminal
+    /// (in steps: stopping at a deadline and going on changes nothing).
+    fn run_with_progress(&mut self, limit: Vtime) -> Result<Option<End>> {
+        const STEP: Vtime = Vtime(100_000_000);
+        let spinner = indicatif::ProgressBar::new_spinner();
+        if spinner.is_hidden() {
+            return self.run_to(limit);
+        }
+        spinner.set_style(
+            indicatif::ProgressStyle::with_template("hvsim: run [{elapsed}] {spinner} virtual time {msg}")
+                .expect("valid template"),
+        );
+        spinner.enable_steady_tick(Duration::from_millis(250));
+        let end = loop {
+            let step = Vtime(self.machine.now().nanos().saturating_add(STEP.nanos()).min(limit.nanos()));
+            match self.run_to(step)? {
+                Some(end) => break Some(end),
+                None if step >= limit => break None,
+                None => spinner.set_message(format!("{} of {limit}", self.machine.now())),
+            }
+        };
+        spinner.finish_and_clear();
+        Ok(end)
+    }
+
     /// Runs to the end (or `out.vtime_limit`) and sums the run up.
     fn conclude(&mut self, out: &Output) -> Result<(End, Summary)> {
         let limit = out.vtime_limit.unwrap_or_else(|| default_vtime_limit(&self.guest));
         let limit = Vtime(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
-        let end = match self.run_to(limit)? {
+        let end = match self.run_with_progress(limit)? {
             Some(end) => end,
             None => {
                 self.machine.end(End::VtimeLimit);

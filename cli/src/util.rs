@@ -9,6 +9,8 @@ use anyhow::{Context, Result};
 pub const EXIT_OK: u8 = 0;
 /// hvsim itself failed (bad input, no KVM, I/O error).
 pub const EXIT_ERROR: u8 = 1;
+/// The command line was wrong (unknown flag, bad value).
+pub const EXIT_USAGE: u8 = 2;
 /// The guest powered off with a non-zero status.
 pub const EXIT_GUEST_STATUS: u8 = 3;
 /// The run ended abnormally (guest error or panic, triple fault, KVM error...).
@@ -36,12 +38,21 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => s.parse(),
     };
-    r.map_err(|e| format!("`{s}` is not a u64 seed (decimal or 0x hex): {e}"))
+    r.map_err(|_| format!("seeds are 0 to {}, decimal or 0x hex", u64::MAX))
 }
 
-/// Parses a duration like `1h`, `250ms`, `3600s`.
+/// The longest duration any option takes: virtual time beyond it is
+/// centuries of wall time for a busy guest, not a test.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses a duration like `1h`, `250ms`, `3600s`: 1 ns to 365 days.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration (e.g. 10s, 1h): {e}"))
+    let range = "durations are 1ns to 365d (e.g. 500ms, 10s, 1h)";
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e}; {range}"))?;
+    if d.is_zero() || d > MAX_DURATION {
+        return Err(range.into());
+    }
+    Ok(d)
 }
 
 /// Parses a size like `128M`, `1G`, `4096` (bytes), `512K`.
@@ -58,7 +69,12 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
+    /// Refused at once if `path` is a directory: the run would otherwise
+    /// fail only at its end, when the file is published.
     pub fn create(path: &Path) -> Result<AtomicFile> {
+        if path.is_dir() {
+            anyhow::bail!("cannot write {}: it is a directory", path.display());
+        }
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -80,7 +96,11 @@ impl AtomicFile {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(self.tmp.path(), std::fs::Permissions::from_mode(0o644))
             .with_context(|| format!("cannot write {}", self.path.display()))?;
-        self.tmp.persist(&self.path).with_context(|| format!("cannot write {}", self.path.display()))?;
+        // The persist error's text is its I/O error's: report that once.
+        self.tmp
+            .persist(&self.path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
         Ok(())
     }
 }

@@ -218,7 +218,27 @@ impl BugRecord {
     pub fn load(path: &Path) -> Result<BugRecord> {
         let err = |what: String| ExploreError::BugFile { path: path.to_owned(), what };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        serde_json::from_str(&text).map_err(|e| err(format!("not a bug record: {e}")))
+        let record: BugRecord = serde_json::from_str(&text).map_err(|e| err(format!("not a bug record: {e}")))?;
+        record.check().map_err(err)?;
+        Ok(record)
+    }
+
+    /// The timeline's points must follow each other: the root, each
+    /// segment's end, the failure, in events and in virtual time.
+    fn check(&self) -> std::result::Result<(), String> {
+        let mut points = vec![("the root", self.timeline.root)];
+        points.extend(self.timeline.segments.iter().map(|s| ("a segment's end", s.until)));
+        points.push(("the failure point", self.at));
+        for pair in points.windows(2) {
+            let ((_, a), (what, b)) = (pair[0], pair[1]);
+            if b.events < a.events || b.vtime_ns < a.vtime_ns {
+                return Err(format!(
+                    "damaged bug record: {what} (event {}) comes before the point before it",
+                    b.events
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -255,12 +275,17 @@ pub struct ReplayOutcome {
 }
 
 /// Starts the bug's target and follows its timeline to the failure point.
-pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions) -> Result<ReplayOutcome> {
+/// `limit`, if given, bounds the virtual time the replay may run.
+pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions, limit: Option<Vtime>) -> Result<ReplayOutcome> {
     let mut m = bug.target.start(bug.master_seed, host, start)?.machine;
-    let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host))?;
+    let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit)?;
     outcome.profile = m.take_guest_profile();
     Ok(outcome)
 }
+
+/// How far past a recorded point's virtual time a replay may run without
+/// reaching the point's event before it counts as diverged.
+pub const SLACK: Vtime = Vtime(1_000_000_000);
 
 /// Whether guest memory may differ between executions of the same trace:
 /// on a host that lets Linux's user mode read the TSC or RDRAND without a
@@ -274,7 +299,17 @@ pub fn memory_may_differ(target: &Target, host: &Host) -> bool {
 /// target's run or at the timeline's root, to the failure point, and says
 /// whether the same failure showed there with the same trace and memory
 /// (the memory need not match if `memory_may_differ`).
-pub fn follow(m: &mut Machine, bug: &BugRecord, memory_may_differ: bool) -> Result<ReplayOutcome> {
+///
+/// A timeline that has not reached a point's event within [`SLACK`] of
+/// virtual time after the point's own time has diverged: the replay stops
+/// there (so an edited or foreign record cannot run forever), and at
+/// `limit` in any case.
+pub fn follow(
+    m: &mut Machine,
+    bug: &BugRecord,
+    memory_may_differ: bool,
+    limit: Option<Vtime>,
+) -> Result<ReplayOutcome> {
     assert!(point_of(m).events <= bug.timeline.root.events, "the machine is past the bug's root");
     let outcome = |observed: Option<String>, m: &mut Machine| {
         let fingerprint = Fingerprint::of(m);
@@ -299,7 +334,8 @@ pub fn follow(m: &mut Machine, bug: &BugRecord, memory_may_differ: bool) -> Resu
     };
     let stop_on_message = m.stop_on_message();
     m.set_stop_on_message(false);
-    let result = follow_timeline(m, bug, outcome);
+    let deadline = |p: Point| Vtime(p.vtime_ns.saturating_add(SLACK.nanos())).min(limit.unwrap_or(Vtime::MAX));
+    let result = follow_timeline(m, bug, outcome, deadline);
     m.set_stop_on_message(stop_on_message);
     result
 }
@@ -308,6 +344,7 @@ fn follow_timeline(
     m: &mut Machine,
     bug: &BugRecord,
     outcome: impl Fn(Option<String>, &mut Machine) -> ReplayOutcome,
+    deadline: impl Fn(Point) -> Vtime,
 ) -> Result<ReplayOutcome> {
     // Root, then every segment but the last, to their exact points.
     let mut stops: Vec<(Option<u64>, Point)> = vec![(None, bug.timeline.root)];
@@ -317,7 +354,9 @@ fn follow_timeline(
         if let Some(seed) = seed {
             m.reseed(seed)?;
         }
-        match m.run_until_point(Vtime::MAX, until.events)? {
+        match m.run_until_point(deadline(until), until.events)? {
+            // Short of the point: the timeline went elsewhere.
+            Stop::Deadline if m.trace_state().events < until.events => return Ok(outcome(None, m)),
             Stop::Deadline => {}
             Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
             Stop::Message => unreachable!("not stopping on messages before the last segment"),
@@ -331,7 +370,7 @@ fn follow_timeline(
     m.set_stop_on_message(true);
     let mut observed = None;
     loop {
-        match m.run_until_point(Vtime::MAX, bug.at.events)? {
+        match m.run_until_point(deadline(bug.at), bug.at.events)? {
             Stop::Message => {
                 for msg in m.take_messages() {
                     if let SdkMessage::Assert(a) = sdk::parse(&msg.bytes) {

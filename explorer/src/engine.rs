@@ -366,6 +366,7 @@ impl State {
             return false;
         }
         let id = format!("BUG-{}", self.bugs.len() + 1);
+        tracing::debug!(bug = %id, at = at.events, "{}", kind.describe());
         if let BugKind::Assertion { id: assertion, .. } = &kind {
             if let Some(r) = self.assertions.by_id.get_mut(assertion) {
                 r.bug.get_or_insert(id.clone());
@@ -466,7 +467,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     let checking = Instant::now();
     for i in std::mem::take(&mut state.unchecked) {
         for _ in 0..config.reexecutions {
-            let outcome = bug::replay(&state.bugs[i], host, &config.start)?;
+            let outcome = bug::replay(&state.bugs[i], host, &config.start, None)?;
             state.bugs[i].count_reexecution(&outcome);
         }
     }
@@ -499,6 +500,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         branches += 1;
         let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
         let seed = branch_seed(config.seed, branches);
+        tracing::debug!(branch = branches, from = nodes[ni].tree_id, seed, energy = nodes[ni].energy, "branch");
         let branch_started = Instant::now();
         tree.reset(&mut machine, nodes[ni].tree_id)?;
         let restore_time = branch_started.elapsed();
@@ -525,6 +527,9 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                         if let Some(kind) = o.bug {
                             state.record_bug(kind, timeline.clone(), &machine, target, &world, config.seed, branches);
                         }
+                    }
+                    if new_here > 0 {
+                        tracing::debug!(branch = branches, signals = new_here, "something new");
                     }
                     if new_here > 0 && config.branch_from_snapshots {
                         let taken = Instant::now();
@@ -562,9 +567,10 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         for i in std::mem::take(&mut state.unchecked) {
             for _ in 0..config.reexecutions {
                 tree.reset(&mut machine, tree.root())?;
-                let outcome = bug::follow(&mut machine, &state.bugs[i], memory_may_differ)?;
+                let outcome = bug::follow(&mut machine, &state.bugs[i], memory_may_differ, None)?;
                 state.bugs[i].count_reexecution(&outcome);
             }
+            tracing::debug!(bug = %state.bugs[i].id, "{}", state.bugs[i].reproduction_words());
         }
         phases.reexecution_ms += ms(checking.elapsed());
         let n = &mut nodes[ni];

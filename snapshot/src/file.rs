@@ -92,6 +92,7 @@ pub fn save(
     world: &BTreeMap<String, String>,
 ) -> Result<SaveStats, SnapshotError> {
     let io = |source| SnapshotError::Io { path: path.to_owned(), source };
+    tracing::debug!(path = %path.display(), "saving a snapshot file");
     let snap = machine.capture().map_err(|source| SnapshotError::Machine { path: path.to_owned(), source })?;
     let header = Header {
         guest: guest.to_owned(),
@@ -173,6 +174,11 @@ pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
     let header_end = header_end.ok_or_else(|| corrupt("header length points past the end".into()))?;
     let header: Header =
         serde_json::from_slice(&bytes[PREFIX..header_end]).map_err(|e| corrupt(format!("header: {e}")))?;
+    // Every size in the header is checked before anything is allocated
+    // from it (a header is data, and a checksum proves only integrity).
+    let spec = &header.machine.spec;
+    hvsim_vmm::memory::check_size(spec.ram_size).map_err(|e| corrupt(format!("header: {e}")))?;
+    spec.virtio.check().map_err(|e| corrupt(format!("header: {e}")))?;
     let memory_len = u64_at(&bytes, header_end) as usize;
     if header_end + 8 + memory_len != body.len() {
         return Err(corrupt("memory length does not match the file".into()));
@@ -223,6 +229,7 @@ impl Loaded {
     /// A new machine in this snapshot's state (RAM included), run with this
     /// host's `host` settings.
     pub fn restore(&self, host: &HostSettings) -> Result<Machine, SnapshotError> {
+        tracing::debug!(path = %self.path.display(), "restoring a snapshot file");
         let machine = Machine::restore(&self.header.machine, host)
             .map_err(|source| SnapshotError::Machine { path: self.path.clone(), source })?;
         let ram = machine.ram();

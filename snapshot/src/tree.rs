@@ -92,6 +92,7 @@ impl SnapshotTree {
         let parent = self.current;
         let id = self.nodes.len();
         self.nodes.push(Node { parent: Some(parent), depth: self.nodes[parent].depth + 1, pages, machine: snap });
+        tracing::debug!(node = id, parent, pages = self.nodes[id].pages.len(), "snapshot taken");
         self.current = id;
         Ok(id)
     }
@@ -112,6 +113,7 @@ impl SnapshotTree {
             ram.restore_page(page, self.page(target, page));
         }
         machine.reset_to(&self.nodes[target].machine)?;
+        tracing::debug!(node = target, pages = touched.len(), "snapshot restored");
         self.current = target;
         Ok(ResetStats { pages_copied: touched.len() })
     }

@@ -16,7 +16,7 @@ use crate::entropy::Stream;
 
 /// A number, or a range the seed picks from.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a number, or a range of two numbers like [0.01, 0.1]")]
 enum Num {
     Fixed(f64),
     Range([f64; 2]),
@@ -24,7 +24,10 @@ enum Num {
 
 /// A duration ("200us", "1.5s"), or a range of them.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a duration like \"200us\" or \"1.5s\", or a range of two like [\"1ms\", \"5ms\"]"
+)]
 enum Dur {
     Fixed(String),
     Range([String; 2]),
@@ -393,7 +396,7 @@ impl FaultPlan {
         let nodes = Nodes { count: nodes, names };
         let file: PlanFile = toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            format!("line {line}: {}", e.message().trim_end())
+            format!("line {line}: {}", e.message().trim_end().replace('\n', "; "))
         })?;
         let mut r = Resolver { stream: Stream::new(seed, "fault-plan") };
         let n = &file.network;
@@ -525,6 +528,7 @@ pub struct Landed(pub BTreeMap<String, u64>);
 
 impl Landed {
     pub fn hit(&mut self, kind: &str) {
+        tracing::debug!(fault = kind, "fault landed");
         *self.0.entry(kind.to_owned()).or_insert(0) += 1;
     }
 

@@ -20,6 +20,20 @@ pub const PAGE_SIZE: usize = 4096;
 
 pub type Mem = GuestMemoryMmap<AtomicBitmap>;
 
+/// The most guest RAM hvsim gives a machine (and accepts in a snapshot).
+pub const MAX_RAM: usize = 64 << 30;
+
+/// Whether `size` bytes can be a machine's RAM: whole pages, 1 to [`MAX_RAM`].
+pub fn check_size(size: usize) -> std::result::Result<(), String> {
+    if size == 0 || !size.is_multiple_of(PAGE_SIZE) || size > MAX_RAM {
+        return Err(format!(
+            "guest RAM size {size} bytes is not a whole number of {PAGE_SIZE}-byte pages from 4 KiB to {} GiB",
+            MAX_RAM >> 30
+        ));
+    }
+    Ok(())
+}
+
 pub struct GuestRam {
     mem: Mem,
     size: usize,
@@ -29,9 +43,7 @@ pub struct GuestRam {
 impl GuestRam {
     /// Allocates `size` bytes of zeroed RAM at guest-physical address 0.
     pub fn new(size: usize) -> Result<Self> {
-        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
-            return Err(Error::Config(format!("guest RAM size {size} is not a positive multiple of {PAGE_SIZE}")));
-        }
+        check_size(size).map_err(Error::Config)?;
         // SAFETY: memfd_create takes a NUL-terminated name and flags; the
         // result is checked before use.
         let fd = unsafe { libc::memfd_create(c"hvsim-ram".as_ptr(), libc::MFD_CLOEXEC) };

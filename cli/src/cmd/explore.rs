@@ -28,7 +28,7 @@ pub struct Args {
     #[command(flatten)]
     linux_args: LinuxArgs,
     /// Master seed: with a branch budget, the exploration is a function of it.
-    #[arg(long, default_value = "0", value_parser = util::parse_seed)]
+    #[arg(long, default_value = "0", value_parser = util::parse_seed, allow_hyphen_values = true)]
     seed: u64,
     /// Budget: number of branches (timelines).
     #[arg(long, default_value = "500")]
@@ -88,8 +88,13 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let (target, mut start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
-        (Target::Raw { guest: args.guest.clone().unwrap_or_else(|| "demo".into()) }, StartOptions::default())
+        let guest = args.guest.clone().unwrap_or_else(|| "demo".into());
+        args.linux_args.refuse_for_raw_guest(&guest, &[])?;
+        (Target::Raw { guest }, StartOptions::default())
     };
+    if args.out.exists() && !args.out.is_dir() {
+        anyhow::bail!("--out {}: it is a file, not a directory", args.out.display());
+    }
     let linux = target.is_linux();
     let profiling = args.guest_profile.start(linux)?;
     start.profiler = profiling.as_ref().map(|p| p.config);

@@ -28,7 +28,7 @@ pub struct Args {
     /// With --snapshot: re-seed every entropy stream from N for everything
     /// after the snapshot. Without it, the streams continue exactly as
     /// saved, so the result equals the uninterrupted run.
-    #[arg(long, value_parser = util::parse_seed, requires = "snapshot")]
+    #[arg(long, value_parser = util::parse_seed, allow_hyphen_values = true, requires = "snapshot")]
     seed: Option<u64>,
     /// With a bug record of a Linux target: boot the guest even if the boot
     /// cache holds it.
@@ -55,7 +55,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             watchdog: args.out.watchdog.map(|w| w.0),
             profiler: profiling.as_ref().map(|p| p.config),
         };
-        let outcome = bug::replay(&record, &host, &start)?;
+        let limit = args.out.vtime_limit.map(|d| hvsim_vmm::Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+        let outcome = bug::replay(&record, &host, &start, limit)?;
         if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
             p.finish(profile, &format!("hvsim replay: {}", record.id))?;
         }

@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, requires = "linux")]
     verbose_boot: bool,
     /// Master seed (decimal or 0x hex): the run is a pure function of it.
-    #[arg(long, default_value = "0", value_parser = util::parse_seed)]
+    #[arg(long, default_value = "0", value_parser = util::parse_seed, allow_hyphen_values = true)]
     seed: u64,
     /// Save a snapshot when virtual time reaches this point (with
     /// --save-snapshot); the run then goes on as if nothing happened.
@@ -67,8 +67,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
         (args.linux_args.target(args.verbose_boot)?, args.linux_args.start_options(watchdog))
     } else {
         let guest = args.guest.clone().expect("clap requires a target");
+        args.linux_args.refuse_for_raw_guest(&guest, &[("--verbose-boot", args.verbose_boot)])?;
         (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog, profiler: None })
     };
+    if let Some(path) = args.save_snapshot.as_ref().filter(|p| p.is_dir()) {
+        anyhow::bail!("--save-snapshot {}: it is a directory", path.display());
+    }
     let host = Host::open()?;
     let host_limits = if target.is_linux() { host.probes.limits() } else { Vec::new() };
     let name = target.name();

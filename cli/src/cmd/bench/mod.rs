@@ -28,10 +28,10 @@ enum What {
     /// Cost of one exit round trip through hvsim's run loop vs a bare KVM_RUN loop.
     Exits {
         /// Exits per measurement.
-        #[arg(long, default_value = "20000")]
+        #[arg(long, default_value = "20000", value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
         exits: u32,
         /// Measurements of each loop (medians are reported).
-        #[arg(long, default_value = "5")]
+        #[arg(long, default_value = "5", value_parser = repeat_range)]
         repeat: usize,
         #[arg(long)]
         json: bool,
@@ -42,11 +42,11 @@ enum What {
     /// random choices (guest-sdk/c/vault.c, built with gcc).
     Explore {
         /// Master seeds to measure (1..=N). Default: 3, or 1 with --linux.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
         seeds: Option<u64>,
         /// Give up on a seed after this many branches. Default: 5000, or
         /// 400 with --linux.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
@@ -58,7 +58,7 @@ enum What {
     /// switch, against the same exchange over loopback inside one node.
     Net {
         /// Bytes each TCP exchange carries.
-        #[arg(long, default_value = "1000000")]
+        #[arg(long, default_value = "1000000", value_parser = clap::value_parser!(u64).range(1..=1 << 34))]
         bytes: u64,
         #[arg(long)]
         json: bool,
@@ -79,7 +79,7 @@ enum What {
     /// to the first line a service of the Redis compose project prints.
     Image {
         /// Imports measured (the median is reported).
-        #[arg(long, default_value = "3")]
+        #[arg(long, default_value = "3", value_parser = repeat_range)]
         repeat: usize,
         /// Also start the Redis compose project (boots Linux the first time).
         #[arg(long)]
@@ -94,10 +94,11 @@ enum What {
         #[arg(long, default_value = "128M", value_parser = crate::util::parse_size)]
         mem: usize,
         /// Simulated nodes (each adds a NIC and a disk).
-        #[arg(long, default_value = "0")]
+        #[arg(long, default_value = "0",
+              value_parser = clap::value_parser!(u16).range(0..=i64::from(hvsim_vmm::devices::virtio::MAX_NODES)))]
         nodes: u16,
         /// Restores measured (the median is reported).
-        #[arg(long, default_value = "5")]
+        #[arg(long, default_value = "5", value_parser = repeat_range)]
         repeat: usize,
         #[arg(long)]
         json: bool,
@@ -106,7 +107,7 @@ enum What {
     /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
     Snapshot {
         /// Resets measured per dirty-page count (medians are reported).
-        #[arg(long, default_value = "20")]
+        #[arg(long, default_value = "20", value_parser = repeat_range)]
         repeat: usize,
         #[arg(long)]
         json: bool,
@@ -380,4 +381,12 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
 
 fn per_exit(t: Duration, exits: u64) -> f64 {
     t.as_nanos() as f64 / exits.max(1) as f64
+}
+
+/// `--repeat`: how many measurements (1 to 1000).
+fn repeat_range(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err("repeats are 1 to 1000".into()),
+    }
 }

@@ -47,6 +47,8 @@ pub const MMIO_BASE: u64 = 0xd000_0000;
 pub const IRQS: [u8; 8] = [5, 6, 9, 10, 11, 12, 14, 3];
 /// Nodes a run can have (each takes two devices' windows).
 pub const MAX_NODES: u16 = 64;
+/// The largest node disk (disks live in host memory, copy-on-write).
+pub const MAX_DISK_BYTES: u64 = 64 << 30;
 
 /// The virtio hardware of a machine: part of what the guest sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +81,11 @@ impl VirtioSpec {
         }
         if !self.image_bytes.is_multiple_of(crate::disk::SECTOR as u64) {
             return Err(format!("image disk size {} is not a multiple of 512 bytes", self.image_bytes));
+        }
+        for (what, bytes) in [("disk", self.disk_bytes), ("image disk", self.image_bytes)] {
+            if bytes > MAX_DISK_BYTES {
+                return Err(format!("{what} size {bytes} bytes is over hvsim's limit of {} GiB", MAX_DISK_BYTES >> 30));
+            }
         }
         Ok(())
     }

@@ -1,0 +1,219 @@
+//! Nothing a user or a file can do crashes, hangs or silently misleads
+//! hvsim (issue: "Nothing a user or a file can do..."). Each test is a row
+//! of the issue's table: damaged files and odd values, each of which must
+//! end in one clear line (`hvsim: error: ...`, naming the flag or file) and
+//! a non-zero exit, or in a correct result.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// Runs hvsim and returns its one-line error, checking the exit status,
+/// the single line, the common prefix and that no OS error text repeats.
+fn one_line_error(args: &[&str], status: i32) -> String {
+    let out = output(args);
+    let err = String::from_utf8_lossy(&out.stderr).trim_end().to_owned();
+    assert_eq!(out.status.code(), Some(status), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+    assert!(err.starts_with("hvsim: error: "), "{args:?}: {err}");
+    assert!(err.matches("os error").count() <= 1, "{args:?}: the OS error twice: {err}");
+    err
+}
+
+/// A snapshot file with its header JSON edited and its lengths and
+/// checksum made consistent again (what a careful forger would do).
+fn reheadered(bytes: &[u8], edit: impl Fn(&mut Value)) -> Vec<u8> {
+    let header_len = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+    let mut header: Value = serde_json::from_slice(&bytes[24..24 + header_len]).unwrap();
+    edit(&mut header);
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut out = bytes[..16].to_vec();
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&bytes[24 + header_len..bytes.len() - 32]);
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(&out);
+    out.extend_from_slice(&digest);
+    out
+}
+
+#[test]
+fn a_snapshot_header_with_a_huge_ram_size_is_refused_before_anything_is_allocated() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.snap");
+    let (_, code) = run_json(&["--guest", "timer", "--snapshot-at", "1ms", "--save-snapshot", good.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let bytes = std::fs::read(&good).unwrap();
+    for (name, edit) in [
+        (
+            "ram",
+            Box::new(|h: &mut Value| h["machine"]["spec"]["ram_size"] = Value::from(1u64 << 50))
+                as Box<dyn Fn(&mut Value)>,
+        ),
+        ("nodes", Box::new(|h: &mut Value| h["machine"]["spec"]["virtio"]["nodes"] = Value::from(60000))),
+    ] {
+        let path = dir.path().join(format!("{name}.snap"));
+        std::fs::write(&path, reheadered(&bytes, edit)).unwrap();
+        for cmd in
+            [vec!["replay", "--snapshot", path.to_str().unwrap()], vec!["snapshot", "info", path.to_str().unwrap()]]
+        {
+            let err = one_line_error(&cmd, 1);
+            assert!(err.contains(path.to_str().unwrap()) && err.contains("header"), "{name}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_bug_record_with_an_impossible_failure_point_ends_instead_of_running_forever() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = output(&["explore", "--out", dir.path().join("out").to_str().unwrap(), "--seed", "1"]);
+    assert!(out.status.success());
+    let file = dir.path().join("out/bugs/BUG-1.json");
+    let mut record: Value = serde_json::from_str(&read(&file)).unwrap();
+    record["at"]["events"] = Value::from(1_000_000_000_000_000u64);
+    let edited = dir.path().join("far.json");
+    std::fs::write(&edited, record.to_string()).unwrap();
+    let started = Instant::now();
+    let o = output(&["replay", edited.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(5), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT reproduced"));
+    assert!(started.elapsed() < Duration::from_secs(60), "the replay ran {:?}", started.elapsed());
+    // --vtime-limit bounds a replay too.
+    let o = output(&["replay", edited.to_str().unwrap(), "--vtime-limit", "1ms", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["vtime_ns"].as_u64().unwrap() <= 1_000_000 + 100_000, "{v}");
+    // A timeline out of order is a damaged record.
+    record["timeline"]["root"]["events"] = Value::from(u64::MAX);
+    std::fs::write(&edited, record.to_string()).unwrap();
+    let err = one_line_error(&["replay", edited.to_str().unwrap()], 1);
+    assert!(err.contains("damaged bug record"), "{err}");
+}
+
+#[test]
+fn limits_are_checked_up_front_with_the_flag_the_value_and_the_range() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--guest", "demo", "--vtime-limit", "584y"], "1ns to 365d"),
+        (&["run", "--guest", "demo", "--vtime-limit", "0s"], "1ns to 365d"),
+        (&["bench", "exits", "--exits", "0"], "1..=100000000"),
+        (&["bench", "exits", "--repeat", "0"], "1 to 1000"),
+        (&["bench", "explore", "--seeds", "0"], "1..=1000"),
+        (&["run", "--guest", "timer", "--seed", "-1"], "seeds are 0 to 18446744073709551615"),
+        (&["explore", "--reexecute", "1000"], "0..=100"),
+    ];
+    for (args, range) in cases {
+        let err = one_line_error(args, 2);
+        let (flag, value) = (args[args.len() - 2], args[args.len() - 1]);
+        assert!(err.contains(flag) && err.contains(value) && err.contains(range), "{args:?}: {err}");
+    }
+    // Sizes: RAM and disks beyond what hvsim gives a machine.
+    let err = one_line_error(&["run", "--linux", "--nodes", "1", "--disk-size", "1000G"], 1);
+    assert!(err.contains("--disk-size") && err.contains("64 GiB"), "{err}");
+}
+
+#[test]
+fn fault_plan_mistakes_are_one_line_with_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, expect) in [
+        ("type", "[network]\ndrop = \"lots\"\n", "line 2: expected a number, or a range"),
+        ("duration", "[network]\nlatency = 5\n", "line 2: expected a duration"),
+        ("syntax", "[network\ndrop = 0.1\n", "line 1: invalid table header"),
+    ] {
+        let plan = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&plan, text).unwrap();
+        let err = one_line_error(&["run", "--linux", "--nodes", "2", "--fault-plan", plan.to_str().unwrap()], 1);
+        assert!(err.contains(plan.to_str().unwrap()) && err.contains(expect), "{name}: {err}");
+    }
+}
+
+#[test]
+fn paths_of_the_wrong_kind_fail_before_the_run_with_the_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let f = file.to_str().unwrap();
+    // A directory where a file goes, a file where a directory goes: refused
+    // before anything runs (nothing on stdout), naming the path.
+    for (args, expect) in [
+        (vec!["run", "--guest", "timer", "--log", d], "is a directory"),
+        (vec!["run", "--guest", "timer", "--snapshot-at", "1ms", "--save-snapshot", d], "is a directory"),
+        (vec!["explore", "--out", f, "--branches", "1"], "is a file"),
+        (vec!["replay", "--snapshot", d], "Is a directory"),
+        (vec!["replay", d], "Is a directory"),
+    ] {
+        let out = output(&args);
+        assert!(out.stdout.is_empty(), "{args:?} ran: {}", String::from_utf8_lossy(&out.stdout));
+        let err = one_line_error(&args, 1);
+        assert!(err.contains(expect) && (err.contains(d) || err.contains(f)), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn linux_only_flags_are_refused_for_a_raw_guest() {
+    let err = one_line_error(
+        &["run", "--guest", "timer", "--init-cmd", "X", "--nodes", "3", "--guest-file", "/etc/hosts:/x"],
+        1,
+    );
+    assert!(err.contains("--init-cmd, --guest-file, --nodes apply only to Linux targets"), "{err}");
+    assert!(err.contains("`timer`"), "{err}");
+    let err = one_line_error(&["explore", "--guest", "demo", "--init-cmd", "true"], 1);
+    assert!(err.contains("--init-cmd applies only to Linux targets"), "{err}");
+    // Flags clap itself ties to a Linux target say which targets.
+    let err = one_line_error(&["explore", "--guest", "demo", "--mem", "256M"], 2);
+    assert!(err.contains("required arguments were not provided") && err.contains("--linux"), "{err}");
+}
+
+#[test]
+fn command_line_errors_look_like_every_other_error() {
+    for args in [&["run", "--bogus"][..], &["frobnicate"], &["run", "--guest", "timer", "--seed", "banana"]] {
+        let err = one_line_error(args, 2);
+        assert!(err.ends_with("(see --help)"), "{err}");
+    }
+}
+
+#[test]
+fn hvsim_log_debug_shows_explorer_snapshot_and_fault_decisions() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::hvsim()
+        .args(["explore", "--branches", "40", "--out", dir.path().to_str().unwrap()])
+        .env("HVSIM_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for what in ["DEBUG branch", "snapshot restored", "snapshot taken", "something new", "BUG-1"] {
+        assert!(err.contains(what), "no {what:?} at debug level: {}", &err[..err.len().min(2000)]);
+    }
+    assert!(!err.contains('\u{1b}'), "no terminal colours when stderr is not a terminal");
+    // Quiet by default.
+    let out = output(&["explore", "--branches", "40", "--out", dir.path().to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("DEBUG"));
+    // Fault decisions, from a Linux run with a plan.
+    let plan = dir.path().join("lat.toml");
+    std::fs::write(&plan, "[network]\nlatency = \"1ms\"\n").unwrap();
+    let out = common::hvsim()
+        .args(["run", "--linux", "--nodes", "2", "--fault-plan", plan.to_str().unwrap()])
+        .args(["--init-cmd", "hvsim-node 1 ping -c 1 10.0.0.1"])
+        .env("HVSIM_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fault landed fault=\"net.latency\""));
+}
+
+#[test]
+fn a_missing_file_names_itself() {
+    let err = one_line_error(&["replay", "/nonexistent/BUG-1.json"], 1);
+    assert!(err.contains("/nonexistent/BUG-1.json"), "{err}");
+}
