@@ -32,10 +32,13 @@ pub fn default_vtime_limit(guest: &str) -> Duration {
 pub struct Watchdog(pub Option<Duration>);
 
 fn parse_watchdog(s: &str) -> Result<Watchdog, String> {
-    if s == "off" {
-        Ok(Watchdog(None))
-    } else {
-        util::parse_duration(s).map(|d| Watchdog(Some(d)))
+    match s {
+        "off" => Ok(Watchdog(None)),
+        // A watchdog that fires at once would never let the guest run.
+        _ => match util::parse_duration(s)? {
+            d if d < Duration::from_millis(1) => Err("the watchdog needs at least 1ms (or `off`)".into()),
+            d => Ok(Watchdog(Some(d))),
+        },
     }
 }
 

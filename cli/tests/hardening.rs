@@ -100,8 +100,8 @@ fn a_bug_record_with_an_impossible_failure_point_ends_instead_of_running_forever
 #[test]
 fn limits_are_checked_up_front_with_the_flag_the_value_and_the_range() {
     let cases: &[(&[&str], &str)] = &[
-        (&["run", "--guest", "demo", "--vtime-limit", "584y"], "1ns to 365d"),
-        (&["run", "--guest", "demo", "--vtime-limit", "0s"], "1ns to 365d"),
+        (&["run", "--guest", "demo", "--vtime-limit", "584y"], "0s to 365d"),
+        (&["run", "--guest", "demo", "--watchdog", "0s"], "at least 1ms"),
         (&["bench", "exits", "--exits", "0"], "1..=100000000"),
         (&["bench", "exits", "--repeat", "0"], "1 to 1000"),
         (&["bench", "explore", "--seeds", "0"], "1..=1000"),
@@ -216,4 +216,16 @@ fn hvsim_log_debug_shows_explorer_snapshot_and_fault_decisions() {
 fn a_missing_file_names_itself() {
     let err = one_line_error(&["replay", "/nonexistent/BUG-1.json"], 1);
     assert!(err.contains("/nonexistent/BUG-1.json"), "{err}");
+}
+
+#[test]
+fn diff_log_refuses_files_that_are_not_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_log = dir.path().join("notes.txt");
+    std::fs::write(&not_a_log, "1 1000 pio-out port=0x20\n").unwrap();
+    let p = not_a_log.to_str().unwrap();
+    let err = one_line_error(&["diff-log", p, p], 1);
+    assert!(err.contains(p) && err.contains("not an hvsim determinism log"), "{err}");
+    let err = one_line_error(&["diff-log", p, p, "--context", "5000"], 2);
+    assert!(err.contains("--context"), "{err}");
 }

@@ -1,27 +1,41 @@
 //! `hvsim diff-log A B`: the first event where two determinism logs diverge.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_vmm::trace::diff_logs;
 
+/// The first line of every log `--log` writes.
+pub const LOG_FORMAT: &str = "# hvsim determinism log v1";
+
 #[derive(clap::Args)]
 pub struct Args {
     a: PathBuf,
     b: PathBuf,
     /// Shared events to show before the divergence.
-    #[arg(long, default_value = "5")]
-    context: usize,
+    #[arg(long, default_value = "5", value_parser = clap::value_parser!(u16).range(0..=1000))]
+    context: u16,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
+    // A log starts with its format's first line; anything else (another
+    // file, a log of another format version) is refused before diffing.
     let open = |p: &PathBuf| -> Result<BufReader<File>> {
-        Ok(BufReader::new(File::open(p).with_context(|| format!("cannot open log {}", p.display()))?))
+        let mut r = BufReader::new(File::open(p).with_context(|| format!("cannot open log {}", p.display()))?);
+        let mut first = String::new();
+        r.read_line(&mut first).with_context(|| format!("cannot read log {}", p.display()))?;
+        if first.trim_end() != LOG_FORMAT {
+            anyhow::bail!(
+                "{} is not an hvsim determinism log of this version (its first line is not `{LOG_FORMAT}`)",
+                p.display()
+            );
+        }
+        Ok(r)
     };
-    let d = diff_logs(open(&args.a)?, open(&args.b)?, args.context).context("cannot read the logs")?;
+    let d = diff_logs(open(&args.a)?, open(&args.b)?, usize::from(args.context)).context("cannot read the logs")?;
     let Some(d) = d else {
         println!("identical: the logs have the same events");
         return Ok(ExitCode::SUCCESS);
