@@ -86,10 +86,10 @@ pub struct BugRecord {
     #[serde(default)]
     pub console_tail: Vec<String>,
     /// The world it was found in: a replay elsewhere refuses a different
-    /// one. Empty in records of hvsim before 0.2.
+    /// one. Empty in records written before records pinned their world.
     #[serde(default)]
     pub world: World,
-    /// The machine at the failure; `None` in records of hvsim before 0.2.
+    /// The machine at the failure; `None` in records written before then.
     #[serde(default)]
     pub failure: Option<Fingerprint>,
     /// How the explorer's re-executions of the timeline went.
@@ -218,8 +218,14 @@ impl BugRecord {
     pub fn load(path: &Path) -> Result<BugRecord> {
         let err = |what: String| ExploreError::BugFile { path: path.to_owned(), what };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let record: BugRecord = serde_json::from_str(&text).map_err(|e| err(format!("not a bug record: {e}")))?;
-        record.check().map_err(err)?;
+        BugRecord::parse(&text).map_err(err)
+    }
+
+    /// Parses and checks a bug record file's text: what [`BugRecord::load`]
+    /// does once the file is read (its errors are `load`'s, without the path).
+    pub fn parse(text: &str) -> std::result::Result<BugRecord, String> {
+        let record: BugRecord = serde_json::from_str(text).map_err(|e| format!("not a bug record: {e}"))?;
+        record.check()?;
         Ok(record)
     }
 
@@ -399,5 +405,53 @@ fn fails(a: &Assertion) -> bool {
         sdk::Demand::Every { .. } => !a.condition,
         sdk::Demand::Never => true,
         sdk::Demand::Some => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    pub(crate) fn fuzz_inputs(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// What the `bug_record` fuzz target does, over its corpus and
+    /// regressions; the seed (a record `hvsim explore` wrote) parses.
+    #[test]
+    fn fuzz_corpus_and_regressions_parse_or_fail_cleanly() {
+        let inputs = fuzz_inputs("bug_record");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let Ok(text) = std::str::from_utf8(&data) else { continue };
+            match BugRecord::parse(text) {
+                Ok(r) => {
+                    let _ = (r.bug.signature(), r.bug.describe(), r.reproduction_words(), r.reproduction.verdict());
+                }
+                // The seed corpus is records hvsim wrote.
+                Err(e) => assert!(!file.iter().any(|c| c == "corpus"), "{}: {e}", file.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn load_says_which_file_and_what_parse_says() {
+        let path = std::env::temp_dir().join(format!("hvsim-bug-parse-{}.json", std::process::id()));
+        std::fs::write(&path, "{}").unwrap();
+        let e = BugRecord::load(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(e.contains(&path.display().to_string()) && e.contains(&BugRecord::parse("{}").unwrap_err()), "{e}");
     }
 }

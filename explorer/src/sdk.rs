@@ -396,4 +396,35 @@ mod tests {
             assert!(matches!(parse(bad), SdkMessage::Garbage(_)), "{}", String::from_utf8_lossy(bad));
         }
     }
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// What the `sdk` fuzz target does, over its corpus and regressions;
+    /// every seed (the protocol's examples) is a message, not garbage.
+    #[test]
+    fn fuzz_corpus_and_regressions_parse_without_panics() {
+        let inputs = fuzz_inputs("sdk");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let m = parse(&data);
+            if let SdkMessage::Assert(a) = &m {
+                let _ = (a.kind.display(), a.kind.demand(), a.kind.failure_is_bug());
+            }
+            if file.iter().any(|c| c == "corpus") {
+                assert!(!matches!(m, SdkMessage::Garbage(_)), "{}: {m:?}", file.display());
+            }
+        }
+    }
 }

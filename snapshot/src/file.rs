@@ -62,7 +62,7 @@ pub struct Header {
     /// The world the machine ran in (see `hvsim_guest_image::world`): the
     /// hvsim version, machine model, CPUID and MSR policy, and what the
     /// guest was made of. Empty if the writer did not say (the boot cache,
-    /// benchmarks) and in files of hvsim before 0.2.
+    /// benchmarks) and in files written before snapshots pinned it.
     #[serde(default)]
     pub world: BTreeMap<String, String>,
     pub machine: MachineSnapshot,
@@ -147,8 +147,14 @@ pub struct Loaded {
 
 /// Reads and verifies `path` (length, checksum, magic, version, header).
 pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
+    let bytes = std::fs::read(path).map_err(|source| SnapshotError::Io { path: path.to_owned(), source })?;
+    parse(bytes, path)
+}
+
+/// Verifies the contents of a snapshot file (`path` only names it in
+/// errors): what [`load`] does once the file is read.
+pub fn parse(bytes: Vec<u8>, path: &Path) -> Result<Loaded, SnapshotError> {
     let p = || path.to_owned();
-    let bytes = std::fs::read(path).map_err(|source| SnapshotError::Io { path: p(), source })?;
     let len = bytes.len();
     if len < PREFIX + 8 + CHECKSUM {
         return Err(SnapshotError::Truncated { path: p(), len, what: "shorter than any snapshot".into() });
@@ -211,6 +217,7 @@ impl Loaded {
         let mut decoder = zstd::Decoder::new(&self.memory[..]).map_err(|e| corrupt(format!("memory: {e}")))?;
         let mut record = vec![0u8; 4 + PAGE_SIZE];
         let mut count = 0;
+        let mut last = 0;
         loop {
             match read_record(&mut decoder, &mut record) {
                 Ok(false) => return Ok(count),
@@ -221,6 +228,12 @@ impl Loaded {
             if index >= ram_pages {
                 return Err(corrupt(format!("page {index} is outside the {ram_pages} pages of RAM")));
             }
+            // Ascending, as `save` writes them: a stream cannot repeat
+            // pages to decompress without end.
+            if count > 0 && index <= last {
+                return Err(corrupt(format!("page {index} comes after page {last}")));
+            }
+            last = index;
             page(index, &record[4..]);
             count += 1;
         }
@@ -253,4 +266,74 @@ fn read_record(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// A snapshot file (without its checksum) whose memory is `records`.
+    fn with_memory(records: &[u8]) -> Vec<u8> {
+        let (_, seed) = fuzz_inputs("snapshot").into_iter().find(|(f, _)| f.ends_with("timer-1ms")).unwrap();
+        let header_end = PREFIX + u64_at(&seed, 16) as usize;
+        let memory = zstd::encode_all(records, ZSTD_LEVEL).unwrap();
+        let mut out = seed[..header_end].to_vec();
+        out.extend_from_slice(&(memory.len() as u64).to_le_bytes());
+        out.extend_from_slice(&memory);
+        let digest = Sha256::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    /// Pages come in ascending order: a small file cannot repeat one page
+    /// to decompress for as long as it likes.
+    #[test]
+    fn pages_out_of_order_are_refused() {
+        let record = |index: u32| [&index.to_le_bytes()[..], &[7u8; PAGE_SIZE][..]].concat();
+        let path = Path::new("x.snap");
+        let ok = parse(with_memory(&[record(1), record(3)].concat()), path).unwrap();
+        assert_eq!(ok.for_each_page(|_, _| {}).unwrap(), 2);
+        for records in [[record(1), record(1)], [record(3), record(1)]] {
+            let loaded = parse(with_memory(&records.concat()), path).unwrap();
+            let e = loaded.for_each_page(|_, _| {}).unwrap_err().to_string();
+            assert!(e.ends_with("comes after page 1") || e.ends_with("comes after page 3"), "{e}");
+        }
+    }
+
+    /// What the `snapshot` fuzz target does: each input as it is and with
+    /// its checksum appended (corpus files are snapshots without theirs).
+    #[test]
+    fn fuzz_corpus_and_regressions_parse_or_fail_cleanly() {
+        let inputs = fuzz_inputs("snapshot");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let mut sealed = data.clone();
+            sealed.extend_from_slice(&Sha256::digest(&data));
+            for bytes in [data, sealed] {
+                if let Ok(loaded) = parse(bytes, &file) {
+                    let _ = loaded.for_each_page(|_, page| assert_eq!(page.len(), PAGE_SIZE));
+                }
+            }
+        }
+        // The seed is a whole snapshot once sealed.
+        let (file, mut seed) = fuzz_inputs("snapshot").into_iter().find(|(f, _)| f.ends_with("timer-1ms")).unwrap();
+        let digest = Sha256::digest(&seed);
+        seed.extend_from_slice(&digest);
+        let loaded = parse(seed, &file).unwrap();
+        assert!(loaded.for_each_page(|_, _| {}).unwrap() > 0);
+    }
 }

@@ -364,7 +364,12 @@ impl Resolver {
                 if lo > hi {
                     return Err(format!("{what}: range is empty"));
                 }
-                Ok(lo + self.stream.below(hi - lo + 1))
+                // [0, u64::MAX] (durations saturate) has 2^64 values.
+                Ok(lo
+                    + match (hi - lo).checked_add(1) {
+                        Some(n) => self.stream.below(n),
+                        None => self.stream.next_u64(),
+                    })
             }
         }
     }
@@ -681,5 +686,55 @@ mod tests {
     #[test]
     fn a_zero_plan_configures_nothing() {
         assert!(FaultPlan::parse("", 1, 2).unwrap().configured().is_empty());
+    }
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// A range up to a duration that saturates (600 years is more than
+    /// 2^64 ns) spans every u64: it once overflowed counting its values.
+    #[test]
+    fn a_range_of_every_duration_resolves() {
+        let plan = FaultPlan::parse("[network]\njitter = [\"0s\", \"600y\"]\n", 1, 2).unwrap();
+        assert_eq!(plan, FaultPlan::parse("[network]\njitter = [\"0s\", \"600y\"]\n", 1, 2).unwrap());
+        let plan = FaultPlan::parse("[network]\nlatency = [\"600y\", \"700y\"]\n", 1, 2).unwrap();
+        assert_eq!(plan.network.latency_ns, u64::MAX);
+    }
+
+    /// What the `fault_plan` fuzz target does (byte 0 picks the seed, byte 1
+    /// the node count, the rest is the plan), over its corpus and
+    /// regressions; every seed (the examples' plans) parses.
+    #[test]
+    fn fuzz_corpus_and_regressions_parse_or_fail_cleanly() {
+        let inputs = fuzz_inputs("fault_plan");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let [seed, nodes, text @ ..] = &data[..] else { continue };
+            let Ok(text) = std::str::from_utf8(text) else { continue };
+            let seed = u64::from(*seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let nodes = u16::from(*nodes % 17);
+            let names: Vec<String> = (0..nodes)
+                .map(|i| ["db", "web", "cache"].get(usize::from(i)).map_or(format!("n{i}"), |s| s.to_string()))
+                .collect();
+            let named = FaultPlan::parse_named(text, seed, nodes, &names);
+            let plain = FaultPlan::parse(text, seed, nodes);
+            if file.iter().any(|c| c == "corpus") {
+                assert!(named.is_ok(), "{}: {named:?}", file.display());
+            }
+            for plan in [named, plain].into_iter().flatten() {
+                let _ = plan.configured();
+            }
+        }
     }
 }

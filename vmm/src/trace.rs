@@ -265,4 +265,39 @@ mod tests {
         assert_eq!((d.event, d.b), (1, None));
         assert_eq!(diff_logs(a.as_bytes(), a.as_bytes(), 3).unwrap(), None);
     }
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// What the `diff_log` fuzz target does (byte 0 is the context, then
+    /// log A, NUL, log B), over its corpus and regressions.
+    #[test]
+    fn fuzz_corpus_and_regressions_diff_without_panics() {
+        let inputs = fuzz_inputs("diff_log");
+        assert!(!inputs.is_empty());
+        for (_, data) in inputs {
+            let [context, rest @ ..] = &data[..] else { continue };
+            let context = usize::from(*context % 16);
+            let (a, b) = match rest.iter().position(|&b| b == 0) {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => rest.split_at(rest.len() / 2),
+            };
+            if let Ok(Some(d)) = diff_logs(a, b, context) {
+                assert!(d.common.len() <= context);
+                assert_ne!(d.a, d.b);
+            }
+            assert!(matches!(diff_logs(a, a, context), Ok(None) | Err(_)));
+        }
+    }
 }

@@ -79,8 +79,14 @@ pub enum Volume {
 /// warnings about what hvsim ignores in it.
 pub fn load(path: &Path) -> Result<(Project, Vec<String>)> {
     let text = std::fs::read_to_string(path).map_err(io("reading the compose file", path))?;
-    let (project, warnings) = parse::parse(&text, path).map_err(|why| invalid(path.display(), why))?;
-    project.check().map_err(|why| invalid(path.display(), why))?;
+    parse_checked(&text, path).map_err(|why| invalid(path.display(), why))
+}
+
+/// Parses and checks the text of the compose file at `path` (which only
+/// places its relative paths): what [`load`] does once the file is read.
+pub fn parse_checked(text: &str, path: &Path) -> std::result::Result<(Project, Vec<String>), String> {
+    let (project, warnings) = parse::parse(text, path)?;
+    project.check()?;
     Ok((project, warnings))
 }
 
@@ -294,6 +300,38 @@ volumes:
             let e = project(yaml).unwrap_err();
             assert!(e.contains(want), "{yaml:?}: {e:?} should say {want:?}");
             assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+    }
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// What the `compose` fuzz target does, over its corpus and
+    /// regressions; every seed (real compose files) parses and checks.
+    #[test]
+    fn fuzz_corpus_and_regressions_parse_or_fail_cleanly() {
+        let inputs = fuzz_inputs("compose");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let Ok(text) = std::str::from_utf8(&data) else { continue };
+            let parsed = parse_checked(text, Path::new("/nonexistent/hvsim-fuzz/compose.yaml"));
+            match parsed {
+                Ok((p, _)) => {
+                    let _ = p.node_names();
+                }
+                Err(e) => assert!(!file.iter().any(|c| c == "corpus"), "{}: {e}", file.display()),
+            }
         }
     }
 }

@@ -322,7 +322,7 @@ impl Applier {
 
 /// A layer path made relative and canonical (`./a//b/` → `a/b`); refused
 /// if absolute or if it has a `..`.
-fn clean(raw: &[u8]) -> std::result::Result<String, String> {
+pub fn clean(raw: &[u8]) -> std::result::Result<String, String> {
     let s = std::str::from_utf8(raw).map_err(|_| "its path is not UTF-8".to_owned())?;
     if s.starts_with('/') {
         return Err("an absolute path".into());
@@ -383,5 +383,34 @@ mod tests {
         assert!(clean(b"/etc/passwd").is_err());
         assert!(clean(b"a/../../b").is_err());
         assert!(clean(b"..").is_err());
+    }
+
+    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
+    /// crashes it found (fuzz/, docs/fuzzing.md).
+    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
+    }
+
+    /// What the `layer_path` fuzz target checks, over its corpus and
+    /// regressions: a cleaned path is relative, clean, and stays the same.
+    #[test]
+    fn fuzz_corpus_and_regressions_clean_to_clean_paths() {
+        let inputs = fuzz_inputs("layer_path");
+        assert!(!inputs.is_empty());
+        for (_, data) in inputs {
+            if let Ok(rel) = clean(&data) {
+                assert!(!rel.starts_with('/'));
+                assert!(rel.is_empty() || rel.split('/').all(|c| !matches!(c, "" | "." | "..")), "{rel:?}");
+                assert_eq!(clean(rel.as_bytes()).as_deref(), Ok(rel.as_str()));
+            }
+        }
     }
 }

@@ -1,0 +1,14 @@
+//! The AFL++ harness: `hvsim-fuzz TARGET` runs one target of the library
+//! in AFL++'s persistent mode (`ci/fuzz.sh` starts it under afl-fuzz).
+
+fn main() {
+    let name = std::env::args().nth(1).unwrap_or_default();
+    let Some(run) = hvsim_fuzz::target(&name) else {
+        let names: Vec<&str> = hvsim_fuzz::TARGETS.iter().map(|(n, _)| *n).collect();
+        eprintln!("usage: hvsim-fuzz TARGET (one of: {})", names.join(", "));
+        std::process::exit(2);
+    };
+    afl::fuzz!(|data: &[u8]| {
+        run(data);
+    });
+}
