@@ -229,3 +229,19 @@ fn diff_log_refuses_files_that_are_not_logs() {
     let err = one_line_error(&["diff-log", p, p, "--context", "5000"], 2);
     assert!(err.contains("--context"), "{err}");
 }
+
+#[test]
+fn damaged_image_archives_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.tar");
+    std::fs::write(&garbage, "not a tar archive at all").unwrap();
+    let d = dir.path().to_str().unwrap();
+    for (path, expect) in [
+        (garbage.to_str().unwrap(), "broken tar stream"),
+        (d, "not a docker-archive or OCI image layout"),
+        ("/nonexistent/image.tar", "No such file or directory"),
+    ] {
+        let err = one_line_error(&["image", "load", path], 1);
+        assert!(err.contains(path) && err.contains(expect), "{path}: {err}");
+    }
+}
