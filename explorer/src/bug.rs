@@ -410,23 +410,9 @@ fn fails(a: &Assertion) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
-    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
-    /// crashes it found (fuzz/, docs/fuzzing.md).
-    pub(crate) fn fuzz_inputs(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
-        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-        let mut files: Vec<PathBuf> = ["corpus", "regressions"]
-            .iter()
-            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
-            .flatten()
-            .map(|e| e.expect("a directory entry").path())
-            .collect();
-        files.sort();
-        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
-    }
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/inputs.rs"));
 
     /// What the `bug_record` fuzz target does, over its corpus and
     /// regressions; the seed (a record `hvsim explore` wrote) parses.

@@ -397,19 +397,7 @@ mod tests {
         }
     }
 
-    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
-    /// crashes it found (fuzz/, docs/fuzzing.md).
-    fn fuzz_inputs(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-        let mut files: Vec<std::path::PathBuf> = ["corpus", "regressions"]
-            .iter()
-            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
-            .flatten()
-            .map(|e| e.expect("a directory entry").path())
-            .collect();
-        files.sort();
-        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
-    }
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/inputs.rs"));
 
     /// What the `sdk` fuzz target does, over its corpus and regressions;
     /// every seed (the protocol's examples) is a message, not garbage.

@@ -125,31 +125,18 @@ pub fn layer_path(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
-    /// The files of `corpus/NAME` and `regressions/NAME`.
-    fn inputs(name: &str) -> Vec<PathBuf> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut files = Vec::new();
-        for dir in ["corpus", "regressions"] {
-            if let Ok(entries) = std::fs::read_dir(root.join(dir).join(name)) {
-                files.extend(entries.map(|e| e.expect("a directory entry").path()));
-            }
-        }
-        files.sort();
-        files
-    }
+    include!("../inputs.rs");
 
     #[test]
     fn every_target_runs_its_corpus_and_regressions() {
         for (name, run) in TARGETS {
-            let files = inputs(name);
-            assert!(!files.is_empty(), "no seed corpus for target {name}");
-            for f in files {
+            let inputs = fuzz_inputs(name);
+            assert!(!inputs.is_empty(), "no seed corpus for target {name}");
+            for (f, data) in inputs {
                 eprintln!("{name}: {}", f.display());
-                run(&std::fs::read(&f).unwrap());
+                run(&data);
             }
         }
     }

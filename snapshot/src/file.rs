@@ -272,19 +272,7 @@ fn read_record(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
 mod tests {
     use super::*;
 
-    /// The inputs of fuzz target `name`: its seed corpus and the inputs of
-    /// crashes it found (fuzz/, docs/fuzzing.md).
-    fn fuzz_inputs(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
-        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-        let mut files: Vec<PathBuf> = ["corpus", "regressions"]
-            .iter()
-            .filter_map(|d| std::fs::read_dir(fuzz.join(d).join(name)).ok())
-            .flatten()
-            .map(|e| e.expect("a directory entry").path())
-            .collect();
-        files.sort();
-        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).expect("a fuzz input"))).collect()
-    }
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/inputs.rs"));
 
     /// A snapshot file (without its checksum) whose memory is `records`.
     fn with_memory(records: &[u8]) -> Vec<u8> {
