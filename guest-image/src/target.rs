@@ -318,9 +318,13 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
 }
 
 /// SHA-256 (hex) of a host file.
+/// SHA-256 (hex) of a host file, read in chunks (kernel sources and disk
+/// images are large).
 pub fn file_hash(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(crate::error::io("reading a file", path))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+    let mut f = std::fs::File::open(path).map_err(crate::error::io("opening a file", path))?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading a file", path))?;
+    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

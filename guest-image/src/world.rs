@@ -17,11 +17,11 @@ use hvsim_vmm::{cpuid, msr};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{io, ImageError, Result};
+use crate::error::{ImageError, Result};
 use crate::host::Host;
 use crate::linux::{self, initramfs, LinuxOptions};
 use crate::raw;
-use crate::target::Target;
+use crate::target::{file_hash, Target};
 
 /// Named parts of a world (see the module docs), in a stable order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,8 +49,7 @@ impl World {
                     verbose: *verbose_boot,
                     cpuid_virtualized: host.probes.cpuid_virtualized,
                 })?;
-                let kernel = std::fs::read(&image.kernel).map_err(io("reading the guest kernel", &image.kernel))?;
-                put("kernel", sha256(&kernel));
+                put("kernel", file_hash(&image.kernel)?);
                 put("initramfs", sha256(&image.initrd));
                 put("init", sha256(initramfs::INIT));
                 put("busybox", sha256(&initramfs::host_busybox()?));
@@ -71,8 +70,8 @@ impl World {
         put("hvsim", env!("CARGO_PKG_VERSION").to_owned());
         put("model", hvsim_vmm::MODEL_ID.to_owned());
         let kvm = hvsim_vmm::host::open_kvm().map_err(|e| ImageError::Setup(e.to_string()))?;
-        let cpuid = cpuid::guest_cpuid(&kvm, host.profile.nested_pvm).map_err(|e| ImageError::Setup(e.to_string()))?;
-        put("cpuid", sha256(&serde_json::to_vec(cpuid.as_slice()).expect("CPUID entries serialize")));
+        let cpuid = cpuid::guest_cpuid_sha256(&kvm, host.profile.nested_pvm);
+        put("cpuid", cpuid.map_err(|e| ImageError::Setup(e.to_string()))?);
         put("msr-policy", msr::policy_sha256());
         Ok(World(parts))
     }

@@ -104,6 +104,15 @@ pub const HIDDEN_LEAVES: &[(u32, &str, Why)] = &[
 ];
 
 /// The CPUID the guest is given: KVM's supported set under this policy.
+/// SHA-256 (hex) of the CPUID [`guest_cpuid`] gives the guest on this host:
+/// part of a booted machine's shape and of a bug record's world.
+pub fn guest_cpuid_sha256(kvm: &Kvm, nested_host: bool) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let cpuid = guest_cpuid(kvm, nested_host)?;
+    let bytes = serde_json::to_vec(cpuid.as_slice()).expect("CPUID entries serialize");
+    Ok(hex::encode(Sha256::digest(bytes)))
+}
+
 pub fn guest_cpuid(kvm: &Kvm, nested_host: bool) -> Result<CpuId> {
     let mut cpuid = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).kvm("KVM_GET_SUPPORTED_CPUID")?;
     apply(cpuid.as_mut_slice(), nested_host);

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_guest_image::linux::{initramfs, kernel};
+use hvsim_guest_image::target::file_hash;
 use sha2::{Digest, Sha256};
 
 #[derive(clap::Args)]
@@ -41,7 +42,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     format!("{source}  linux-source-6.1 {version}{}", if pinned { "" } else { " (NOT pinned)" }),
                 ),
                 ("key", k.key.clone()),
-                ("vmlinux", kernel::file_sha256(&k.vmlinux)?),
+                ("vmlinux", file_hash(&k.vmlinux)?),
                 ("initramfs", sha(&initramfs::build(&busybox, &[]))),
                 ("init", sha(initramfs::INIT)),
                 ("busybox", sha(&busybox)),

@@ -69,8 +69,7 @@ impl Shape {
         };
         let kernel = std::fs::read(&image.kernel).map_err(io("reading the guest kernel", &image.kernel))?;
         let kvm = open_kvm()?;
-        let cpuid = cpuid::guest_cpuid(&kvm, config.spec.nested_workarounds)?;
-        let cpuid = serde_json::to_vec(cpuid.as_slice()).expect("CPUID entries serialize");
+        let cpuid_sha256 = cpuid::guest_cpuid_sha256(&kvm, config.spec.nested_workarounds)?;
         Ok(Shape {
             model: hvsim_vmm::MODEL_ID.to_owned(),
             snapshot_format: file::VERSION,
@@ -78,7 +77,7 @@ impl Shape {
             initrd_sha256: hex::encode(Sha256::digest(&image.initrd)),
             cmdline: image.cmdline.clone(),
             spec: config.spec.clone(),
-            cpuid_sha256: hex::encode(Sha256::digest(&cpuid)),
+            cpuid_sha256,
             boot_seed: config.seed,
             epoch: config.epoch,
         })

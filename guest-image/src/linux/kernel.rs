@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::cache;
 use crate::error::{io, ImageError, Result};
+use crate::target::file_hash;
 
 use super::packages;
 
@@ -186,7 +187,7 @@ pub fn ensure_built() -> Result<Kernel> {
 /// version; warns about a version not pinned at all.
 fn check_source(version: &str, tarball: &Path) -> Result<()> {
     let pinned = PINNED_SOURCES.iter().find(|(v, _)| *v == version).map(|(_, h)| *h);
-    let actual = file_sha256(tarball)?;
+    let actual = file_hash(tarball)?;
     match pinned {
         Some(expected) if expected == actual => Ok(()),
         Some(expected) => Err(ImageError::Setup(format!(
@@ -205,20 +206,12 @@ fn check_source(version: &str, tarball: &Path) -> Result<()> {
     }
 }
 
-/// SHA-256 (hex) of a file, read in chunks (the source tarball is 140 MB).
-pub fn file_sha256(path: &Path) -> Result<String> {
-    let mut f = File::open(path).map_err(io("opening", path))?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(io("reading", path))?;
-    Ok(hex::encode(h.finalize()))
-}
-
 /// The kernel source the build uses: the installed `linux-source-6.1`
 /// version and its tarball's SHA-256, and whether that pair is pinned.
 pub fn source() -> Result<(String, String, bool)> {
     let version = packages::version(SOURCE_PACKAGE)
         .ok_or_else(|| ImageError::Setup(format!("{SOURCE_PACKAGE} is not installed")))?;
-    let hash = file_sha256(Path::new(SOURCE_TARBALL))?;
+    let hash = file_hash(Path::new(SOURCE_TARBALL))?;
     let pinned = PINNED_SOURCES.contains(&(version.as_str(), hash.as_str()));
     Ok((version, hash, pinned))
 }

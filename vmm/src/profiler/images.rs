@@ -69,10 +69,14 @@ struct Image {
 #[derive(Debug, Default)]
 pub struct Images {
     by_root: HashMap<u64, Vec<Image>>,
-    cached: usize,
 }
 
 impl Images {
+    /// Images cached, in every address space.
+    fn cached(&self) -> usize {
+        self.by_root.values().map(Vec::len).sum()
+    }
+
     /// The image and offset of user address `addr` in the address space
     /// `space` (whose page-table root is `root`), if the address lies in one.
     pub fn find(&mut self, space: &AddressSpace<'_>, root: u64, addr: u64) -> Option<ImageOffset> {
@@ -88,16 +92,13 @@ impl Images {
                 return Some(ImageOffset { soname: im.soname.clone(), offset: addr - im.bias });
             }
             images.swap_remove(i);
-            self.cached -= 1;
         }
         let image = search(space, addr)?;
         let found = ImageOffset { soname: image.soname.clone(), offset: addr - image.bias };
-        if self.cached >= MAX_CACHED {
+        if self.cached() >= MAX_CACHED {
             self.by_root.clear();
-            self.cached = 0;
         }
         self.by_root.entry(root).or_default().push(image);
-        self.cached += 1;
         Some(found)
     }
 }
@@ -333,7 +334,7 @@ mod tests {
         // the cached image is not trusted.
         ram.write(0x10_0000, b"\x7fELG").unwrap();
         assert_eq!(images.find(&space, 0x1000, base + 0x1000), None);
-        assert_eq!(images.cached, 0);
+        assert_eq!(images.cached(), 0);
     }
 
     #[test]
