@@ -129,6 +129,15 @@ impl GuestRam {
         }
     }
 
+    /// The pages the VMM wrote through [`GuestRam::mem`] since the last
+    /// call, as bitmap words (bit `b` of word `w` is page `64 * w + b`);
+    /// clears the record.
+    pub fn take_vmm_written(&self) -> Vec<u64> {
+        let region = self.mem.iter().next().expect("guest RAM has one region");
+        let mapping: &vm_memory::MmapRegion<AtomicBitmap> = region;
+        mapping.bitmap().get_and_reset()
+    }
+
     /// SHA-256 of all of guest RAM.
     pub fn hash(&self) -> [u8; 32] {
         Sha256::digest(self.as_slice()).into()

@@ -12,8 +12,7 @@ use kvm_bindings::{
     KVM_DIRTY_LOG_INITIALLY_SET, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE, KVM_MEM_LOG_DIRTY_PAGES,
 };
 use kvm_ioctls::VmFd;
-use vm_memory::bitmap::AtomicBitmap;
-use vm_memory::{GuestMemoryBackend, MmapRegion};
+
 use vmm_sys_util::ioctl::ioctl_with_ref;
 use vmm_sys_util::{errno, ioctl_iowr_nr};
 
@@ -84,9 +83,7 @@ impl Machine {
                 return Err(e).kvm("KVM_CLEAR_DIRTY_LOG");
             }
         }
-        let region = self.ram.mem().iter().next().expect("guest RAM has one region");
-        let mapping: &MmapRegion<AtomicBitmap> = region;
-        let vmm_written = mapping.bitmap().get_and_reset();
+        let vmm_written = self.ram.take_vmm_written();
         let mut pages = Vec::new();
         for (i, (&kvm, &vmm)) in bitmap.iter().zip(vmm_written.iter()).enumerate() {
             let mut word = kvm | vmm;

@@ -251,7 +251,7 @@ impl Blk {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::driver::*;
     use super::*;
     use crate::faults::FaultPlan;
 
@@ -272,7 +272,7 @@ mod tests {
             let faults = FaultPlan::parse(plan, 1, 1).unwrap().disk;
             let blk = Blk::new(Disk::new(0, 1 << 20, None, faults, 1), role);
             let mut mmio = Mmio::new(DEVICE_ID, blk.features(), 1);
-            driver_ok(&mut mmio, 0, 1);
+            driver_ok(&mut mmio, &[Ring::new(0, 0)]);
             Rig { blk, mmio, ram: GuestRam::new(8 << 20).unwrap(), ring: Ring::new(0, 0), next: 0 }
         }
 

@@ -20,8 +20,10 @@ pub mod mmio;
 pub mod net;
 pub mod rng;
 
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod driver;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod hostile;
 
 use std::collections::BTreeMap;
 
@@ -588,128 +590,8 @@ pub fn add_used(q: &mut Queue, mmio: &mut Mmio, ram: &GuestRam, head: u16, len: 
 }
 
 #[cfg(test)]
-pub(crate) mod testing {
-    //! The driver's side of split virtqueues, laid out in guest RAM: queue
-    //! `q` of test device `dev` lives at `0x10_0000 * (dev + 1) + 0x4000 * q`.
-
-    use super::mmio::{STATUS_ACKNOWLEDGE, STATUS_DRIVER, STATUS_DRIVER_OK, STATUS_FEATURES_OK};
-    use super::*;
-
-    pub const SIZE: u16 = 16;
-    pub const F_NEXT: u16 = 1;
-    pub const F_WRITE: u16 = 2;
-
-    #[derive(Clone, Copy)]
-    pub struct Ring(u64);
-
-    impl Ring {
-        pub fn new(dev: u64, q: u16) -> Ring {
-            Ring(0x10_0000 * (dev + 1) + 0x4000 * u64::from(q))
-        }
-        fn desc_table(self) -> u64 {
-            self.0
-        }
-        fn avail(self) -> u64 {
-            self.0 + 0x1000
-        }
-        fn used_ring(self) -> u64 {
-            self.0 + 0x2000
-        }
-
-        /// Writes descriptor `i`.
-        pub fn desc(self, ram: &GuestRam, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
-            let mut b = [0u8; 16];
-            b[..8].copy_from_slice(&addr.to_le_bytes());
-            b[8..12].copy_from_slice(&len.to_le_bytes());
-            b[12..14].copy_from_slice(&flags.to_le_bytes());
-            b[14..].copy_from_slice(&next.to_le_bytes());
-            ram.write(self.desc_table() + 16 * u64::from(i), &b).unwrap();
-        }
-
-        /// Makes the chain at `head` available.
-        pub fn offer(self, ram: &GuestRam, head: u16) {
-            let idx = self.avail_idx(ram);
-            ram.write(self.avail() + 4 + 2 * u64::from(idx % SIZE), &head.to_le_bytes()).unwrap();
-            self.set_avail_idx(ram, idx.wrapping_add(1));
-        }
-
-        pub fn avail_idx(self, ram: &GuestRam) -> u16 {
-            let mut idx = [0u8; 2];
-            ram.read(self.avail() + 2, &mut idx).unwrap();
-            u16::from_le_bytes(idx)
-        }
-
-        pub fn set_avail_idx(self, ram: &GuestRam, idx: u16) {
-            ram.write(self.avail() + 2, &idx.to_le_bytes()).unwrap();
-        }
-
-        /// Makes a block request available at descriptor `head`: its
-        /// header (`kind`, `sector`) at `at`, then, if given, a data buffer
-        /// of `len` bytes at `at + 0x100` (for the device to fill if
-        /// `device_writes`), then the status byte at `at + 0x80`. Returns
-        /// the next free descriptor and the status byte's address.
-        pub fn blk_request(
-            self,
-            ram: &GuestRam,
-            head: u16,
-            at: u64,
-            (kind, sector): (u32, u64),
-            data: Option<(u32, bool)>,
-        ) -> (u16, u64) {
-            let mut hdr = [0u8; 16];
-            hdr[..4].copy_from_slice(&kind.to_le_bytes());
-            hdr[8..].copy_from_slice(&sector.to_le_bytes());
-            ram.write(at, &hdr).unwrap();
-            self.desc(ram, head, at, 16, F_NEXT, head + 1);
-            let mut i = head + 1;
-            if let Some((len, device_writes)) = data {
-                let flags = if device_writes { F_WRITE } else { 0 };
-                self.desc(ram, i, at + 0x100, len, flags | F_NEXT, i + 1);
-                i += 1;
-            }
-            self.desc(ram, i, at + 0x80, 1, F_WRITE, 0);
-            self.offer(ram, head);
-            (i + 1, at + 0x80)
-        }
-
-        /// The used ring's entries: (head, len).
-        pub fn used(self, ram: &GuestRam) -> Vec<(u32, u32)> {
-            let mut idx = [0u8; 2];
-            ram.read(self.used_ring() + 2, &mut idx).unwrap();
-            (0..u16::from_le_bytes(idx))
-                .map(|i| {
-                    let mut e = [0u8; 8];
-                    ram.read(self.used_ring() + 4 + 8 * u64::from(i % SIZE), &mut e).unwrap();
-                    (u32::from_le_bytes(e[..4].try_into().unwrap()), u32::from_le_bytes(e[4..].try_into().unwrap()))
-                })
-                .collect()
-        }
-    }
-
-    /// A driver that negotiated VERSION_1 and set up `queues` queues of test
-    /// device `dev`, then set DRIVER_OK. Resets the device first.
-    pub fn driver_ok(mmio: &mut Mmio, dev: u64, queues: u16) {
-        mmio.write(0x070, 0);
-        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER);
-        mmio.write(0x024, 1);
-        mmio.write(0x020, 1);
-        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK);
-        for q in 0..queues {
-            let r = Ring::new(dev, q);
-            mmio.write(0x030, u32::from(q));
-            mmio.write(0x038, u32::from(SIZE));
-            mmio.write(0x080, r.desc_table() as u32);
-            mmio.write(0x090, r.avail() as u32);
-            mmio.write(0x0a0, r.used_ring() as u32);
-            mmio.write(0x044, 1);
-        }
-        mmio.write(0x070, STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK);
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::testing::*;
+    use super::driver::*;
     use super::*;
 
     fn machine(nodes: u16) -> (Virtio, GuestRam) {
@@ -751,7 +633,7 @@ mod tests {
             (&[(0, 0x20_000, 64, F_WRITE | F_NEXT, 40)], "cut short"),
             (&[(0, 0x20_000, 64, F_WRITE | F_NEXT, 1), (1, 0x20_100, 64, 0, 0)], "readable buffer after"),
         ] {
-            driver_ok(&mut v.devices[2].mmio, 2, 1);
+            driver_ok(&mut v.devices[2].mmio, &[r]);
             for &(i, addr, len, flags, next) in setup {
                 r.desc(&ram, i, addr, len, flags, next);
             }
@@ -763,7 +645,7 @@ mod tests {
             assert!(v.devices[..2].iter().all(|d| d.mmio.broken.is_none()), "only the rng broke");
         }
         // An available index that runs ahead of the ring by more than its size.
-        driver_ok(&mut v.devices[2].mmio, 2, 1);
+        driver_ok(&mut v.devices[2].mmio, &[r]);
         r.set_avail_idx(&ram, r.avail_idx(&ram).wrapping_add(200));
         notify(&mut v);
         assert!(v.devices[2].mmio.broken.as_deref().unwrap().contains("available ring"));
@@ -777,7 +659,7 @@ mod tests {
         let plan = FaultPlan::parse("[disk]\nlatency = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
-        driver_ok(&mut v.devices[1].mmio, 1, 1);
+        driver_ok(&mut v.devices[1].mmio, &[Ring::new(1, 0)]);
         r.blk_request(&ram, 0, 0x20_000, (0, 0), Some((512, true))); // read sector 0
         v.mmio_write(disk + 0x050, &0u32.to_le_bytes(), &ram, Vtime(0));
         assert_eq!(v.deadline(), Some(Vtime(1_000_000)));
@@ -798,7 +680,7 @@ mod tests {
             ram.read(status_at, &mut status).unwrap();
             status[0]
         };
-        driver_ok(&mut v.devices[1].mmio, 1, 1);
+        driver_ok(&mut v.devices[1].mmio, &[Ring::new(1, 0)]);
         assert_eq!(read(&mut v, 0), 0, "powered: the read succeeds");
         assert_eq!(v.deadline(), Some(Vtime(0)), "its completion is due at once");
         v.fire(Vtime(0), &ram);

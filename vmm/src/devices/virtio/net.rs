@@ -146,7 +146,7 @@ impl Net {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::driver::*;
     use super::super::{Kind, Virtio, VirtioSpec, MMIO_BASE};
     use super::*;
     use crate::devices::virtio::mmio::WINDOW;
@@ -166,7 +166,7 @@ mod tests {
         let mut v = Virtio::new(&spec, &FaultPlan::default(), 1).unwrap();
         let ram = GuestRam::new(8 << 20).unwrap();
         for d in 0..2 {
-            driver_ok(&mut v.devices[d].mmio, d as u64, 2);
+            driver_ok(&mut v.devices[d].mmio, &[Ring::new(d as u64, 0), Ring::new(d as u64, 1)]);
         }
         let (tx0, rx1) = (Ring::new(0, TX), Ring::new(1, RX));
         // Node 1 posts a receive buffer.
@@ -217,7 +217,7 @@ mod tests {
         let mut n = Net::new(0);
         n.deliver(frame(1, 0, b"x"), &mut mmio, &ram).unwrap();
         assert_eq!(n.stats.rx_dropped_link_down, 1, "no driver yet: the link is down");
-        driver_ok(&mut mmio, 0, 2);
+        driver_ok(&mut mmio, &[Ring::new(0, 0), Ring::new(0, 1)]);
         for i in 0..(BACKLOG + 3) {
             n.deliver(frame(1, 0, &[i as u8]), &mut mmio, &ram).unwrap();
         }

@@ -56,13 +56,13 @@ impl Rng {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::driver::*;
     use super::*;
 
     fn draw(seed: u64) -> Vec<u8> {
         let ram = GuestRam::new(4 << 20).unwrap();
         let mut mmio = Mmio::new(DEVICE_ID, 0, 1);
-        driver_ok(&mut mmio, 0, 1);
+        driver_ok(&mut mmio, &[Ring::new(0, 0)]);
         let ring = Ring::new(0, 0);
         ring.desc(&ram, 0, 0x30_000, 16, F_WRITE | F_NEXT, 1);
         ring.desc(&ram, 1, 0x31_000, 16, F_WRITE, 0);
