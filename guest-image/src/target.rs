@@ -311,10 +311,22 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
             c.image, c.image_id
         ))
     })?;
-    if !store.rootfs_path(&record.id).exists() {
-        eprintln!("hvsim: building the root file system of {} ({})", c.image, record.id.short());
+    if store.rootfs_path(&record.id).exists() {
+        return rootfs::build(store, &record);
     }
-    rootfs::build(store, &record)
+    let what = format!("the root file system of {} ({})", c.image, record.id.short());
+    let spinner = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("hvsim: building {msg} [{elapsed}] {spinner}").expect("valid template"),
+    );
+    if spinner.is_hidden() {
+        eprintln!("hvsim: building {what}");
+    } else {
+        spinner.set_message(what);
+        spinner.enable_steady_tick(std::time::Duration::from_millis(250));
+    }
+    let built = rootfs::build(store, &record);
+    spinner.finish_and_clear();
+    built
 }
 
 /// SHA-256 (hex) of a host file.

@@ -426,3 +426,55 @@ fn root_file_systems_are_reproducible_and_carry_owners() {
     }
     assert_eq!(hashes[0], hashes[1], "the same image gives the same bytes");
 }
+
+/// What a source may hold is bounded before the work it would cost:
+/// entries, bytes, images and layers.
+#[test]
+fn sources_beyond_the_limits_are_refused_up_front() {
+    use hvsim_guest_image::oci::load::{MAX_ARCHIVE_ENTRIES, MAX_IMAGES, MAX_LAYERS};
+    use hvsim_guest_image::oci::pack::write_tar;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    let refused = |name: &str, files: Vec<(String, Vec<u8>)>| {
+        let path = tmp.path().join(name);
+        write_tar(&path, &files).unwrap();
+        let err = load(&s, &path, None).unwrap_err().to_string();
+        assert!(!err.contains('\n') && err.starts_with(&path.display().to_string()), "{err}");
+        err
+    };
+
+    let many: Vec<(String, Vec<u8>)> = (0..=MAX_ARCHIVE_ENTRIES).map(|i| (format!("f{i}"), Vec::new())).collect();
+    let err = refused("many.tar", many);
+    assert!(err.contains(&format!("more than {MAX_ARCHIVE_ENTRIES} entries")), "{err}");
+
+    let layers: Vec<String> = (0..=MAX_LAYERS).map(|_| "layer.tar".to_owned()).collect();
+    let manifest = serde_json::json!([{ "Config": "c.json", "Layers": layers }]).to_string();
+    let deep = vec![
+        ("manifest.json".to_owned(), manifest.into_bytes()),
+        ("c.json".to_owned(), b"{}".to_vec()),
+        ("layer.tar".to_owned(), Tar::new().file("a", b"a").done()),
+    ];
+    let err = refused("deep.tar", deep);
+    assert!(err.contains(&format!("an image of {} layers; hvsim takes at most {MAX_LAYERS}", MAX_LAYERS + 1)), "{err}");
+
+    let image = serde_json::json!({ "Config": "c.json", "Layers": [] });
+    let manifest = serde_json::Value::Array(vec![image; MAX_IMAGES + 1]).to_string();
+    let err =
+        refused("wide.tar", vec![("manifest.json".into(), manifest.into_bytes()), ("c.json".into(), b"{}".to_vec())]);
+    assert!(err.contains(&format!("holds more than {MAX_IMAGES} images")), "{err}");
+
+    // An entry that says it holds 65 GiB: refused from its header, before
+    // a byte of it is copied.
+    let mut h = tar::Header::new_gnu();
+    h.set_path("huge").unwrap();
+    h.set_size(65 << 30);
+    h.set_mode(0o644);
+    h.set_cksum();
+    let mut bytes = h.as_bytes().to_vec();
+    bytes.extend_from_slice(&[0; 1024]);
+    let path = tmp.path().join("huge.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let err = load(&s, &path, None).unwrap_err().to_string();
+    assert!(err.contains("holds more than 64 GiB"), "{err}");
+    assert!(s.images().unwrap().is_empty(), "nothing entered the store");
+}

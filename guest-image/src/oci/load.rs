@@ -26,6 +26,17 @@ use super::store::{read_document, ImageRecord, Layer, Store};
 use super::{Compression, Digest, Hashing, MAX_IMAGE_BYTES};
 use crate::error::{invalid, io, Result};
 
+/// Entries an image archive may hold: a docker-archive has three per
+/// layer and a few more, an OCI layout one per blob; an archive of
+/// thousands of entries is not an image, and each entry costs a file.
+pub const MAX_ARCHIVE_ENTRIES: usize = 10_000;
+
+/// Layers an image may have: more than Docker's overlay2 driver mounts.
+pub const MAX_LAYERS: usize = 128;
+
+/// Images one source may hold: each is verified layer by layer.
+pub const MAX_IMAGES: usize = 256;
+
 /// An image the import put in the store.
 #[derive(Debug)]
 pub struct Loaded {
@@ -92,14 +103,25 @@ struct Archive {
 }
 
 impl Archive {
+    /// Stages every file of the archive at `path`: at most
+    /// [`MAX_ARCHIVE_ENTRIES`] entries and [`MAX_IMAGE_BYTES`] bytes.
     fn unpack(path: &Path, scratch: &Path) -> Result<Archive> {
         let file = File::open(path).map_err(io("opening the image archive", path))?;
-        let (_, reader) = Compression::open(file).map_err(io("reading the image archive", path))?;
+        let size = file.metadata().map_err(io("opening the image archive", path))?.len();
+        let bar = indicatif::ProgressBar::new(size).with_style(
+            indicatif::ProgressStyle::with_template("hvsim: reading the archive {bar:30} {bytes}/{total_bytes}")
+                .expect("static template"),
+        );
+        let (_, reader) = Compression::open(bar.wrap_read(file)).map_err(io("reading the image archive", path))?;
         let mut tar = tar::Archive::new(reader);
         let mut archive = Archive { files: HashMap::new(), links: HashMap::new() };
         let label = path.display();
         let entries = tar.entries().map_err(io("reading the image archive", path))?;
+        let mut staged = 0u64;
         for (i, entry) in entries.enumerate() {
+            if i == MAX_ARCHIVE_ENTRIES {
+                return Err(invalid(&label, format!("more than {MAX_ARCHIVE_ENTRIES} entries: not an image archive")));
+            }
             let mut entry = entry.map_err(|e| invalid(&label, format!("broken tar stream: {e}")))?;
             let raw = entry.path_bytes().into_owned();
             let kind = entry.header().entry_type();
@@ -111,6 +133,10 @@ impl Archive {
             };
             if kind.is_file() {
                 let declared = entry.size();
+                staged = staged.saturating_add(declared);
+                if staged > MAX_IMAGE_BYTES {
+                    return Err(invalid(&label, format!("holds more than {} GiB", MAX_IMAGE_BYTES >> 30)));
+                }
                 let dest = scratch.join(format!("f{i}"));
                 let out = File::create(&dest).map_err(io("staging an archive entry", &dest))?;
                 let mut hashing = Hashing::new(out);
@@ -131,6 +157,7 @@ impl Archive {
                 }
             }
         }
+        bar.finish_and_clear();
         Ok(archive)
     }
 
@@ -194,6 +221,11 @@ impl Files {
                 }
                 let src = root.join(&clean);
                 let mut input = File::open(&src).map_err(io("reading the image layout", &src))?;
+                let len = input.metadata().map_err(io("reading the image layout", &src))?.len();
+                let total = copied.values().map(|s| s.size).sum::<u64>().saturating_add(len);
+                if total > MAX_IMAGE_BYTES {
+                    return Err(invalid(label, format!("holds more than {} GiB", MAX_IMAGE_BYTES >> 30)));
+                }
                 let dest = scratch.join(format!("d{}", copied.len()));
                 let out = File::create(&dest).map_err(io("staging a blob", &dest))?;
                 let mut hashing = Hashing::new(out);
@@ -321,13 +353,29 @@ fn docker_images(files: &mut Files, label: &str, scratch: &Path) -> Result<Vec<F
                 ));
             }
         }
+        check_layer_count(dm.layers.len(), label)?;
         let mut layers = Vec::new();
         for name in &dm.layers {
             layers.push(FoundLayer { name: name.clone(), staged: files.get(name, label, scratch)? });
         }
-        found.push(Found { names: dm.repo_tags.unwrap_or_default(), config, layers });
+        push_found(&mut found, Found { names: dm.repo_tags.unwrap_or_default(), config, layers }, label)?;
     }
     Ok(found)
+}
+
+fn push_found(found: &mut Vec<Found>, image: Found, label: &str) -> Result<()> {
+    if found.len() == MAX_IMAGES {
+        return Err(invalid(label, format!("holds more than {MAX_IMAGES} images")));
+    }
+    found.push(image);
+    Ok(())
+}
+
+fn check_layer_count(layers: usize, label: &str) -> Result<()> {
+    if layers > MAX_LAYERS {
+        return Err(invalid(label, format!("an image of {layers} layers; hvsim takes at most {MAX_LAYERS}")));
+    }
+    Ok(())
 }
 
 fn is_index(m: &MediaType) -> bool {
@@ -397,11 +445,11 @@ fn collect_manifests(
     let blob = files.blob(d, label, scratch)?;
     let manifest = ImageManifest::from_reader(&read_document(&blob.path)?[..])
         .map_err(|e| invalid(format!("{label}: manifest {}", blob.digest), e.to_string()))?;
+    check_layer_count(manifest.layers().len(), label)?;
     let config = files.blob(manifest.config(), label, scratch)?;
     let mut layers = Vec::new();
     for l in manifest.layers() {
         layers.push(FoundLayer { name: l.digest().to_string(), staged: files.blob(l, label, scratch)? });
     }
-    found.push(Found { names: names.to_vec(), config, layers });
-    Ok(())
+    push_found(found, Found { names: names.to_vec(), config, layers }, label)
 }

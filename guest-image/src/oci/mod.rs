@@ -151,10 +151,10 @@ impl Compression {
         }
     }
 
-    /// Sniffs the compression of `file` and returns a reader of its
-    /// decompressed bytes.
-    pub fn open(file: std::fs::File) -> io::Result<(Compression, Box<dyn Read>)> {
-        let mut reader = io::BufReader::with_capacity(1 << 16, file);
+    /// Sniffs the compression of `input` (a file, usually) and returns a
+    /// reader of its decompressed bytes.
+    pub fn open(input: impl Read + 'static) -> io::Result<(Compression, Box<dyn Read>)> {
+        let mut reader = io::BufReader::with_capacity(1 << 16, input);
         let head = io::BufRead::fill_buf(&mut reader)?;
         let c = Compression::sniff(head);
         let r: Box<dyn Read> = match c {
