@@ -25,7 +25,7 @@ for arg in "$@"; do
   esac
 done
 if [ ${#targets[@]} = 0 ]; then
-  targets=(snapshot bug_record fault_plan sdk diff_log compose layer_path)
+  targets=(snapshot bug_record fault_plan sdk diff_log compose layer_path virtio hypercall layers image)
 fi
 case "$mode" in
   smoke) bound=(-V "${HVSIM_FUZZ_SECONDS:-5}") ;;
@@ -48,6 +48,10 @@ fi
 # Under CI's cached target directory when it sets one (.ci/run), so a
 # fresh clone does not rebuild the harness's dependencies.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/fuzz"
+# The fuzz crate's own code first: lints, and its tests (they replay every
+# target's corpus and check the seeds do what they are meant to).
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+cargo test --manifest-path fuzz/Cargo.toml
 cargo afl build --release --features afl --manifest-path fuzz/Cargo.toml
 harness="$CARGO_TARGET_DIR/release/hvsim-fuzz"
 
@@ -55,6 +59,11 @@ harness="$CARGO_TARGET_DIR/release/hvsim-fuzz"
 # container's), no pinning to cores (other work may hold them).
 export AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1
 export AFL_FAST_CAL=1 AFL_QUIET=1
+# The extraction targets write a scratch directory per input: in memory
+# where there is a tmpfs.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR=/dev/shm
+fi
 
 out_root="$CARGO_TARGET_DIR/out/$mode"
 run() {

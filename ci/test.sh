@@ -21,6 +21,7 @@ export HVSIM_SLOW_TESTS=$slow
 threads="${HVSIM_TEST_THREADS:-2}"
 # Formatting is checked first: it takes a second (rustfmt.toml sets the style).
 cargo fmt --all --check
+cargo fmt --manifest-path fuzz/Cargo.toml --check
 # Lints next: warnings are errors, in every target (tests and benches too).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets

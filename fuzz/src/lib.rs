@@ -9,6 +9,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+mod extract;
+mod hypercall;
+mod image_text;
+pub mod leaks;
+mod tar_text;
+
 /// A target: a name (its corpus directory's) and its function.
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -21,6 +27,10 @@ pub const TARGETS: &[Target] = &[
     ("diff_log", diff_log),
     ("compose", compose),
     ("layer_path", layer_path),
+    ("virtio", virtio),
+    ("hypercall", hypercall::hypercall),
+    ("layers", extract::layers),
+    ("image", extract::image),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {
@@ -121,6 +131,16 @@ pub fn layer_path(data: &[u8]) {
         assert!(rel.is_empty() || rel.split('/').all(|c| !matches!(c, "" | "." | "..")), "{rel:?} is not clean");
         assert_eq!(clean(rel.as_bytes()).as_deref(), Ok(rel.as_str()), "cleaning {rel:?} again changes it");
     }
+}
+
+/// The virtio devices of a two-node machine under a hostile driver
+/// (`hvsim_vmm::devices::virtio::hostile`): byte 0 places a snapshot's
+/// round trip, the rest decode to the driver's operations.
+pub fn virtio(data: &[u8]) {
+    use hvsim_vmm::devices::virtio::hostile;
+    // Made once: it is the same for every input.
+    static SETUP: std::sync::OnceLock<hostile::Setup> = std::sync::OnceLock::new();
+    hostile::check_bytes(SETUP.get_or_init(hostile::Setup::new), data);
 }
 
 #[cfg(test)]
