@@ -257,6 +257,28 @@ fn hardlink_escapes_are_refused() {
     refused(&[Tar::new().hardlink("x", "missing").done()], "not a regular file of the image");
 }
 
+/// Owners and times a file system cannot store are refused, not wrapped.
+#[test]
+fn owners_and_times_beyond_ext4_are_refused() {
+    refused(&[Tar::new().entry(EntryType::Regular, "big-uid", "", 0o644, 1 << 32, b"").done()], "beyond the 32 bits");
+    let mut h = tar::Header::new_gnu();
+    h.set_path("future").unwrap();
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(1 << 40);
+    h.set_size(0);
+    h.set_cksum();
+    let mut late = h.as_bytes().to_vec();
+    late.extend_from_slice(&[0; 1024]);
+    refused(&[late], "after 2446");
+    // The largest owner a file system stores is taken.
+    let ok = Tar::new().entry(EntryType::Regular, "max-uid", "", 0o644, u64::from(u32::MAX), b"").done();
+    let p = pack(&[ok], Compression::None, "max");
+    let (_tmp, applied) = load_and_apply(&p, Format::OciDir);
+    assert_eq!(applied.unwrap().tree.nodes["max-uid"].uid, u64::from(u32::MAX));
+}
+
 #[test]
 fn a_huge_declared_size_is_refused_without_allocating_it() {
     let mut h = tar::Header::new_gnu();

@@ -29,6 +29,13 @@ use super::store::{ImageRecord, Store};
 use super::Compression;
 use crate::error::{invalid, io, Result};
 
+/// The largest owner id a file system stores.
+const MAX_ID: u64 = u32::MAX as u64;
+
+/// The last second ext4 stores (2446-05-10): a signed 32-bit count and two
+/// epoch bits. A later mtime would wrap in the root file system.
+const MAX_MTIME: u64 = (1 << 31) - 1 + 3 * (1 << 32);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Kind {
     Dir,
@@ -125,14 +132,15 @@ impl Applier {
         let rel = clean(&entry.path_bytes())?;
         let layer = self.layer;
         let meta = |kind| -> std::result::Result<Node, String> {
-            Ok(Node {
-                kind,
-                mode: header.mode().map_err(|e| e.to_string())? & 0o7777,
-                uid: header.uid().map_err(|e| e.to_string())?,
-                gid: header.gid().map_err(|e| e.to_string())?,
-                mtime: header.mtime().map_err(|e| e.to_string())?,
-                layer,
-            })
+            let (uid, gid) = (header.uid().map_err(|e| e.to_string())?, header.gid().map_err(|e| e.to_string())?);
+            if uid > MAX_ID || gid > MAX_ID {
+                return Err(format!("its owner {uid}:{gid} is beyond the 32 bits a file system stores"));
+            }
+            let mtime = header.mtime().map_err(|e| e.to_string())?;
+            if mtime > MAX_MTIME {
+                return Err(format!("its mtime {mtime} is after 2446, the last time ext4 stores"));
+            }
+            Ok(Node { kind, mode: header.mode().map_err(|e| e.to_string())? & 0o7777, uid, gid, mtime, layer })
         };
         if rel.is_empty() {
             // The root itself: only its metadata can change.
