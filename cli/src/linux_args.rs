@@ -196,7 +196,7 @@ impl NodeArgs {
             return Ok(None);
         };
         let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
+            hvsim_vmm::files::read_text(path).with_context(|| format!("cannot read fault plan {}", path.display()))?;
         Ok(Some(text))
     }
 

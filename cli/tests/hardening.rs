@@ -146,14 +146,74 @@ fn paths_of_the_wrong_kind_fail_before_the_run_with_the_os_error_once() {
         (vec!["run", "--guest", "timer", "--log", d], "is a directory"),
         (vec!["run", "--guest", "timer", "--snapshot-at", "1ms", "--save-snapshot", d], "is a directory"),
         (vec!["explore", "--out", f, "--branches", "1"], "is a file"),
-        (vec!["replay", "--snapshot", d], "Is a directory"),
-        (vec!["replay", d], "Is a directory"),
+        (vec!["replay", "--snapshot", d], "not a regular file but a directory"),
+        (vec!["replay", d], "not a regular file but a directory"),
     ] {
         let out = output(&args);
         assert!(out.stdout.is_empty(), "{args:?} ran: {}", String::from_utf8_lossy(&out.stdout));
         let err = one_line_error(&args, 1);
         assert!(err.contains(expect) && (err.contains(d) || err.contains(f)), "{args:?}: {err}");
     }
+}
+
+/// Runs hvsim, killing it if it has not finished within `limit`.
+fn output_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("hvsim starts");
+    let started = Instant::now();
+    while child.try_wait().expect("waiting for hvsim").is_none() {
+        if started.elapsed() > limit {
+            child.kill().expect("killing hvsim");
+            panic!("hvsim {args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("hvsim's output")
+}
+
+/// A device that never ends (`/dev/zero`) or a FIFO nobody writes to, where
+/// a file goes: refused before it is opened, never read without end or
+/// waited on. Files read whole are bounded too.
+#[test]
+fn devices_and_fifos_are_refused_without_reading_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (p, kind) in [("/dev/zero", "a character device"), (fifo.to_str().unwrap(), "a FIFO")] {
+        let guest_file = format!("{p}:/x");
+        for args in [
+            vec!["replay", p],
+            vec!["replay", "--snapshot", p],
+            vec!["snapshot", "info", p],
+            vec!["diff-log", p, p],
+            vec!["image", "load", p],
+            vec!["run", "--compose", p],
+            vec!["run", "--linux", "--init-cmd", "true", "--fault-plan", p],
+            vec!["run", "--linux", "--init-cmd", "true", "--guest-file", &guest_file],
+            vec!["run", "--linux", "--init-cmd", "true", "--nodes", "1", "--disk-image", p],
+        ] {
+            if args[0] == "run" && !kvm_available() {
+                continue; // without KVM, `run` stops at that first
+            }
+            let out = output_within(&args, Duration::from_secs(30));
+            let err = String::from_utf8_lossy(&out.stderr).trim_end().to_owned();
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("{p}: not a regular file but {kind}"))
+                    || err.contains(&format!("{p}): not a regular file but {kind}")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    let big = dir.path().join("BUG-1.json");
+    std::fs::write(&big, vec![b' '; 17 << 20]).unwrap();
+    let err = one_line_error(&["replay", big.to_str().unwrap()], 1);
+    assert!(err.contains("17825792 bytes, more than such a file can hold (16777216)"), "{err}");
 }
 
 #[test]

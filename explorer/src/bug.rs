@@ -217,7 +217,7 @@ impl BugRecord {
 
     pub fn load(path: &Path) -> Result<BugRecord> {
         let err = |what: String| ExploreError::BugFile { path: path.to_owned(), what };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let text = hvsim_vmm::files::read_text(path).map_err(|e| err(e.to_string()))?;
         BugRecord::parse(&text).map_err(err)
     }
 

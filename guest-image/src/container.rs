@@ -320,14 +320,16 @@ pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> 
                 if m.is_dir() {
                     stack.push((e.path(), r));
                 } else if m.is_file() {
-                    let data = std::fs::read(e.path()).map_err(io("reading a bind mount's source", e.path()))?;
+                    let data = hvsim_vmm::files::read_bounded(&e.path(), hvsim_vmm::memory::MAX_RAM as u64)
+                        .map_err(io("reading a bind mount's source", e.path()))?;
                     files.push((format!("{dest}/{r}"), m.permissions().mode() & 0o777, data));
                 }
             }
         }
         files.sort();
     } else {
-        let data = std::fs::read(host).map_err(io("reading a bind mount's source", host))?;
+        let data = hvsim_vmm::files::read_bounded(host, hvsim_vmm::memory::MAX_RAM as u64)
+            .map_err(io("reading a bind mount's source", host))?;
         files.push((dest.to_owned(), meta.permissions().mode() & 0o777, data));
     }
     let mut h = Sha256::new();

@@ -329,13 +329,12 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
     built
 }
 
-/// SHA-256 (hex) of a host file.
 /// SHA-256 (hex) of a host file, read in chunks (kernel sources and disk
 /// images are large).
 pub fn file_hash(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path).map_err(crate::error::io("opening a file", path))?;
+    let mut f = hvsim_vmm::files::open_regular(path).map_err(crate::error::io("reading a file of the run", path))?;
     let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading a file", path))?;
+    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading a file of the run", path))?;
     Ok(hex::encode(h.finalize()))
 }
 

@@ -147,7 +147,9 @@ pub struct Loaded {
 
 /// Reads and verifies `path` (length, checksum, magic, version, header).
 pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
-    let bytes = std::fs::read(path).map_err(|source| SnapshotError::Io { path: path.to_owned(), source })?;
+    // Any size: the header, checked next, bounds what the file may hold.
+    let bytes = hvsim_vmm::files::read_bounded(path, u64::MAX)
+        .map_err(|source| SnapshotError::Io { path: path.to_owned(), source })?;
     parse(bytes, path)
 }
 

@@ -36,7 +36,8 @@ pub struct Base {
 impl Base {
     /// Reads the image at `path`.
     pub fn load(path: &str) -> Result<Base, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read disk image {path}: {e}"))?;
+        let bytes = crate::files::read_bounded(std::path::Path::new(path), crate::devices::virtio::MAX_DISK_BYTES)
+            .map_err(|e| format!("cannot read disk image {path}: {e}"))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         Ok(Base { path: path.to_owned(), sha256, bytes: Arc::new(bytes) })
     }

@@ -14,6 +14,7 @@
 //! - [`boot`]: getting a guest to its first instruction.
 //! - [`cpuid`], [`msr`]: what the guest may see of the CPU.
 //! - [`host`]: what this host can do (`hvsim doctor`).
+//! - [`files`]: reading the files users name, refusing what is not one.
 
 pub mod bench;
 pub mod boot;
@@ -24,6 +25,7 @@ pub mod disk;
 pub mod entropy;
 pub mod error;
 pub mod faults;
+pub mod files;
 pub mod host;
 mod kick;
 pub mod machine;

@@ -24,7 +24,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
     // A log starts with its format's first line; anything else (another
     // file, a log of another format version) is refused before diffing.
     let open = |p: &PathBuf| -> Result<BufReader<File>> {
-        let mut r = BufReader::new(File::open(p).with_context(|| format!("cannot open log {}", p.display()))?);
+        let file = hvsim_vmm::files::open_regular(p).with_context(|| format!("cannot open log {}", p.display()))?;
+        let mut r = BufReader::new(file);
         let mut first = String::new();
         r.read_line(&mut first).with_context(|| format!("cannot read log {}", p.display()))?;
         if first.trim_end() != LOG_FORMAT {

@@ -78,7 +78,7 @@ pub enum Volume {
 /// Reads and checks the compose file at `path`; returns the project and
 /// warnings about what hvsim ignores in it.
 pub fn load(path: &Path) -> Result<(Project, Vec<String>)> {
-    let text = std::fs::read_to_string(path).map_err(io("reading the compose file", path))?;
+    let text = hvsim_vmm::files::read_text(path).map_err(io("reading the compose file", path))?;
     parse_checked(&text, path).map_err(|why| invalid(path.display(), why))
 }
 

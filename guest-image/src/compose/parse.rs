@@ -166,7 +166,7 @@ impl Parser<'_> {
                 "env_file" => {
                     for (i, f) in self.env_files(v, &at)?.into_iter().enumerate() {
                         let file = dir.join(&f.0);
-                        match std::fs::read_to_string(&file) {
+                        match hvsim_vmm::files::read_text(&file) {
                             Ok(text) => s.env_file.extend(env_file(&text)),
                             Err(e) if !f.1 && e.kind() == std::io::ErrorKind::NotFound => {}
                             Err(e) => return Err(self.err(&format!("{at}[{i}]"), format!("{}: {e}", file.display()))),

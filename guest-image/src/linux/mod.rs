@@ -56,7 +56,8 @@ impl LinuxWork {
             files.push((hvsim_abi::linux::NODE_COMMAND.to_owned(), 0o644, c.clone().into_bytes()));
         }
         for f in &self.files {
-            let bytes = std::fs::read(&f.host).map_err(crate::error::io("reading a file for the guest", &f.host))?;
+            let bytes = hvsim_vmm::files::read_bounded(&f.host, hvsim_vmm::memory::MAX_RAM as u64)
+                .map_err(crate::error::io("reading a file for the guest", &f.host))?;
             files.push((f.guest.clone(), 0o755, bytes));
         }
         files.extend(self.extra_files.iter().cloned());

@@ -106,7 +106,7 @@ impl Archive {
     /// Stages every file of the archive at `path`: at most
     /// [`MAX_ARCHIVE_ENTRIES`] entries and [`MAX_IMAGE_BYTES`] bytes.
     fn unpack(path: &Path, scratch: &Path) -> Result<Archive> {
-        let file = File::open(path).map_err(io("opening the image archive", path))?;
+        let file = hvsim_vmm::files::open_regular(path).map_err(io("opening the image archive", path))?;
         let size = file.metadata().map_err(io("opening the image archive", path))?.len();
         let bar = indicatif::ProgressBar::new(size).with_style(
             indicatif::ProgressStyle::with_template("hvsim: reading the archive {bar:30} {bytes}/{total_bytes}")
@@ -220,7 +220,7 @@ impl Files {
                     return Ok(s.clone());
                 }
                 let src = root.join(&clean);
-                let mut input = File::open(&src).map_err(io("reading the image layout", &src))?;
+                let mut input = hvsim_vmm::files::open_regular(&src).map_err(io("reading the image layout", &src))?;
                 let len = input.metadata().map_err(io("reading the image layout", &src))?.len();
                 let total = copied.values().map(|s| s.size).sum::<u64>().saturating_add(len);
                 if total > MAX_IMAGE_BYTES {

@@ -261,11 +261,7 @@ fn remove_counted(path: &Path) -> u64 {
 
 /// Reads a JSON document of an image, refusing one too large to be real.
 pub(crate) fn read_document(path: &Path) -> Result<Vec<u8>> {
-    let len = std::fs::metadata(path).map_err(io("reading", path))?.len();
-    if len > MAX_DOCUMENT_BYTES {
-        return Err(invalid(path.display(), format!("{len} bytes is too large for an image document")));
-    }
-    std::fs::read(path).map_err(io("reading", path))
+    hvsim_vmm::files::read_bounded(path, MAX_DOCUMENT_BYTES).map_err(io("reading an image document", path))
 }
 
 /// Writes `value` as JSON to a temporary file beside `path`, then renames.

@@ -7,7 +7,6 @@
 //! (`setup_data` of type `SETUP_RNG_SEED`) drawn from the run's seed, which is
 //! the guest kernel's first entropy.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -62,7 +61,7 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     let kernel_err = |what: &str, e: &dyn std::fmt::Display| {
         Error::Config(format!("kernel {}: {what}: {e}", image.kernel.display()))
     };
-    let mut file = File::open(&image.kernel).map_err(|e| kernel_err("cannot open", &e))?;
+    let mut file = crate::files::open_regular(&image.kernel).map_err(|e| kernel_err("cannot open", &e))?;
     let mut magic = [0u8; 4];
     file.read_exact(&mut magic).map_err(|e| kernel_err("cannot read", &e))?;
     let mem = ram.mem();

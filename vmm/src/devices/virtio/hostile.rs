@@ -67,7 +67,7 @@ const PLAN: &str = r#"
 const SEED: u64 = 7;
 const NODES: u8 = 2;
 /// Per node a NIC, a disk and an image disk; then the entropy source.
-pub const DEVICES: u8 = 3 * NODES + 1;
+const DEVICES: u8 = 3 * NODES + 1;
 const RNG: u8 = DEVICES - 1;
 /// Each node disk's size, and the base image under it and each image disk.
 const DISK_BYTES: u64 = 64 * 512;
