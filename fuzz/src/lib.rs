@@ -138,9 +138,12 @@ pub fn layer_path(data: &[u8]) {
 /// round trip, the rest decode to the driver's operations.
 pub fn virtio(data: &[u8]) {
     use hvsim_vmm::devices::virtio::hostile;
-    // Made once: it is the same for every input.
-    static SETUP: std::sync::OnceLock<hostile::Setup> = std::sync::OnceLock::new();
-    hostile::check_bytes(SETUP.get_or_init(hostile::Setup::new), data);
+    // Made once per thread: it holds the benches' RAM, which two inputs
+    // checked at once (the tests run in threads) must not share.
+    thread_local! {
+        static SETUP: hostile::Setup = hostile::Setup::new();
+    }
+    SETUP.with(|setup| hostile::check_bytes(setup, data));
 }
 
 #[cfg(test)]
