@@ -147,6 +147,26 @@ fn an_exploration_is_a_function_of_its_master_seed() {
 }
 
 #[test]
+fn workers_change_the_speed_never_the_exploration() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |workers: &str, batch: &str| {
+        let out = dir.path().join(format!("w{workers}-b{batch}"));
+        let r = explore(&["--seed", "9", "--branches", "200", "--workers", workers, "--batch", batch], &out);
+        assert_eq!(r["summary"]["workers"].as_u64(), workers.parse().ok());
+        exploration_digest(&r, true)
+    };
+    let one = run("1", "4");
+    assert!(one["records"].as_array().is_some_and(|b| !b.is_empty()), "seed 9 finds the demo's bug: {one}");
+    for workers in ["2", "3"] {
+        let difference = first_difference(&run(workers, "4"), &one);
+        assert!(difference.is_none(), "{workers} workers explored otherwise than one, at {difference:?}");
+    }
+}
+
+#[test]
 fn garbage_on_the_sdk_channel_is_counted_never_fatal() {
     if !kvm_available() {
         return;

@@ -476,3 +476,50 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
     assert_eq!(v["vtime_ns"], bug["at"]["vtime_ns"]);
 }
+
+#[test]
+fn linux_branches_run_on_two_machines_as_on_one() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
+    let run = |workers: &str| {
+        let out = dir.path().join(workers);
+        let o = output(&[
+            "explore",
+            "--json",
+            "--linux",
+            "--nodes",
+            "2",
+            "--fault-plan",
+            plan.to_str().unwrap(),
+            "--init-cmd",
+            PING,
+            "--branches",
+            "4",
+            "--batch",
+            "2",
+            "--workers",
+            workers,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let (one, two) = (run("1"), run("2"));
+    assert_eq!(two["summary"]["workers"], 2);
+    // Where Linux programs can read host values, memory at the failure
+    // may differ between executions of the same trace (docs/determinism.md).
+    let memory = !linux_memory_may_differ();
+    let difference = first_difference(&exploration_digest(&two, memory), &exploration_digest(&one, memory));
+    assert!(difference.is_none(), "two workers explored otherwise than one, at {difference:?}");
+    assert!(two["faults"][0]["landed"].as_u64() > Some(0), "the plan's loss landed: {}", two["faults"]);
+    // A bug a second worker's machine found replays in a fresh process.
+    for bug in two["bugs"].as_array().unwrap() {
+        let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["reproduced"], true, "{v}");
+    }
+}

@@ -7,6 +7,7 @@
 
 use hvsim_abi::hc::{coverage_bit, COVERAGE_BYTES};
 
+#[derive(Clone)]
 pub struct Coverage {
     seen: Vec<u8>,
     edges: usize,
@@ -24,18 +25,43 @@ impl Default for Coverage {
     }
 }
 
+/// The bits of a coverage map that a [`Coverage`] had not seen, by byte:
+/// what a worker found, for the explorer to add to its own coverage later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FreshBits(Vec<(u32, u8)>);
+
+impl FreshBits {
+    /// How many edges.
+    pub fn count(&self) -> u64 {
+        self.0.iter().map(|&(_, bits)| u64::from(bits.count_ones())).sum()
+    }
+}
+
 impl Coverage {
-    /// Adds the edges set in a guest's coverage map; returns how many no
+    /// Adds the edges set in a guest's coverage map; returns those no
     /// timeline had reached before.
-    pub fn merge_map(&mut self, map: &[u8]) -> u64 {
+    pub fn merge_map(&mut self, map: &[u8]) -> FreshBits {
         assert_eq!(map.len(), COVERAGE_BYTES, "a coverage map is {COVERAGE_BYTES} bytes");
-        let mut new = 0;
-        for (seen, &now) in self.seen.iter_mut().zip(map) {
-            let fresh = now & !*seen;
-            if fresh != 0 {
-                new += u64::from(fresh.count_ones());
-                *seen |= fresh;
+        let mut fresh = Vec::new();
+        for (i, (seen, &now)) in self.seen.iter_mut().zip(map).enumerate() {
+            let bits = now & !*seen;
+            if bits != 0 {
+                *seen |= bits;
+                fresh.push((i as u32, bits));
             }
+        }
+        let fresh = FreshBits(fresh);
+        self.edges += fresh.count() as usize;
+        fresh
+    }
+
+    /// Adds edges another coverage found; returns how many are new here.
+    pub fn merge_bits(&mut self, fresh: &FreshBits) -> u64 {
+        let mut new = 0;
+        for &(i, bits) in &fresh.0 {
+            let seen = &mut self.seen[i as usize];
+            new += u64::from((bits & !*seen).count_ones());
+            *seen |= bits;
         }
         self.edges += new as usize;
         new
@@ -70,9 +96,16 @@ mod tests {
         let bit = coverage_bit((1 << 32) + 7);
         map[bit / 8] |= 1 << (bit % 8);
         map[100] = 0b1010_0000;
-        assert_eq!(c.merge_map(&map), 2, "the reported edge is not new again");
-        assert_eq!(c.merge_map(&map), 0);
+        let fresh = c.merge_map(&map);
+        assert_eq!(fresh.count(), 2, "the reported edge is not new again");
+        assert_eq!(c.merge_map(&map).count(), 0);
         assert_eq!(c.edges(), 3);
+        // What one coverage found, another adds: only what it lacked is new.
+        let mut other = Coverage::default();
+        assert!(other.add_edge((1 << 32) + 7) && other.add_edge(5));
+        assert_eq!(other.merge_bits(&fresh), 2);
+        assert_eq!(other.merge_bits(&fresh), 0);
+        assert_eq!(other.edges(), 4);
         // Edges of different modules land on different bits.
         assert_ne!(coverage_bit((1 << 32) + 1), coverage_bit((2 << 32) + 1));
     }

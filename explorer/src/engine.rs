@@ -16,6 +16,7 @@
 //! does not come back the same every time is reported as flaky.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use hvsim_guest_image::host::Host;
@@ -28,11 +29,13 @@ use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
-use crate::bug::{self, BugKind, BugRecord, Fingerprint};
-use crate::coverage::Coverage;
+use crate::branch::{BranchJob, BranchRun, Failure, Rules};
+use crate::bug::{self, BugKind, BugRecord};
+use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
+use crate::workers::{Done, Job, MachineSettings, Pool, Shared};
 use crate::{StartOptions, Target};
 
 /// When to stop exploring. With only a branch budget an exploration is a
@@ -66,6 +69,12 @@ pub struct ExploreConfig {
     pub reexecutions: u32,
     /// How to boot the target.
     pub start: StartOptions,
+    /// Branches per round: picked together, from the snapshots as they
+    /// stand when the round begins, and merged in order. The exploration is
+    /// a function of the seed and the batch (1: each branch sees all before it).
+    pub batch: usize,
+    /// Machines (threads) running a round's branches: speed only.
+    pub workers: usize,
 }
 
 impl ExploreConfig {
@@ -88,7 +97,7 @@ pub struct Node {
 }
 
 /// What was learned from messages, across every timeline.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Signals {
     /// The best value of each numeric guidance so far.
     numeric: HashMap<String, f64>,
@@ -151,6 +160,12 @@ pub struct Exploration {
     pub budget: Budget,
     pub slice_ns: u64,
     pub branch_from_snapshots: bool,
+    /// Branches per round, and the workers that ran them (see
+    /// [`ExploreConfig::batch`]).
+    #[serde(default = "one")]
+    pub batch: usize,
+    #[serde(default = "one")]
+    pub workers: usize,
     pub root: RootInfo,
     pub branches: u64,
     pub snapshots: usize,
@@ -180,12 +195,12 @@ pub struct Exploration {
 pub struct FaultTally(pub BTreeMap<String, u64>);
 
 impl FaultTally {
-    fn landed(m: &Machine) -> Vec<FaultReport> {
+    pub(crate) fn landed(m: &Machine) -> Vec<FaultReport> {
         m.state().devices.virtio.fault_report()
     }
 
     /// Adds what happened between the `before` report and now.
-    fn add(&mut self, before: &[FaultReport], m: &Machine) {
+    pub(crate) fn add(&mut self, before: &[FaultReport], m: &Machine) {
         for now in Self::landed(m) {
             let was = before.iter().find(|b| b.kind == now.kind).map_or(0, |b| b.landed);
             debug_assert!(now.landed >= was, "fault counters only grow within a timeline");
@@ -217,7 +232,9 @@ pub struct BranchProgress {
     pub phases: Phases,
 }
 
-/// Where an exploration's wall time went, in milliseconds.
+/// Where an exploration's wall time went, in milliseconds. Branches,
+/// restores and snapshots are summed over the workers: with several, they
+/// add up to more than the wall time.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// Booting the target, or restoring it from the boot cache.
@@ -239,34 +256,38 @@ pub struct Phases {
 /// progress report after each.
 const SETUP_STEP: Vtime = Vtime(10_000_000);
 
+fn one() -> usize {
+    1
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-struct State {
+/// What messages taught the exploration: everything that decides whether
+/// a message brings something new. A worker judges its branch against a
+/// copy taken when the branch's round began.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Knowledge {
     assertions: Assertions,
     signals: Signals,
-    bugs: Vec<BugRecord>,
-    bug_by_signature: HashMap<String, usize>,
     events: BTreeMap<String, u64>,
     garbage: Garbage,
     instrumentation: Instrumentation,
-    /// New bugs not re-executed yet (indices into `bugs`).
-    unchecked: Vec<usize>,
 }
 
 /// What one message meant.
 #[derive(Default)]
-struct Outcome {
-    new_signals: u64,
+pub(crate) struct Outcome {
+    pub new_signals: u64,
     /// Coverage edges never seen before (also counted in `new_signals`).
-    new_edges: u64,
-    bug: Option<BugKind>,
-    setup_complete: bool,
+    pub new_edges: u64,
+    pub bug: Option<BugKind>,
+    pub setup_complete: bool,
 }
 
-impl State {
-    fn process(&mut self, line: &[u8]) -> Outcome {
+impl Knowledge {
+    pub(crate) fn process(&mut self, line: &[u8]) -> Outcome {
         let mut o = Outcome::default();
         match sdk::parse(line) {
             SdkMessage::Assert(a) => {
@@ -338,51 +359,81 @@ impl State {
         o
     }
 
-    /// Edges the guest's coverage map shows that no timeline reached before,
-    /// counted as signals.
-    fn new_coverage(&mut self, m: &Machine) -> u64 {
-        let new = m.coverage_map().map_or(0, |map| self.signals.coverage.merge_map(map));
+    /// Edges the guest's coverage map shows that no timeline reached before
+    /// (counted as signals).
+    pub(crate) fn new_coverage(&mut self, m: &Machine) -> FreshBits {
+        let fresh = m.coverage_map().map(|map| self.signals.coverage.merge_map(map)).unwrap_or_default();
+        self.signals.total += fresh.count();
+        fresh
+    }
+
+    /// Adds coverage a worker found; returns how many edges are new here.
+    fn merge_coverage(&mut self, fresh: &FreshBits) -> u64 {
+        let new = self.signals.coverage.merge_bits(fresh);
         self.signals.total += new;
         new
     }
+}
 
+/// The bugs found so far.
+#[derive(Default)]
+struct Bugs {
+    records: Vec<BugRecord>,
+    by_signature: HashMap<String, usize>,
+    /// New bugs not re-executed yet (indices into `records`).
+    unchecked: Vec<usize>,
+}
+
+/// What every bug record of one exploration shares.
+struct BugContext<'a> {
+    target: &'a Target,
+    world: &'a World,
+    seed: u64,
+}
+
+impl Bugs {
     /// Records a bug unless one with the same signature exists (then counts
     /// it). A new bug waits in `unchecked` for its re-executions.
-    #[allow(clippy::too_many_arguments)]
-    fn record_bug(
+    fn record(
         &mut self,
         kind: BugKind,
         timeline: Timeline,
-        m: &Machine,
-        target: &Target,
-        world: &World,
-        seed: u64,
+        failure: &Failure,
+        known: &mut Knowledge,
+        cx: &BugContext,
         branch: u64,
-    ) -> bool {
-        let at = point(m);
+    ) {
         let signature = kind.signature();
-        if let Some(&i) = self.bug_by_signature.get(&signature) {
-            self.bugs[i].occurrences += 1;
-            return false;
+        if let Some(&i) = self.by_signature.get(&signature) {
+            self.records[i].occurrences += 1;
+            return;
         }
-        let id = format!("BUG-{}", self.bugs.len() + 1);
-        tracing::debug!(bug = %id, at = at.events, "{}", kind.describe());
+        let id = format!("BUG-{}", self.records.len() + 1);
+        tracing::debug!(bug = %id, at = failure.at.events, "{}", kind.describe());
         if let BugKind::Assertion { id: assertion, .. } = &kind {
-            if let Some(r) = self.assertions.by_id.get_mut(assertion) {
+            if let Some(r) = known.assertions.by_id.get_mut(assertion) {
                 r.bug.get_or_insert(id.clone());
             }
         }
-        self.bug_by_signature.insert(signature, self.bugs.len());
-        let failure = Fingerprint::of(m);
-        let mut record = BugRecord::new(id, kind, at, timeline, target.clone(), seed, branch, world.clone(), failure);
-        record.console_tail = crate::bug::console_tail(m.console());
-        self.unchecked.push(self.bugs.len());
-        self.bugs.push(record);
-        true
+        self.by_signature.insert(signature, self.records.len());
+        let mut record = BugRecord::new(
+            id,
+            kind,
+            failure.at,
+            timeline,
+            cx.target.clone(),
+            cx.seed,
+            branch,
+            cx.world.clone(),
+            failure.fingerprint.clone(),
+        );
+        record.console_tail = failure.console_tail.clone();
+        self.unchecked.push(self.records.len());
+        self.records.push(record);
     }
 }
 
-fn point(m: &Machine) -> Point {
+pub(crate) fn point(m: &Machine) -> Point {
     Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
 }
 
@@ -410,24 +461,17 @@ const ENERGY_DECAY: f64 = 0.8;
 const MIN_ENERGY: f64 = 0.05;
 
 pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Progress)) -> Result<Exploration> {
+    assert!(config.workers >= 1 && config.batch >= 1, "at least one worker and one branch per round");
     let start = Instant::now();
     let target = &config.target;
     let mut phases = Phases::default();
     let world = World::of(target, host)?;
-    let memory_may_differ = bug::memory_may_differ(target, host);
+    let cx = BugContext { target, world: &world, seed: config.seed };
     let mut machine = target.start(config.seed, host, &config.start)?.machine;
     phases.start_ms = ms(start.elapsed());
     machine.set_stop_on_message(true);
-    let mut state = State {
-        assertions: Assertions::default(),
-        signals: Signals::default(),
-        bugs: Vec::new(),
-        bug_by_signature: HashMap::new(),
-        events: BTreeMap::new(),
-        garbage: Garbage::default(),
-        instrumentation: Instrumentation::default(),
-        unchecked: Vec::new(),
-    };
+    let mut known = Knowledge::default();
+    let mut bugs = Bugs::default();
 
     // The root: run until setup complete.
     let mut faults = FaultTally::default();
@@ -438,13 +482,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
         match machine.run_until(step)? {
             Stop::Message => {
-                state.new_coverage(&machine);
+                known.new_coverage(&machine);
                 for msg in machine.take_messages() {
-                    let o = state.process(&msg.bytes);
+                    let o = known.process(&msg.bytes);
                     setup_complete |= o.setup_complete;
                     if let Some(kind) = o.bug {
                         let timeline = Timeline { root: point(&machine), segments: vec![] };
-                        state.record_bug(kind, timeline, &machine, target, &world, config.seed, 0);
+                        bugs.record(kind, timeline, &Failure::of(&machine), &mut known, &cx, 0);
                     }
                 }
             }
@@ -465,141 +509,131 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     phases.setup_ms = ms(setup_started.elapsed());
     // Bugs before the root are re-executed from a fresh start.
     let checking = Instant::now();
-    for i in std::mem::take(&mut state.unchecked) {
+    for i in std::mem::take(&mut bugs.unchecked) {
         for _ in 0..config.reexecutions {
-            let outcome = bug::replay(&state.bugs[i], host, &config.start, None)?;
-            state.bugs[i].count_reexecution(&outcome);
+            let outcome = bug::replay(&bugs.records[i], host, &config.start, None)?;
+            bugs.records[i].count_reexecution(&outcome);
         }
     }
     phases.reexecution_ms += ms(checking.elapsed());
-    state.new_coverage(&machine);
+    known.new_coverage(&machine);
     faults.add(&before, &machine);
     let root = RootInfo { point: point(&machine), setup_complete };
     let taken = Instant::now();
-    let mut tree = SnapshotTree::new(&mut machine)?;
+    let (tree, cursor) = SnapshotTree::new(&mut machine)?;
     phases.snapshot_ms += ms(taken.elapsed());
+    let shared = Shared {
+        tree: RwLock::new(tree),
+        rules: Rules { slice: config.slice, snapshots: config.branch_from_snapshots },
+        memory_may_differ: bug::memory_may_differ(target, host),
+    };
+    let settings = MachineSettings {
+        hosts: (0..config.workers).map(|w| host.worker_settings(target.is_linux(), config.start.watchdog, w)).collect(),
+        profiler: config.start.profiler,
+    };
+
     let mut nodes = vec![Node {
         timeline: Timeline { root: root.point, segments: vec![] },
         energy: NEW_NODE_ENERGY,
         picks: 0,
-        tree_id: tree.root(),
+        tree_id: shared.tree().root(),
     }];
-
     let mut picker = Stream::new(config.seed, "explorer");
     let mut branches = 0u64;
     let mut vtime_total = 0u64;
     let mut series = Vec::new();
-    let mut first_bug = (!state.bugs.is_empty()).then_some((0, 0));
+    let mut first_bug = (!bugs.records.is_empty()).then_some((0, 0));
     let exhausted = |branches: u64, vtime: u64, bugs: usize| {
         (config.stop_at_first_bug && bugs > 0)
             || config.budget.branches.is_some_and(|b| branches >= b)
-            || config.budget.wall.is_some_and(|w| start.elapsed() >= w)
             || config.budget.vtime.is_some_and(|v| vtime >= v.nanos())
     };
-    while !exhausted(branches, vtime_total, state.bugs.len()) {
-        branches += 1;
-        let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
-        let seed = branch_seed(config.seed, branches);
-        tracing::debug!(branch = branches, from = nodes[ni].tree_id, seed, energy = nodes[ni].energy, "branch");
-        let branch_started = Instant::now();
-        tree.reset(&mut machine, nodes[ni].tree_id)?;
-        let restore_time = branch_started.elapsed();
-        phases.restore_ms += ms(restore_time);
-        let mut snapshot_time = Duration::ZERO;
-        machine.reseed(seed)?;
-        let before = FaultTally::landed(&machine);
-        let base = nodes[ni].timeline.clone();
-        let from = machine.now();
-        let deadline = Vtime(from.nanos().saturating_add(config.slice.nanos()));
-        let mut new_edges = 0;
-        loop {
-            match machine.run_until(deadline)? {
-                Stop::Message => {
-                    let at = point(&machine);
-                    let timeline = base.then(Segment { seed, until: at });
-                    let covered = state.new_coverage(&machine);
-                    new_edges += covered;
-                    let mut new_here = covered;
-                    for msg in machine.take_messages() {
-                        let o = state.process(&msg.bytes);
-                        new_here += o.new_signals;
-                        new_edges += o.new_edges;
-                        if let Some(kind) = o.bug {
-                            state.record_bug(kind, timeline.clone(), &machine, target, &world, config.seed, branches);
-                        }
-                    }
-                    if new_here > 0 {
-                        tracing::debug!(branch = branches, signals = new_here, "something new");
-                    }
-                    if new_here > 0 && config.branch_from_snapshots {
-                        let taken = Instant::now();
-                        let tree_id = tree.snapshot(&mut machine)?;
-                        snapshot_time += taken.elapsed();
-                        nodes.push(Node {
-                            timeline,
-                            energy: NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64,
-                            picks: 0,
-                            tree_id,
-                        });
-                    }
-                }
-                Stop::Deadline => {
-                    new_edges += state.new_coverage(&machine);
+    let machine = std::thread::scope(|scope| -> Result<(Machine, Option<GuestProfile>)> {
+        let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
+        // Rounds of `batch` branches: picked from the nodes as they stand
+        // when the round begins, run by every worker, merged in branch
+        // order. The exploration depends on the batch, never on the workers.
+        while !exhausted(branches, vtime_total, bugs.records.len())
+            && config.budget.wall.is_none_or(|w| start.elapsed() < w)
+        {
+            let remaining = config.budget.branches.map_or(u64::MAX, |b| b - branches);
+            let round = Arc::new(known.clone());
+            let jobs: Vec<Job> = (1..=(config.batch as u64).min(remaining))
+                .map(|k| {
+                    let branch = branches + k;
+                    let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
+                    let n = &mut nodes[ni];
+                    n.picks += 1;
+                    n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
+                    let seed = branch_seed(config.seed, branch);
+                    tracing::debug!(branch, from = n.tree_id, seed, energy = n.energy, "branch");
+                    let job = BranchJob { branch, seed, tree_id: n.tree_id, base: n.timeline.clone() };
+                    Job::Branch(job, round.clone())
+                })
+                .collect();
+            for done in pool.run(jobs, &shared)? {
+                let Done::Branch(run) = done else { unreachable!("a branch job returns a branch") };
+                if exhausted(branches, vtime_total, bugs.records.len()) {
                     break;
                 }
-                Stop::Ended(end) => {
-                    new_edges += state.new_coverage(&machine);
-                    if is_crash(&end) {
-                        let timeline = base.then(Segment { seed, until: point(&machine) });
-                        let kind = BugKind::Crash { end };
-                        state.record_bug(kind, timeline, &machine, target, &world, config.seed, branches);
-                    }
-                    break;
+                branches += 1;
+                debug_assert_eq!(run.job.branch, branches, "branches merge in order");
+                phases.restore_ms += ms(run.restore);
+                phases.snapshot_ms += ms(run.snapshot);
+                phases.branches_ms += ms(run.run);
+                vtime_total += run.vtime_ns;
+                for (kind, landed) in &run.faults {
+                    *faults.0.entry(kind.clone()).or_insert(0) += landed;
                 }
+                let new_edges = merge(*run, &mut known, &mut bugs, &mut nodes, &shared, &cx);
+                if first_bug.is_none() && !bugs.records.is_empty() {
+                    // Time to find it, not to check it.
+                    let found = ms(start.elapsed()).saturating_sub(phases.reexecution_ms);
+                    first_bug = Some((branches, found));
+                }
+                let p = BranchProgress {
+                    branches,
+                    snapshots: nodes.len(),
+                    signals: known.signals.total,
+                    bugs: bugs.records.len(),
+                    elapsed: start.elapsed(),
+                    phases,
+                };
+                series.push(SeriesPoint {
+                    branch: branches,
+                    wall_ms: ms(p.elapsed),
+                    snapshots: p.snapshots,
+                    signals: p.signals,
+                    bugs: p.bugs,
+                    new_edges,
+                    edges: known.signals.coverage.edges(),
+                });
+                progress(Progress::Branch(p));
             }
-        }
-        vtime_total += machine.now().nanos() - from.nanos();
-        phases.snapshot_ms += ms(snapshot_time);
-        phases.branches_ms += ms(branch_started.elapsed().saturating_sub(restore_time + snapshot_time));
-        faults.add(&before, &machine);
-        // New bugs: their timelines again, from the root snapshot.
-        let checking = Instant::now();
-        for i in std::mem::take(&mut state.unchecked) {
-            for _ in 0..config.reexecutions {
-                tree.reset(&mut machine, tree.root())?;
-                let outcome = bug::follow(&mut machine, &state.bugs[i], memory_may_differ, None)?;
-                state.bugs[i].count_reexecution(&outcome);
+            // New bugs: their timelines again, from the root snapshot.
+            let checking = Instant::now();
+            let unchecked = std::mem::take(&mut bugs.unchecked);
+            let jobs = unchecked
+                .iter()
+                .flat_map(|&i| {
+                    let record = Arc::new(bugs.records[i].clone());
+                    (0..config.reexecutions).map(move |_| Job::Reexecute(record.clone()))
+                })
+                .collect();
+            let mut outcomes = pool.run(jobs, &shared)?.into_iter();
+            for &i in &unchecked {
+                for done in outcomes.by_ref().take(config.reexecutions as usize) {
+                    let Done::Reexecuted(outcome) = done else { unreachable!("a re-execution returns its outcome") };
+                    bugs.records[i].count_reexecution(&outcome);
+                }
+                tracing::debug!(bug = %bugs.records[i].id, "{}", bugs.records[i].reproduction_words());
             }
-            tracing::debug!(bug = %state.bugs[i].id, "{}", state.bugs[i].reproduction_words());
+            phases.reexecution_ms += ms(checking.elapsed());
         }
-        phases.reexecution_ms += ms(checking.elapsed());
-        let n = &mut nodes[ni];
-        n.picks += 1;
-        n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
-        if first_bug.is_none() && !state.bugs.is_empty() {
-            // Time to find it, not to check it.
-            let found = ms(start.elapsed()).saturating_sub(phases.reexecution_ms);
-            first_bug = Some((branches, found));
-        }
-        let p = BranchProgress {
-            branches,
-            snapshots: nodes.len(),
-            signals: state.signals.total,
-            bugs: state.bugs.len(),
-            elapsed: start.elapsed(),
-            phases,
-        };
-        series.push(SeriesPoint {
-            branch: branches,
-            wall_ms: p.elapsed.as_millis() as u64,
-            snapshots: p.snapshots,
-            signals: p.signals,
-            bugs: p.bugs,
-            new_edges,
-            edges: state.signals.coverage.edges(),
-        });
-        progress(Progress::Branch(p));
-    }
+        Ok(pool.finish())
+    });
+    let (_, guest_profile) = machine?;
+    let snapshots = nodes.len();
 
     Ok(Exploration {
         target: target.clone(),
@@ -607,22 +641,84 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
         budget: config.budget,
         slice_ns: config.slice.nanos(),
         branch_from_snapshots: config.branch_from_snapshots,
+        batch: config.batch,
+        workers: config.workers,
         root,
         branches,
-        snapshots: nodes.len(),
-        signals: state.signals.total,
-        wall_ms: start.elapsed().as_millis() as u64,
+        snapshots,
+        signals: known.signals.total,
+        wall_ms: ms(start.elapsed()),
         vtime_ns: vtime_total,
-        coverage_edges: state.signals.coverage.edges(),
-        instrumentation: state.instrumentation,
-        assertions: state.assertions,
-        bugs: state.bugs,
-        events: state.events,
-        garbage: state.garbage,
+        coverage_edges: known.signals.coverage.edges(),
+        instrumentation: known.instrumentation,
+        assertions: known.assertions,
+        bugs: bugs.records,
+        events: known.events,
+        garbage: known.garbage,
         faults,
         series,
         first_bug,
         phases,
-        guest_profile: machine.take_guest_profile(),
+        guest_profile,
     })
+}
+
+/// Adds a branch a worker ran to the exploration: its coverage and
+/// messages (judged against everything merged before it), its bugs, and
+/// each snapshot that is still new as a node to branch from (with the
+/// snapshots before it in the branch, which its pages build on). Returns
+/// the coverage edges it reached first.
+fn merge(
+    run: BranchRun,
+    known: &mut Knowledge,
+    bugs: &mut Bugs,
+    nodes: &mut Vec<Node>,
+    shared: &Shared,
+    cx: &BugContext,
+) -> u64 {
+    let BranchJob { branch, seed, tree_id, base, .. } = run.job;
+    let mut new_edges = 0;
+    // Each stop's timeline, snapshot, and whether it is a new node.
+    let mut stops = Vec::with_capacity(run.stops.len());
+    for stop in run.stops {
+        let timeline = base.then(Segment { seed, until: stop.at });
+        let covered = known.merge_coverage(&stop.coverage);
+        new_edges += covered;
+        let mut new_here = covered;
+        for msg in &stop.messages {
+            let o = known.process(msg);
+            new_here += o.new_signals;
+            new_edges += o.new_edges;
+            if let Some(kind) = o.bug {
+                let failure = stop.failure.as_ref().expect("the worker fingerprints every stop where a message fails");
+                bugs.record(kind, timeline.clone(), failure, known, cx, branch);
+            }
+        }
+        if new_here > 0 {
+            tracing::debug!(branch, signals = new_here, "something new");
+            assert!(
+                stop.snapshot.is_some() || !shared.rules.snapshots,
+                "branch {branch}: new to the exploration but not to the branch"
+            );
+        }
+        stops.push((timeline, new_here, stop.snapshot));
+    }
+    new_edges += known.merge_coverage(&run.end_coverage);
+    if let (Some(end), Some(failure)) = (run.end, &run.crash) {
+        let timeline = base.then(Segment { seed, until: failure.at });
+        bugs.record(BugKind::Crash { end }, timeline, failure, known, cx, branch);
+    }
+    // Snapshots after the branch's last new one are of no use.
+    let kept = stops.iter().rposition(|(_, new, snap)| *new > 0 && snap.is_some()).map_or(0, |i| i + 1);
+    let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
+    let mut parent = tree_id;
+    for (timeline, new_here, snapshot) in stops.into_iter().take(kept) {
+        let Some(delta) = snapshot else { continue };
+        parent = tree.insert(parent, delta);
+        if new_here > 0 {
+            let energy = NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64;
+            nodes.push(Node { timeline, energy, picks: 0, tree_id: parent });
+        }
+    }
+    new_edges
 }

@@ -52,6 +52,10 @@ pub struct Summary {
     pub target: String,
     pub seed: u64,
     pub branches: u64,
+    /// Branches per round (the exploration depends on it), and the
+    /// workers that ran them (it does not).
+    pub batch: usize,
+    pub workers: usize,
     pub snapshots: usize,
     pub signals: u64,
     pub coverage_edges: usize,
@@ -165,6 +169,8 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
             target: exp.target.name(),
             seed: exp.seed,
             branches: exp.branches,
+            batch: exp.batch,
+            workers: exp.workers,
             snapshots: exp.snapshots,
             signals: exp.signals,
             coverage_edges: exp.coverage_edges,
@@ -205,6 +211,7 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
         s.signals,
         s.wall_ms as f64 / 1000.0
     );
+    let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
     let _ = writeln!(
         m,
         "- root: {} at virtual time {} ns (event {})",
@@ -215,8 +222,8 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
     let p = &s.phases;
     let _ = writeln!(
         m,
-        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms, \
-         bug re-executions {} ms",
+        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms \
+         (these three summed over the workers), bug re-executions {} ms",
         p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms
     );
     if s.garbage.count > 0 {

@@ -16,11 +16,15 @@ pub const LINUX_WATCHDOG: Duration = Duration::from_secs(60);
 pub struct Host {
     pub profile: HostProfile,
     pub probes: HostProbes,
+    /// The CPUs this process may run on, read before any vCPU thread
+    /// pinned itself (a pinned thread sees only its own CPU).
+    pub cpus: Vec<usize>,
 }
 
 impl Host {
     /// Opens KVM, refuses a host without what hvsim needs, runs the probes.
     pub fn open() -> Result<Host> {
+        let cpus = hvsim_vmm::host::allowed_cpus();
         let kvm = open_kvm().map_err(|e| ImageError::Setup(e.to_string()))?;
         let profile = HostProfile::detect(&kvm);
         let missing = profile.missing();
@@ -31,7 +35,7 @@ impl Host {
             )));
         }
         let probes = HostProbes::run(&profile).map_err(|e| ImageError::Setup(format!("cannot probe the host: {e}")))?;
-        Ok(Host { profile, probes })
+        Ok(Host { profile, probes, cpus })
     }
 
     /// Settings for running a guest here; `linux` selects the longer
@@ -44,6 +48,17 @@ impl Host {
         self.probes.configure(&mut s);
         if let Some(w) = watchdog {
             s.watchdog = w;
+        }
+        s
+    }
+
+    /// [`settings`](Self::settings) for the explorer's worker `worker`
+    /// (0 is the thread that started the target): where vCPU threads are
+    /// pinned, each worker gets a CPU of its own while there are enough.
+    pub fn worker_settings(&self, linux: bool, watchdog: Option<Option<Duration>>, worker: usize) -> HostSettings {
+        let mut s = self.settings(linux, watchdog);
+        if s.pin_cpu.is_some() {
+            s.pin_cpu = Some(self.cpus[worker % self.cpus.len()]);
         }
         s
     }

@@ -16,4 +16,4 @@ pub mod tree;
 
 pub use file::{Header, SnapshotError};
 pub use hvsim_vmm::machine::MachineSnapshot;
-pub use tree::{NodeId, SnapshotTree};
+pub use tree::{Cursor, Delta, NodeId, SnapshotTree};

@@ -3,14 +3,22 @@
 //! The root holds a full copy of RAM; every other node holds only the pages
 //! that changed since its parent (found through the machine's dirty log).
 //! Many branches from one parent therefore cost memory in proportion to
-//! what each changed, and resetting the machine to any node copies back
-//! only the pages that can differ: those dirtied since the machine's last
-//! reset or snapshot, plus those in the deltas on the path between the
-//! node the machine came from and the target.
+//! what each changed, and resetting a machine to any node copies back only
+//! the pages that can differ: those dirtied since the machine's last reset
+//! or snapshot, those of snapshots it took that are not in the tree yet,
+//! and those in the deltas on the path between the node the machine came
+//! from and the target.
+//!
+//! The tree is shared: several machines (the explorer's workers, each on
+//! its own thread) reset to its nodes at once through `&self`, each with a
+//! [`Cursor`] that says where that machine stands. A machine's snapshots
+//! are first [`Delta`]s, taken through `&self`; [`SnapshotTree::insert`]
+//! adds them later, in an order the caller chooses (the explorer's branch
+//! order, which does not depend on which worker ran what).
 
 use std::collections::{BTreeSet, HashMap};
 
-use hvsim_vmm::machine::MachineSnapshot;
+use hvsim_vmm::machine::{HostSettings, MachineSnapshot};
 use hvsim_vmm::memory::PAGE_SIZE;
 use hvsim_vmm::Machine;
 
@@ -29,8 +37,35 @@ pub struct SnapshotTree {
     /// RAM at the root.
     base: Vec<u8>,
     nodes: Vec<Node>,
-    /// The node whose RAM the machine holds, plus what its dirty log shows.
-    current: NodeId,
+}
+
+/// Where one machine stands: the node its state derives from, and the
+/// pages its snapshots not yet in the tree changed since then (its dirty
+/// log shows only what changed since its last snapshot).
+#[derive(Debug)]
+pub struct Cursor {
+    node: NodeId,
+    pending: BTreeSet<usize>,
+}
+
+impl Cursor {
+    /// The node the machine's state derives from.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+}
+
+/// A snapshot not (yet) in the tree: what changed since the machine's
+/// previous snapshot or reset, and everything else about the machine.
+pub struct Delta {
+    pages: HashMap<usize, Box<[u8]>>,
+    machine: MachineSnapshot,
+}
+
+impl Delta {
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
 }
 
 /// What a reset did.
@@ -42,14 +77,26 @@ pub struct ResetStats {
 impl SnapshotTree {
     /// Starts a tree with `machine`'s current state as the root (node 0),
     /// and turns on the machine's dirty log.
-    pub fn new(machine: &mut Machine) -> hvsim_vmm::Result<SnapshotTree> {
+    pub fn new(machine: &mut Machine) -> hvsim_vmm::Result<(SnapshotTree, Cursor)> {
         machine.enable_dirty_log()?;
         let snap = machine.capture()?;
-        Ok(SnapshotTree {
+        let tree = SnapshotTree {
             base: machine.ram().as_slice().to_vec(),
             nodes: vec![Node { parent: None, depth: 0, pages: HashMap::new(), machine: snap }],
-            current: 0,
-        })
+        };
+        Ok((tree, Cursor { node: 0, pending: BTreeSet::new() }))
+    }
+
+    /// Another machine, in the root's state, run with `host`'s settings.
+    pub fn machine_at_root(&self, host: &HostSettings) -> hvsim_vmm::Result<(Machine, Cursor)> {
+        let mut machine = Machine::restore(&self.nodes[0].machine, host)?;
+        let ram = machine.ram();
+        assert_eq!(ram.pages() * PAGE_SIZE, self.base.len(), "a machine of the root's shape");
+        for (page, bytes) in self.base.chunks_exact(PAGE_SIZE).enumerate() {
+            ram.restore_page(page, bytes);
+        }
+        machine.enable_dirty_log()?;
+        Ok((machine, Cursor { node: 0, pending: BTreeSet::new() }))
     }
 
     pub fn root(&self) -> NodeId {
@@ -62,11 +109,6 @@ impl SnapshotTree {
 
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
-    }
-
-    /// The node the machine's state derives from.
-    pub fn current(&self) -> NodeId {
-        self.current
     }
 
     pub fn machine_snapshot(&self, id: NodeId) -> &MachineSnapshot {
@@ -84,25 +126,45 @@ impl SnapshotTree {
 
     /// Snapshots the machine as a child of the node it derives from; the
     /// machine continues from the new node.
-    pub fn snapshot(&mut self, machine: &mut Machine) -> hvsim_vmm::Result<NodeId> {
-        let dirty = machine.take_dirty_pages()?;
-        let snap = machine.capture()?;
-        let ram = machine.ram();
-        let pages = dirty.into_iter().map(|p| (p, Box::from(ram.page(p)))).collect();
-        let parent = self.current;
-        let id = self.nodes.len();
-        self.nodes.push(Node { parent: Some(parent), depth: self.nodes[parent].depth + 1, pages, machine: snap });
-        tracing::debug!(node = id, parent, pages = self.nodes[id].pages.len(), "snapshot taken");
-        self.current = id;
+    pub fn snapshot(&mut self, cursor: &mut Cursor, machine: &mut Machine) -> hvsim_vmm::Result<NodeId> {
+        assert!(cursor.pending.is_empty(), "the machine has snapshots outside the tree");
+        let delta = self.capture(cursor, machine)?;
+        let id = self.insert(cursor.node, delta);
+        *cursor = Cursor { node: id, pending: BTreeSet::new() };
         Ok(id)
     }
 
-    /// Puts `machine` back into node `target`'s state, RAM included.
-    pub fn reset(&mut self, machine: &mut Machine, target: NodeId) -> hvsim_vmm::Result<ResetStats> {
+    /// Snapshots the machine without adding it to the tree: the delta is
+    /// relative to the machine's previous snapshot (a delta before it) or,
+    /// if it took none since, the node it was reset to.
+    pub fn capture(&self, cursor: &mut Cursor, machine: &mut Machine) -> hvsim_vmm::Result<Delta> {
+        let dirty = machine.take_dirty_pages()?;
+        let snap = machine.capture()?;
+        let ram = machine.ram();
+        cursor.pending.extend(&dirty);
+        let pages = dirty.into_iter().map(|p| (p, Box::from(ram.page(p)))).collect();
+        Ok(Delta { pages, machine: snap })
+    }
+
+    /// Adds `delta` as a child of `parent` (which must be the node or delta
+    /// it was captured after).
+    pub fn insert(&mut self, parent: NodeId, delta: Delta) -> NodeId {
+        assert!(parent < self.nodes.len(), "no snapshot node {parent}");
+        let id = self.nodes.len();
+        let depth = self.nodes[parent].depth + 1;
+        tracing::debug!(node = id, parent, pages = delta.pages.len(), "snapshot taken");
+        self.nodes.push(Node { parent: Some(parent), depth, pages: delta.pages, machine: delta.machine });
+        id
+    }
+
+    /// Puts `machine` (standing at `cursor`) back into node `target`'s
+    /// state, RAM included.
+    pub fn reset(&self, cursor: &mut Cursor, machine: &mut Machine, target: NodeId) -> hvsim_vmm::Result<ResetStats> {
         assert!(target < self.nodes.len(), "no snapshot node {target}");
         let mut touched: BTreeSet<usize> = machine.take_dirty_pages()?.into_iter().collect();
-        // Pages in deltas between `current` and `target` may differ too.
-        let (mut a, mut b) = (self.current, target);
+        touched.append(&mut cursor.pending);
+        // Pages in deltas between the cursor's node and `target` may differ too.
+        let (mut a, mut b) = (cursor.node, target);
         while a != b {
             let deeper = if self.nodes[a].depth >= self.nodes[b].depth { &mut a } else { &mut b };
             touched.extend(self.nodes[*deeper].pages.keys().copied());
@@ -114,7 +176,7 @@ impl SnapshotTree {
         }
         machine.reset_to(&self.nodes[target].machine)?;
         tracing::debug!(node = target, pages = touched.len(), "snapshot restored");
-        self.current = target;
+        cursor.node = target;
         Ok(ResetStats { pages_copied: touched.len() })
     }
 

@@ -53,14 +53,14 @@ fn a_thousand_resets_equal_a_fresh_restore() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("root.snap");
     file::save(&path, &mut m, "timer", 1, &Default::default()).unwrap();
-    let mut tree = SnapshotTree::new(&mut m).unwrap();
+    let (tree, mut at) = SnapshotTree::new(&mut m).unwrap();
 
     let mut fresh = file::load(&path).unwrap().restore(&host).unwrap();
     let expected = result(&mut fresh, BRANCH_END);
     assert!(fresh.trace_state().events > AT.0 / 1000 + 50, "the branch must do real work");
 
     for i in 0..1000 {
-        let stats = tree.reset(&mut m, tree.root()).unwrap();
+        let stats = tree.reset(&mut at, &mut m, tree.root()).unwrap();
         let got = result(&mut m, BRANCH_END);
         assert!(got == expected, "reset {i} (copied {} pages) diverged from a fresh restore", stats.pages_copied);
     }
@@ -74,29 +74,74 @@ fn resets_between_sibling_branches_are_exact() {
     // The entropy guest's output depends on its stream, so re-seeding after
     // the root gives two different branches.
     let (mut m, _) = machine("entropy", 3);
-    let mut tree = SnapshotTree::new(&mut m).unwrap();
+    let (mut tree, mut at) = SnapshotTree::new(&mut m).unwrap();
     let root = tree.root();
     let end = Vtime::from_secs(1);
 
     m.reseed(10).unwrap();
     assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
-    let a = tree.snapshot(&mut m).unwrap();
+    let a = tree.snapshot(&mut at, &mut m).unwrap();
     let from_a = result(&mut m, end);
 
-    tree.reset(&mut m, root).unwrap();
+    tree.reset(&mut at, &mut m, root).unwrap();
     m.reseed(20).unwrap();
     assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
-    let b = tree.snapshot(&mut m).unwrap();
+    let b = tree.snapshot(&mut at, &mut m).unwrap();
     let from_b = result(&mut m, end);
     assert_ne!(from_a.2, from_b.2, "different seeds must give different output");
     assert_eq!((tree.parent(a), tree.parent(b)), (Some(root), Some(root)));
 
     for _ in 0..5 {
-        tree.reset(&mut m, a).unwrap();
+        tree.reset(&mut at, &mut m, a).unwrap();
         assert!(result(&mut m, end) == from_a);
-        tree.reset(&mut m, b).unwrap();
+        tree.reset(&mut at, &mut m, b).unwrap();
         assert!(result(&mut m, end) == from_b);
     }
     // Memory kept: the root's copy plus a few delta pages, not two more copies.
     assert!(tree.memory_bytes() < (4 << 20) + 64 * 4096, "{}", tree.memory_bytes());
+}
+
+#[test]
+fn machines_sharing_a_tree_reach_each_others_snapshots() {
+    if !kvm_available() {
+        return;
+    }
+    let (mut m, host) = machine("entropy", 3);
+    let (mut tree, mut at) = SnapshotTree::new(&mut m).unwrap();
+    let root = tree.root();
+    let (mut other, mut other_at) = tree.machine_at_root(&host).unwrap();
+    let end = Vtime::from_secs(1);
+
+    // A second machine made from the root runs as the first does.
+    m.reseed(10).unwrap();
+    other.reseed(10).unwrap();
+    let straight = result(&mut m, end);
+    assert!(result(&mut other, end) == straight, "a machine at the root runs as the root's machine");
+
+    // Two snapshots taken on `other` as deltas, added to the tree later.
+    tree.reset(&mut other_at, &mut other, root).unwrap();
+    other.reseed(20).unwrap();
+    assert_eq!(other.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
+    let first = tree.capture(&mut other_at, &mut other).unwrap();
+    let from_first = result(&mut other, Vtime(40_000));
+    let second = tree.capture(&mut other_at, &mut other).unwrap();
+    let from_second = result(&mut other, end);
+    assert!(first.pages() > 0 && second.pages() > 0, "each delta holds what changed");
+    let a = tree.insert(root, first);
+    let b = tree.insert(a, second);
+    assert_eq!((tree.parent(a), tree.parent(b)), (Some(root), Some(a)));
+
+    // The first machine goes to them, and `other` (its snapshots' pages
+    // still pending in its cursor) goes back to them too.
+    for _ in 0..3 {
+        tree.reset(&mut at, &mut m, b).unwrap();
+        assert!(result(&mut m, end) == from_second);
+        tree.reset(&mut other_at, &mut other, a).unwrap();
+        assert!(result(&mut other, Vtime(40_000)) == from_first);
+        tree.reset(&mut at, &mut m, a).unwrap();
+        assert!(result(&mut m, Vtime(40_000)) == from_first);
+        tree.reset(&mut other_at, &mut other, root).unwrap();
+        other.reseed(10).unwrap();
+        assert!(result(&mut other, end) == straight);
+    }
 }

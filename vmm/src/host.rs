@@ -102,18 +102,28 @@ impl HostProfile {
     }
 }
 
-/// The lowest-numbered CPU this process may run on.
-pub fn first_allowed_cpu() -> usize {
+/// The CPUs this process may run on, lowest first (CPU 0 if that cannot
+/// be read).
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
-    unsafe {
+    let cpus: Vec<usize> = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            if let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) {
-                return cpu;
-            }
+            (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        } else {
+            Vec::new()
         }
+    };
+    if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus
     }
-    0
+}
+
+/// The lowest-numbered CPU this process may run on.
+pub fn first_allowed_cpu() -> usize {
+    allowed_cpus()[0]
 }
 
 /// Pins the calling thread to `cpu`.

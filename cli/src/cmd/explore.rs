@@ -62,6 +62,15 @@ pub struct Args {
     /// check (bug records then say `replayable: expected`).
     #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(0..=100))]
     reexecute: u32,
+    /// Machines that run branches at once, a thread each (up to the host's
+    /// cores is useful). Changes only how fast: the same seed and --batch
+    /// explore the same timelines with any number of workers.
+    #[arg(long, default_value = "1", value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+    /// Branches per round (default: --workers): each round's branches start
+    /// from the snapshots taken before the round, and are merged in order.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: Option<u16>,
     #[command(flatten)]
     guest_profile: ProfileArgs,
 }
@@ -108,6 +117,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         stop_at_first_bug: false,
         reexecutions: args.reexecute,
         start,
+        batch: usize::from(args.batch.unwrap_or(args.workers)),
+        workers: usize::from(args.workers),
     };
     let host = Host::open()?;
     let bar = ProgressBar::new(args.branches);

@@ -67,3 +67,67 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
         .iter()
         .any(|l| l.as_str().is_some_and(|l| l.starts_with("user-mode RDTSC does not trap")))
 }
+
+/// What an exploration found, from its report and bug files, without what
+/// depends on the host's speed or on the workers (wall times, file paths):
+/// two explorations that agree on this explored the same timelines. Each
+/// bug's failure point carries the hash of its trace and, unless `memory`
+/// is false, of guest memory. How often a bug's re-executions reproduced it
+/// is left out too: that is an observation of this host (on the nested
+/// one, re-executions of Linux timelines do not always reproduce), made
+/// after the exploration.
+#[allow(dead_code)]
+pub fn exploration_digest(report: &Value, memory: bool) -> Value {
+    const LEFT_OUT: [&str; 7] =
+        ["workers", "file", "replay_command", "first_bug", "reproduction", "replayable", "replayable_reasons"];
+    fn strip(v: &Value, memory: bool) -> Value {
+        match v {
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .filter(|(k, _)| {
+                        !(k.ends_with("_ms") || LEFT_OUT.contains(&k.as_str()) || (!memory && *k == "memory_hash"))
+                    })
+                    .map(|(k, v)| (k.clone(), strip(v, memory)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(|v| strip(v, memory)).collect()),
+            v => v.clone(),
+        }
+    }
+    let records: Vec<Value> = report["bugs"]
+        .as_array()
+        .expect("a report lists its bugs")
+        .iter()
+        .map(|b| {
+            let file = b["file"].as_str().expect("each bug has a file");
+            strip(&serde_json::from_str(&read(Path::new(file))).expect("a bug file is JSON"), memory)
+        })
+        .collect();
+    serde_json::json!({ "report": strip(report, memory), "records": records })
+}
+
+/// Whether Linux programs here can keep host-dependent values in memory
+/// (`hvsim doctor`: CPUID not virtualized, or user-mode RDTSC not trapped),
+/// so that the same trace may end with different memory.
+#[allow(dead_code)]
+pub fn linux_memory_may_differ() -> bool {
+    let o = output(&["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("hvsim doctor --json prints JSON");
+    let p = &v["probes"];
+    p["cpuid_virtualized"] == false || p["user_rdtsc_traps"] == false
+}
+
+/// Where two JSON values first differ (a path like `/bugs/0/at`), if they do.
+#[allow(dead_code)]
+pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => x.keys().chain(y.keys()).find_map(|k| match (x.get(k), y.get(k)) {
+            (Some(p), Some(q)) => first_difference(p, q).map(|d| format!("/{k}{d}")),
+            (p, q) => Some(format!("/{k}: {p:?} vs {q:?}")),
+        }),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (p, q))| first_difference(p, q).map(|d| format!("/{i}{d}")))
+        }
+        _ => (a != b).then(|| format!(": {a} vs {b}")),
+    }
+}

@@ -16,6 +16,7 @@ mod boot;
 mod guest;
 mod image;
 mod net;
+mod workers;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,6 +49,23 @@ enum What {
         /// 400 with --linux.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
+        /// Explore the Linux vault instead of the demo.
+        #[arg(long)]
+        linux: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Branches per second of an exploration run by several workers (a
+    /// machine and a thread each) against the same exploration run by one,
+    /// checking that both explored the same timelines.
+    Workers {
+        /// Workers measured against one (default: this host's CPUs, at
+        /// least 2); also the rounds' batch, for both runs.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(2..=256))]
+        workers: Option<u16>,
+        /// Branches each run explores.
+        #[arg(long, default_value = "400", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        branches: u64,
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
         linux: bool,
@@ -123,6 +141,10 @@ pub fn main(args: Args) -> Result<ExitCode> {
             let max_branches = max_branches.unwrap_or(if linux { 400 } else { 5000 });
             bench_explore(seeds, max_branches, linux, json)
         }
+        What::Workers { workers, branches, linux, json } => {
+            let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
+            workers::bench_workers(workers, branches, linux, json)
+        }
         What::Net { bytes, json } => net::bench_net(bytes, json),
         What::Guest { scale, json } => guest::bench_guest(scale, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
@@ -197,7 +219,7 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
         config.spec.ram_size = BENCH_RAM;
         config.host = host.settings(false, None);
         let mut m = Machine::new(&config)?;
-        let mut tree = SnapshotTree::new(&mut m)?;
+        let (tree, mut at) = SnapshotTree::new(&mut m)?;
         let mut reset = Vec::new();
         let mut copied = 0;
         for _ in 0..repeat {
@@ -205,7 +227,7 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
                 bail!("page-writer guest did not finish");
             }
             let t = Instant::now();
-            copied = tree.reset(&mut m, tree.root())?.pages_copied;
+            copied = tree.reset(&mut at, &mut m, tree.root())?.pages_copied;
             reset.push(ms(t.elapsed()));
         }
         m.run_until(Vtime::MAX)?;
@@ -305,6 +327,8 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 stop_at_first_bug: true,
                 reexecutions: 3,
                 start: Default::default(),
+                batch: 1,
+                workers: 1,
             };
             let e = explore(&config, &host, &mut |_| {})?;
             let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));

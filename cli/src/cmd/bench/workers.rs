@@ -1,0 +1,90 @@
+//! `hvsim bench workers`: branches per second of one exploration run by N
+//! workers against the same exploration (same seed, same batch) run by
+//! one, in the same process; and whether the two explored the same.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Target};
+use hvsim_guest_image::host::Host;
+use hvsim_vmm::Vtime;
+
+/// What must agree between the two runs: every bug's timeline and failure
+/// point (with its trace and memory hashes), and what was learned.
+fn explored(e: &Exploration) -> serde_json::Value {
+    let bugs: Vec<_> = e.bugs.iter().map(|b| serde_json::json!([b.summary, b.timeline, b.failure])).collect();
+    serde_json::json!({
+        "bugs": bugs,
+        "snapshots": e.snapshots,
+        "signals": e.signals,
+        "edges": e.coverage_edges,
+        "vtime_ns": e.vtime_ns,
+        "faults": e.faults,
+    })
+}
+
+pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
+    let host = Host::open()?;
+    let dir = tempfile::tempdir()?;
+    let (target, slice) = if linux {
+        eprintln!("hvsim: bench workers --linux: exploring a Linux program twice (minutes here)");
+        (super::linux_vault(dir.path())?, Vtime(500_000_000))
+    } else {
+        // Long slices: each branch costs far more than merging it.
+        (Target::Raw { guest: "demo".into() }, Vtime(100_000_000))
+    };
+    let mut runs = Vec::new();
+    for w in [1, workers] {
+        let config = ExploreConfig {
+            target: target.clone(),
+            seed: 1,
+            budget: Budget { branches: Some(branches), ..Budget::default() },
+            slice,
+            setup_limit: ExploreConfig::default_setup_limit(linux),
+            branch_from_snapshots: true,
+            stop_at_first_bug: false,
+            reexecutions: 0,
+            start: Default::default(),
+            batch: workers,
+            workers: w,
+        };
+        runs.push(explore(&config, &host, &mut |_| {})?);
+    }
+    // Branch time only: start and setup are the same work either way.
+    let rate = |e: &Exploration| {
+        let ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms).max(1);
+        e.branches as f64 / (ms as f64 / 1000.0)
+    };
+    let (one, many) = (&runs[0], &runs[1]);
+    let same = explored(one) == explored(many);
+    let cpus = host.cpus.len();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "benchmark": "workers",
+                "target": target.name(),
+                "branches": branches,
+                "batch": workers,
+                "cpus": cpus,
+                "one_worker_branches_per_sec": rate(one),
+                "workers": workers,
+                "workers_branches_per_sec": rate(many),
+                "speedup": rate(many) / rate(one),
+                "same_exploration": same,
+            })
+        );
+    } else {
+        println!(
+            "explore {} ({branches} branches, rounds of {workers}) with {workers} workers vs 1, on {cpus} CPUs:",
+            target.name()
+        );
+        println!("  1 worker:  {:>8.1} branches/s", rate(one));
+        println!("  {workers} workers: {:>8.1} branches/s", rate(many));
+        println!("  speedup: {:.2}x; same exploration: {}", rate(many) / rate(one), if same { "yes" } else { "NO" });
+    }
+    if !same {
+        bail!("{workers} workers explored otherwise than one: {} vs {}", explored(many), explored(one));
+    }
+    Ok(ExitCode::SUCCESS)
+}
