@@ -192,6 +192,15 @@ impl BugRecord {
 
     /// Counts one re-execution and updates the verdict.
     pub fn count_reexecution(&mut self, outcome: &ReplayOutcome) {
+        tracing::debug!(
+            bug = %self.id,
+            reproduced = outcome.reproduced,
+            observed = ?outcome.observed,
+            at = outcome.at.events,
+            trace_matches = outcome.trace_matches,
+            memory_matches = outcome.memory_matches,
+            "re-executed"
+        );
         let r = &mut self.reproduction;
         r.attempts += 1;
         if outcome.reproduced {

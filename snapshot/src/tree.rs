@@ -174,6 +174,7 @@ impl SnapshotTree {
         for &page in &touched {
             ram.restore_page(page, self.page(target, page));
         }
+        machine.pages_restored()?;
         machine.reset_to(&self.nodes[target].machine)?;
         tracing::debug!(node = target, pages = touched.len(), "snapshot restored");
         cursor.node = target;

@@ -25,6 +25,11 @@ pub struct HostProfile {
     /// `kvm_pvm`, a page-table-based nested hypervisor: guest ring 0 is
     /// emulated, some instructions fail there, user-mode SYSCALL is misdelivered.
     pub nested_pvm: bool,
+    /// KVM shadows the guest's page tables instead of letting the hardware
+    /// walk them (PVM, or EPT/NPT turned off): a snapshot reset, which puts
+    /// page-table pages back behind KVM's write protection, must make KVM
+    /// drop its shadows.
+    pub shadow_paging: bool,
     /// Hardware branch counters usable for exact preemption (rr's technique).
     pub pmu: PmuStatus,
     pub capabilities: Vec<CapabilityCheck>,
@@ -91,6 +96,7 @@ impl HostProfile {
         HostProfile {
             kvm_api_version: kvm.get_api_version(),
             nested_pvm: Path::new("/sys/module/kvm_pvm").exists(),
+            shadow_paging: shadow_paging(),
             pmu: detect_pmu(),
             capabilities,
         }
@@ -124,6 +130,15 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// The lowest-numbered CPU this process may run on.
 pub fn first_allowed_cpu() -> usize {
     allowed_cpus()[0]
+}
+
+/// Whether KVM shadows guest page tables here: under PVM always; under
+/// kvm_intel or kvm_amd when two-dimensional paging (EPT, NPT) is off.
+fn shadow_paging() -> bool {
+    let param = |path: &str| std::fs::read_to_string(path).ok().map(|v| v.trim().to_owned());
+    Path::new("/sys/module/kvm_pvm").exists()
+        || param("/sys/module/kvm_intel/parameters/ept").is_some_and(|v| v == "N" || v == "0")
+        || param("/sys/module/kvm_amd/parameters/npt").is_some_and(|v| v == "N" || v == "0")
 }
 
 /// Pins the calling thread to `cpu`.

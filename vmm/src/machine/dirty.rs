@@ -58,10 +58,45 @@ impl Machine {
         Ok(())
     }
 
+    /// Tells the machine that the VMM put guest pages back (a snapshot
+    /// reset) behind KVM's back. Where KVM shadows the guest's page tables,
+    /// it trusts its shadows of page-table pages it write-protected from the
+    /// guest, and a page put back from a snapshot changed behind that
+    /// protection: a stale shadow would map the snapshot's page tables to
+    /// another run's pages (a Linux guest then crashes on every other reset).
+    /// So there KVM's RAM slot is taken away and given back, which drops
+    /// every shadow. The dirty record starts empty again.
+    pub fn pages_restored(&mut self) -> Result<()> {
+        if !self.host.shadow_paging {
+            return Ok(());
+        }
+        let gone = kvm_userspace_memory_region {
+            slot: 0,
+            flags: 0,
+            guest_phys_addr: 0,
+            memory_size: 0,
+            userspace_addr: self.ram.host_base(),
+        };
+        // SAFETY: a zero size deletes the slot; no vCPU runs meanwhile.
+        unsafe { self.vm.set_user_memory_region(gone) }.kvm("KVM_SET_USER_MEMORY_REGION (delete)")?;
+        register_ram(&self.vm, &self.ram, self.dirty_log)?;
+        if self.dirty_log {
+            // A new slot's log starts with every page set.
+            self.take_dirty_pages()?;
+        }
+        Ok(())
+    }
+
     /// Indices of the pages written, by the guest or by the VMM, since the
     /// last call (or since tracking started); clears the record.
+    ///
+    /// An exit's pending input is completed first: completing it can write
+    /// guest memory (an emulated instruction's memory operand, a string
+    /// input's buffer), and a write after the pages were taken would be in
+    /// neither this record nor the snapshot or reset it is taken for.
     pub fn take_dirty_pages(&mut self) -> Result<Vec<usize>> {
         assert!(self.dirty_log, "take_dirty_pages without enable_dirty_log");
+        self.complete_pending_io()?;
         let size = self.ram.size();
         let mut bitmap = self.vm.get_dirty_log(0, size).kvm("KVM_GET_DIRTY_LOG")?;
         // Re-arm protection for exactly these pages (a no-op error-wise where

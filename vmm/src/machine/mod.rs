@@ -80,12 +80,19 @@ pub struct HostSettings {
     /// Pin the vCPU thread to this host CPU: where CPUID is not virtualized,
     /// the guest reads the APIC ID of whichever CPU runs it.
     pub pin_cpu: Option<usize>,
+    /// KVM shadows the guest's page tables here (`HostProfile::shadow_paging`).
+    pub shadow_paging: bool,
 }
 
 impl HostSettings {
     /// Defaults for this host (before `raw::probes` refine them).
     pub fn for_host(host: &HostProfile) -> HostSettings {
-        HostSettings { watchdog: Some(DEFAULT_WATCHDOG), precise_irq_window: !host.nested_pvm, pin_cpu: None }
+        HostSettings {
+            watchdog: Some(DEFAULT_WATCHDOG),
+            precise_irq_window: !host.nested_pvm,
+            pin_cpu: None,
+            shadow_paging: host.shadow_paging,
+        }
     }
 }
 
