@@ -68,6 +68,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
         } else {
             println!("nested host: no (no guest-kernel workarounds applied)");
         }
+        if host.shadow_paging {
+            println!(
+                "paging: KVM shadows guest page tables; each snapshot reset has it drop its shadows \
+                 (exact; each reset costs a little more)"
+            );
+        } else {
+            println!("paging: two-dimensional (EPT/NPT); snapshot resets copy pages only");
+        }
         if let Some(p) = &probes {
             let yes_no = |b: bool| if b { "yes" } else { "NO" };
             println!("probed by running tiny guests:");
