@@ -34,8 +34,13 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
             r["summary"]
         );
         // Report files landed, and the verdicts name what held and what failed.
-        for f in ["report.md", "report.json"] {
+        for f in ["report.md", "report.json", "report.html"] {
             assert!(out.join(f).exists(), "{f}");
+        }
+        let page = read(&out.join("report.html"));
+        for b in bugs {
+            let replay = b["replay_command"].as_str().unwrap();
+            assert!(page.contains(replay) && page.contains(b["id"].as_str().unwrap()), "{page}");
         }
         let verdict = |msg: &str| {
             r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == msg).unwrap()["verdict"].clone()

@@ -1,5 +1,8 @@
-//! The exploration report: `report.json`, `report.md` and one
-//! `bugs/BUG-n.json` per bug, written atomically into the output directory.
+//! The exploration report: `report.json`, `report.md`, `report.html` (for
+//! triage, see [`html`]) and one `bugs/BUG-n.json` per bug, written
+//! atomically into the output directory.
+
+mod html;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -193,6 +196,7 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
     };
     write_atomic(&out.join("report.json"), &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
     write_atomic(&out.join("report.md"), markdown(&report, exp).as_bytes())?;
+    write_atomic(&out.join("report.html"), html::render(&report, exp).as_bytes())?;
     Ok(report)
 }
 
