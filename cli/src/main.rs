@@ -30,6 +30,8 @@ enum Command {
     Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
     DiffLog(cmd::diff_log::Args),
+    /// Check a history of operations for linearizability.
+    Check(cmd::check::Args),
     /// Report what this host can and cannot guarantee.
     Doctor(cmd::doctor::Args),
     /// Measure hvsim against a baseline taken in the same run.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => cmd::snapshot::main(a),
         Command::DiffLog(a) => cmd::diff_log::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
+        Command::Check(a) => cmd::check::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Kernel(a) => cmd::kernel::main(a),
         Command::Cache(a) => cmd::cache::main(a),

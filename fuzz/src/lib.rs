@@ -31,6 +31,7 @@ pub const TARGETS: &[Target] = &[
     ("hypercall", hypercall::hypercall),
     ("layers", extract::layers),
     ("image", extract::image),
+    ("history", history),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {
@@ -119,6 +120,20 @@ pub fn compose(data: &[u8]) {
     let path = Path::new("/nonexistent/hvsim-fuzz/compose.yaml");
     if let Ok((project, _warnings)) = hvsim_guest_image::compose::parse_checked(text, path) {
         let _ = project.node_names();
+    }
+}
+
+/// A history (JSON lines) checked for linearizability, with a small step
+/// limit: a verdict or a one-line error, the same verdict twice, and a
+/// linearizable verdict counts every operation the history pairs.
+pub fn history(data: &[u8]) {
+    use hvsim_checkers::{check_text, history, Verdict};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(verdict) = check_text(text, 20_000) else { return };
+    assert_eq!(check_text(text, 20_000).ok(), Some(verdict.clone()), "the same history, another verdict");
+    if let Verdict::Linearizable { operations, .. } = verdict {
+        let ops = history::operations(&history::parse(text).expect("parsed once")).expect("paired once");
+        assert_eq!(operations, ops.len());
     }
 }
 

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod cache;
+pub mod check;
 pub mod diff_log;
 pub mod doctor;
 pub mod explore;

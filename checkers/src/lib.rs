@@ -1,0 +1,45 @@
+//! Checkers for what clients of a distributed system saw: given a history
+//! of operations (invocations and completions, in real-time order), does
+//! some correct object explain every answer?
+//!
+//! - [`history`]: the history format (JSON lines, Jepsen's shape) and its
+//!   pairing into operations;
+//! - [`model`]: what a correct object answers (a register with
+//!   compare-and-set, per key);
+//! - [`linearizable`]: the linearizability search.
+//!
+//! Pure and KVM-free: a history recorded in an hvsim run, in a Jepsen run
+//! or by hand is checked the same way (`hvsim check`, docs/checkers.md).
+
+pub mod error;
+pub mod history;
+pub mod linearizable;
+pub mod model;
+
+pub use error::{Error, Result};
+pub use linearizable::{check, Verdict, DEFAULT_STEP_LIMIT};
+
+/// Parses a history and checks it for linearizability.
+pub fn check_text(text: &str, step_limit: u64) -> Result<Verdict> {
+    let events = history::parse(text)?;
+    check(&history::operations(&events)?, step_limit)
+}
+
+#[cfg(test)]
+mod tests {
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/inputs.rs"));
+
+    /// What the `history` fuzz target does, over its corpus and
+    /// regressions; every seed is a history with a verdict.
+    #[test]
+    fn fuzz_corpus_and_regressions_check_without_panics() {
+        let inputs = fuzz_inputs("history");
+        assert!(!inputs.is_empty());
+        for (file, data) in inputs {
+            let verdict = std::str::from_utf8(&data).map(|text| super::check_text(text, 20_000));
+            if file.iter().any(|c| c == "corpus") {
+                assert!(matches!(verdict, Ok(Ok(_))), "{}: {verdict:?}", file.display());
+            }
+        }
+    }
+}
