@@ -121,3 +121,50 @@ fn compose_mistakes_are_one_line_errors_before_anything_boots() {
     assert!(err.contains("crash[0]: no node named \"cache\" (the nodes are db)"), "{err}");
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// The history the register project's client printed, for one key.
+fn history_of(lines: &[String], key: &str) -> String {
+    let tag = format!(r#""key":"{key}""#);
+    let events: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("client | "))
+        .filter(|l| l.starts_with('{') && l.contains(&tag))
+        .collect();
+    events.join("\n")
+}
+
+#[test]
+fn reads_from_a_redis_replica_are_not_linearizable_and_from_the_primary_they_are() {
+    if !kvm_available() {
+        return;
+    }
+    if std::env::var("HVSIM_SLOW_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: a three-node Redis project takes minutes here (ci/test.sh --slow)");
+        return;
+    }
+    redis_image();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis-register");
+    let compose = format!("{dir}/compose.yaml");
+    let plan = format!("{dir}/slow-replication.toml");
+    let (v, code) = run_json(&["--compose", &compose, "--fault-plan", &plan, "--seed", "1", "--vtime-limit", "120s"]);
+    let lines = console_lines(&v);
+    assert_eq!(code, 0, "{lines:#?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let check = |key: &str| {
+        let history = history_of(&lines, key);
+        assert_eq!(history.lines().count(), 18, "six reads and three writes of {key}, each two lines:\n{history}");
+        let file = tmp.path().join(format!("{key}.jsonl"));
+        std::fs::write(&file, &history).unwrap();
+        let o = output(&["check", file.to_str().unwrap(), "--json"]);
+        let verdict: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+        (o.status.code(), verdict, history)
+    };
+    // Reads from the primary: Redis is one register there.
+    let (code, verdict, history) = check("p");
+    assert_eq!((code, &verdict["verdict"]), (Some(0), &Value::from("linearizable")), "{verdict}\n{history}");
+    // Reads from the replica, which hears of each write 300 ms late: a
+    // read misses a write that completed before it began.
+    let (code, verdict, history) = check("r");
+    assert_eq!((code, &verdict["verdict"]), (Some(6), &Value::from("not-linearizable")), "{verdict}\n{history}");
+    assert!(verdict["op"].as_str().unwrap().contains(" read r "), "a read is what no order explains: {verdict}");
+}
