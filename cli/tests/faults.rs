@@ -435,6 +435,18 @@ if hvsim-node 1 ping -c 1 -W 1 10.0.0.1 > /dev/null; then ok=true; else ok=false
 echo "{\"antithesis_assert\":{\"id\":\"ping answers\",\"message\":\"ping answers\",\"condition\":$ok,\"hit\":true,\"must_hit\":true,\"assert_type\":\"always\",\"display_type\":\"Always\",\"location\":{},\"details\":null}}" > $HVSIM_SDK_OUTPUT
 "#;
 
+/// `hvsim explore --json` of two nodes, one pinging the other, under the
+/// fault plan `plan`, into `out`; the report.
+fn explore_ping(plan: &Path, out: &Path, more: &[&str]) -> Value {
+    let (plan, out) = (plan.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec!["explore", "--json", "--linux", "--nodes", "2", "--fault-plan", plan, "--init-cmd", PING];
+    args.extend_from_slice(more);
+    args.extend_from_slice(&["--out", out]);
+    let o = output(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     if !kvm_available() {
@@ -443,23 +455,7 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
     let out = dir.path().join("out");
-    let o = output(&[
-        "explore",
-        "--json",
-        "--linux",
-        "--nodes",
-        "2",
-        "--fault-plan",
-        plan.to_str().unwrap(),
-        "--init-cmd",
-        PING,
-        "--branches",
-        "6",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = explore_ping(&plan, &out, &["--branches", "6"]);
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
     let bug = bug.unwrap_or_else(|| panic!("the loss never broke the ping in 6 branches: {}", r["summary"]));
     // The report carries landing evidence summed over every timeline.
@@ -485,28 +481,7 @@ fn linux_branches_run_on_two_machines_as_on_one() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
     let run = |workers: &str| {
-        let out = dir.path().join(workers);
-        let o = output(&[
-            "explore",
-            "--json",
-            "--linux",
-            "--nodes",
-            "2",
-            "--fault-plan",
-            plan.to_str().unwrap(),
-            "--init-cmd",
-            PING,
-            "--branches",
-            "4",
-            "--batch",
-            "2",
-            "--workers",
-            workers,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+        explore_ping(&plan, &dir.path().join(workers), &["--branches", "4", "--batch", "2", "--workers", workers])
     };
     let (one, two) = (run("1"), run("2"));
     assert_eq!(two["summary"]["workers"], 2);
@@ -516,11 +491,14 @@ fn linux_branches_run_on_two_machines_as_on_one() {
     let difference = first_difference(&exploration_digest(&two, memory), &exploration_digest(&one, memory));
     assert!(difference.is_none(), "two workers explored otherwise than one, at {difference:?}");
     assert!(two["faults"][0]["landed"].as_u64() > Some(0), "the plan's loss landed: {}", two["faults"]);
-    // Its re-executions, by either machine, from the root snapshot, reach
-    // it every time (where KVM shadows page tables, only since a reset
-    // makes KVM drop its shadows: every other one crashed before); and it
+    // The loss breaks the ping (seed 0 finds it in branch 2). The bug's
+    // re-executions, by either machine, from the root snapshot, reach it
+    // every time (where KVM shadows page tables, only since a reset makes
+    // KVM drop its shadows: every other one crashed before); and it
     // replays in a fresh process.
-    for bug in two["bugs"].as_array().unwrap() {
+    let bugs = two["bugs"].as_array().unwrap();
+    assert!(!bugs.is_empty(), "the loss never broke the ping in 4 branches: {}", two["summary"]);
+    for bug in bugs {
         assert_eq!(bug["reproduction"], "reproduced 3/3", "{bug}");
         let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();

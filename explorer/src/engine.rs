@@ -433,6 +433,30 @@ impl Bugs {
     }
 }
 
+impl Bugs {
+    /// Executes each new bug's timeline `times` times again, from the root
+    /// snapshot, on every worker, and counts what came back.
+    fn reexecute_new(&mut self, pool: &mut Pool, shared: &Shared, times: u32) -> Result<()> {
+        let unchecked = std::mem::take(&mut self.unchecked);
+        let jobs = unchecked
+            .iter()
+            .flat_map(|&i| {
+                let record = Arc::new(self.records[i].clone());
+                (0..times).map(move |_| Job::Reexecute(record.clone()))
+            })
+            .collect();
+        let mut outcomes = pool.run(jobs, shared)?.into_iter();
+        for &i in &unchecked {
+            for done in outcomes.by_ref().take(times as usize) {
+                let Done::Reexecuted(outcome) = done else { unreachable!("a re-execution returns its outcome") };
+                self.records[i].count_reexecution(&outcome);
+            }
+            tracing::debug!(bug = %self.records[i].id, "{}", self.records[i].reproduction_words());
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn point(m: &Machine) -> Point {
     Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
 }
@@ -548,7 +572,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
             || config.budget.branches.is_some_and(|b| branches >= b)
             || config.budget.vtime.is_some_and(|v| vtime >= v.nanos())
     };
-    let machine = std::thread::scope(|scope| -> Result<(Machine, Option<GuestProfile>)> {
+    let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
         // Rounds of `batch` branches: picked from the nodes as they stand
         // when the round begins, run by every worker, merged in branch
@@ -610,29 +634,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                 });
                 progress(Progress::Branch(p));
             }
-            // New bugs: their timelines again, from the root snapshot.
             let checking = Instant::now();
-            let unchecked = std::mem::take(&mut bugs.unchecked);
-            let jobs = unchecked
-                .iter()
-                .flat_map(|&i| {
-                    let record = Arc::new(bugs.records[i].clone());
-                    (0..config.reexecutions).map(move |_| Job::Reexecute(record.clone()))
-                })
-                .collect();
-            let mut outcomes = pool.run(jobs, &shared)?.into_iter();
-            for &i in &unchecked {
-                for done in outcomes.by_ref().take(config.reexecutions as usize) {
-                    let Done::Reexecuted(outcome) = done else { unreachable!("a re-execution returns its outcome") };
-                    bugs.records[i].count_reexecution(&outcome);
-                }
-                tracing::debug!(bug = %bugs.records[i].id, "{}", bugs.records[i].reproduction_words());
-            }
+            bugs.reexecute_new(&mut pool, &shared, config.reexecutions)?;
             phases.reexecution_ms += ms(checking.elapsed());
         }
         Ok(pool.finish())
     });
-    let (_, guest_profile) = machine?;
+    let guest_profile = guest_profile?;
     let snapshots = nodes.len();
 
     Ok(Exploration {

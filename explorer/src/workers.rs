@@ -163,9 +163,9 @@ impl<'scope> Pool<'scope> {
         results.into_iter().map(|d| d.expect("every job returns a result")).collect()
     }
 
-    /// Stops the workers; returns the calling thread's machine, with the
-    /// guest profiles of every worker merged into its profile.
-    pub fn finish(mut self) -> (Machine, Option<GuestProfile>) {
+    /// Stops the workers; returns the guest profiles of every worker,
+    /// merged into one.
+    pub fn finish(mut self) -> Option<GuestProfile> {
         drop(self.jobs.take());
         let mut profile = self.main.machine.take_guest_profile();
         for t in self.threads {
@@ -176,6 +176,6 @@ impl<'scope> Pool<'scope> {
                 }
             }
         }
-        (self.main.machine, profile)
+        profile
     }
 }
