@@ -73,9 +73,9 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 /// two explorations that agree on this explored the same timelines. Each
 /// bug's failure point carries the hash of its trace and, unless `memory`
 /// is false, of guest memory. How often a bug's re-executions reproduced it
-/// is left out too: that is an observation of this host (on the nested
-/// one, re-executions of Linux timelines do not always reproduce), made
-/// after the exploration.
+/// is left out too: an observation made after the exploration, which a
+/// host that lets guest programs read its TSC can change (memory may then
+/// differ between executions of the same trace).
 #[allow(dead_code)]
 pub fn exploration_digest(report: &Value, memory: bool) -> Value {
     const LEFT_OUT: [&str; 7] =
