@@ -17,12 +17,16 @@ pub mod linearizable;
 pub mod model;
 
 pub use error::{Error, Result};
-pub use linearizable::{check, Verdict, DEFAULT_STEP_LIMIT};
+pub use linearizable::{check, Limits, Verdict};
+
+/// The limits the `history` fuzz target checks with: small, so that each
+/// input takes milliseconds.
+pub const FUZZ_LIMITS: Limits = Limits { steps: 20_000, memo_bytes: 1 << 20 };
 
 /// Parses a history and checks it for linearizability.
-pub fn check_text(text: &str, step_limit: u64) -> Result<Verdict> {
+pub fn check_text(text: &str, limits: Limits) -> Result<Verdict> {
     let events = history::parse(text)?;
-    check(&history::operations(&events)?, step_limit)
+    check(&history::operations(&events)?, limits)
 }
 
 #[cfg(test)]
@@ -36,7 +40,7 @@ mod tests {
         let inputs = fuzz_inputs("history");
         assert!(!inputs.is_empty());
         for (file, data) in inputs {
-            let verdict = std::str::from_utf8(&data).map(|text| super::check_text(text, 20_000));
+            let verdict = std::str::from_utf8(&data).map(|text| super::check_text(text, super::FUZZ_LIMITS));
             if file.iter().any(|c| c == "corpus") {
                 assert!(matches!(verdict, Ok(Ok(_))), "{}: {verdict:?}", file.display());
             }

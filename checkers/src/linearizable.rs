@@ -38,25 +38,41 @@ pub enum Verdict {
         placed: usize,
         of: usize,
     },
-    /// The search gave up after `steps` steps on `key`.
+    /// The search gave up on `key` after `steps` steps: it took as many as
+    /// it may, or its memo outgrew its bound (`why` says which: [`Limits`]).
     Unknown {
         key: Option<String>,
         steps: u64,
+        why: String,
     },
 }
 
-/// Steps the search may take per key before it answers `Unknown`.
-pub const DEFAULT_STEP_LIMIT: u64 = 10_000_000;
+/// How far the search may go on one key before it answers `Unknown`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Steps (default 10,000,000).
+    pub steps: u64,
+    /// Bytes its memo of (placed set, register) pairs may hold (default
+    /// 1 GiB): a long history's placed sets are long, and the memo must not
+    /// take the host's memory.
+    pub memo_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { steps: 10_000_000, memo_bytes: 1 << 30 }
+    }
+}
 
 /// Checks a history's operations against the register model, key by key.
-pub fn check(ops: &[Op], step_limit: u64) -> Result<Verdict> {
+pub fn check(ops: &[Op], limits: Limits) -> Result<Verdict> {
     let mut by_key: BTreeMap<Option<String>, Vec<&Op>> = BTreeMap::new();
     for op in ops {
         by_key.entry(op.key.clone()).or_default().push(op);
     }
     for (key, ops) in &by_key {
         let model_ops = ops.iter().map(|op| RegisterOp::of(op)).collect::<Result<Vec<_>>>()?;
-        match search(ops, &model_ops, step_limit) {
+        match search(ops, &model_ops, limits) {
             Search::Found => {}
             Search::Stuck { op, placed } => {
                 return Ok(Verdict::NotLinearizable {
@@ -67,7 +83,7 @@ pub fn check(ops: &[Op], step_limit: u64) -> Result<Verdict> {
                     of: ops.len(),
                 })
             }
-            Search::GaveUp { steps } => return Ok(Verdict::Unknown { key: key.clone(), steps }),
+            Search::GaveUp { steps, why } => return Ok(Verdict::Unknown { key: key.clone(), steps, why: why.into() }),
         }
     }
     Ok(Verdict::Linearizable { operations: ops.len(), keys: by_key.len() })
@@ -82,6 +98,7 @@ enum Search {
     },
     GaveUp {
         steps: u64,
+        why: &'static str,
     },
 }
 
@@ -163,7 +180,7 @@ impl List {
     }
 }
 
-fn search(ops: &[&Op], model_ops: &[RegisterOp], step_limit: u64) -> Search {
+fn search(ops: &[&Op], model_ops: &[RegisterOp], limits: Limits) -> Search {
     let mut list = List::new(ops, model_ops);
     let mut placed = vec![0u64; ops.len().div_ceil(64)];
     let set = |bits: &mut Vec<u64>, i: usize, on: bool| {
@@ -174,6 +191,7 @@ fn search(ops: &[&Op], model_ops: &[RegisterOp], step_limit: u64) -> Search {
         }
     };
     let mut seen: HashSet<(Vec<u64>, Register)> = HashSet::new();
+    let mut memo_bytes = 0usize;
     let mut stack: Vec<(usize, Register)> = Vec::new();
     let mut state = Register::empty();
     // The completion that stopped the deepest search, for the report.
@@ -182,15 +200,21 @@ fn search(ops: &[&Op], model_ops: &[RegisterOp], step_limit: u64) -> Search {
     let mut steps = 0u64;
     while list.first() != END {
         steps += 1;
-        if steps > step_limit {
-            return Search::GaveUp { steps: step_limit };
+        if steps > limits.steps {
+            return Search::GaveUp { steps: limits.steps, why: "the step limit" };
         }
         debug_assert!(entry != END, "a completion always comes before the list's end");
         let e = list.0[entry];
         if e.call {
             if let Some(next) = state.step(&model_ops[e.op]) {
                 set(&mut placed, e.op, true);
+                // What a memo entry costs: its set, its value, the table's share.
+                let entry_bytes = placed.len() * 8 + next.0.len() + 64;
+                if memo_bytes + entry_bytes > limits.memo_bytes {
+                    return Search::GaveUp { steps, why: "the memory limit" };
+                }
                 if seen.insert((placed.clone(), next.clone())) {
+                    memo_bytes += entry_bytes;
                     stack.push((entry, std::mem::replace(&mut state, next)));
                     list.lift(entry);
                     entry = list.first();

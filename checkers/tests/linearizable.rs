@@ -2,11 +2,11 @@
 //! histories generated from a real atomic register (always linearizable)
 //! with one answer corrupted (never).
 
-use hvsim_checkers::{check_text, Verdict, DEFAULT_STEP_LIMIT};
+use hvsim_checkers::{check_text, Limits, Verdict};
 use proptest::prelude::*;
 
 fn verdict(lines: &[&str]) -> Verdict {
-    check_text(&lines.join("\n"), DEFAULT_STEP_LIMIT).unwrap()
+    check_text(&lines.join("\n"), Limits::default()).unwrap()
 }
 
 fn linearizable(v: &Verdict) -> bool {
@@ -76,13 +76,13 @@ fn keys_are_independent_objects() {
 
 #[test]
 fn malformed_histories_are_refused_with_their_line() {
-    let e = check_text(&[W1, W1].join("\n"), DEFAULT_STEP_LIMIT).unwrap_err().to_string();
+    let e = check_text(&[W1, W1].join("\n"), Limits::default()).unwrap_err().to_string();
     assert!(e.starts_with("line 2: process 0 invokes while"), "{e}");
-    let e = check_text(&[R_1].join("\n"), DEFAULT_STEP_LIMIT).unwrap_err().to_string();
+    let e = check_text(&[R_1].join("\n"), Limits::default()).unwrap_err().to_string();
     assert!(e.starts_with("line 1: process 1 completes nothing"), "{e}");
-    let e = check_text("{\"process\": 0", DEFAULT_STEP_LIMIT).unwrap_err().to_string();
+    let e = check_text("{\"process\": 0", Limits::default()).unwrap_err().to_string();
     assert!(e.starts_with("line 1: not a history event"), "{e}");
-    let e = check_text(r#"{"process":0,"type":"invoke","f":"increment","value":1}"#, DEFAULT_STEP_LIMIT)
+    let e = check_text(r#"{"process":0,"type":"invoke","f":"increment","value":1}"#, Limits::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("not `increment`"), "{e}");
@@ -102,9 +102,11 @@ fn a_search_out_of_steps_says_unknown() {
     for p in 0..14 {
         lines.push(format!(r#"{{"process":{p},"type":"ok","f":"write","value":{p}}}"#));
     }
-    let v = check_text(&lines.join("\n"), 1000).unwrap();
-    assert_eq!(v, Verdict::Unknown { key: None, steps: 1000 });
-    assert!(matches!(check_text(&lines.join("\n"), DEFAULT_STEP_LIMIT).unwrap(), Verdict::NotLinearizable { .. }));
+    let v = check_text(&lines.join("\n"), Limits { steps: 1000, ..Limits::default() }).unwrap();
+    assert_eq!(v, Verdict::Unknown { key: None, steps: 1000, why: "the step limit".into() });
+    let v = check_text(&lines.join("\n"), Limits { memo_bytes: 10_000, ..Limits::default() }).unwrap();
+    assert!(matches!(&v, Verdict::Unknown { why, .. } if why == "the memory limit"), "{v:?}");
+    assert!(matches!(check_text(&lines.join("\n"), Limits::default()).unwrap(), Verdict::NotLinearizable { .. }));
 }
 
 /// A history of a real atomic register: each operation takes effect at one
@@ -155,7 +157,7 @@ proptest! {
     #[test]
     fn histories_of_a_real_register_are_linearizable(plan in plans()) {
         let lines = real_register(&plan);
-        let v = check_text(&lines.join("\n"), DEFAULT_STEP_LIMIT).unwrap();
+        let v = check_text(&lines.join("\n"), Limits::default()).unwrap();
         prop_assert!(linearizable(&v), "{v:?}\n{}", lines.join("\n"));
     }
 
@@ -169,7 +171,7 @@ proptest! {
         let mut e: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
         e["value"] = 77.into();
         lines[i] = e.to_string();
-        let v = check_text(&lines.join("\n"), DEFAULT_STEP_LIMIT).unwrap();
+        let v = check_text(&lines.join("\n"), Limits::default()).unwrap();
         prop_assert!(matches!(v, Verdict::NotLinearizable { .. }), "{v:?}\n{}", lines.join("\n"));
     }
 }

@@ -127,10 +127,10 @@ pub fn compose(data: &[u8]) {
 /// limit: a verdict or a one-line error, the same verdict twice, and a
 /// linearizable verdict counts every operation the history pairs.
 pub fn history(data: &[u8]) {
-    use hvsim_checkers::{check_text, history, Verdict};
+    use hvsim_checkers::{check_text, history, Verdict, FUZZ_LIMITS};
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(verdict) = check_text(text, 20_000) else { return };
-    assert_eq!(check_text(text, 20_000).ok(), Some(verdict.clone()), "the same history, another verdict");
+    let Ok(verdict) = check_text(text, FUZZ_LIMITS) else { return };
+    assert_eq!(check_text(text, FUZZ_LIMITS).ok(), Some(verdict.clone()), "the same history, another verdict");
     if let Verdict::Linearizable { operations, .. } = verdict {
         let ops = history::operations(&history::parse(text).expect("parsed once")).expect("paired once");
         assert_eq!(operations, ops.len());

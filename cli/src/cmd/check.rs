@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use hvsim_checkers::{check_text, Verdict, DEFAULT_STEP_LIMIT};
+use hvsim_checkers::{check_text, Limits, Verdict};
 
 /// Exit statuses beside 0 (linearizable): see docs/cli.md.
 const NOT_LINEARIZABLE: u8 = 6;
@@ -16,7 +16,7 @@ pub struct Args {
     /// docs/checkers.md).
     history: PathBuf,
     /// Steps the search may take per key before it answers "undecided".
-    #[arg(long, default_value_t = DEFAULT_STEP_LIMIT, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    #[arg(long, default_value_t = Limits::default().steps, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     step_limit: u64,
     /// Print the verdict as JSON.
     #[arg(long)]
@@ -26,7 +26,8 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode> {
     let path = args.history.display();
     let text = hvsim_vmm::files::read_text(&args.history).with_context(|| format!("cannot read history {path}"))?;
-    let verdict = check_text(&text, args.step_limit).with_context(|| format!("history {path}"))?;
+    let limits = Limits { steps: args.step_limit, ..Limits::default() };
+    let verdict = check_text(&text, limits).with_context(|| format!("history {path}"))?;
     if args.json {
         println!("{}", serde_json::to_string(&verdict).expect("verdicts serialize"));
     }
@@ -41,9 +42,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
             ),
             ExitCode::from(NOT_LINEARIZABLE),
         ),
-        Verdict::Unknown { key, steps } => (
+        Verdict::Unknown { key, steps, why } => (
             format!(
-                "undecided{}: the search gave up after {steps} steps (--step-limit)",
+                "undecided{}: the search reached {why} after {steps} steps",
                 key.as_deref().map(|k| format!(" (key {k})")).unwrap_or_default()
             ),
             ExitCode::from(UNDECIDED),
