@@ -168,3 +168,48 @@ fn reads_from_a_redis_replica_are_not_linearizable_and_from_the_primary_they_are
     assert_eq!((code, &verdict["verdict"]), (Some(6), &Value::from("not-linearizable")), "{verdict}\n{history}");
     assert!(verdict["op"].as_str().unwrap().contains(" read r "), "a read is what no order explains: {verdict}");
 }
+
+#[test]
+fn two_workers_find_the_replica_staleness_and_it_replays() {
+    if !kvm_available() {
+        return;
+    }
+    if std::env::var("HVSIM_SLOW_TESTS").as_deref() != Ok("1") {
+        eprintln!(
+            "skipped: exploring a three-node Redis project on two machines takes minutes here (ci/test.sh --slow)"
+        );
+        return;
+    }
+    redis_image();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis-register");
+    let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/slow-replication.toml"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = output(&[
+        "explore",
+        "--json",
+        "--compose",
+        &compose,
+        "--fault-plan",
+        &plan,
+        "--branches",
+        "2",
+        "--workers",
+        "2",
+        "--slice",
+        "3s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["summary"]["workers"], 2);
+    let bugs = r["bugs"].as_array().unwrap();
+    let bug = bugs.iter().find(|b| b["summary"] == "assertion failed: replica reads see completed writes");
+    let bug = bug.unwrap_or_else(|| panic!("two branches of the slow replica found no stale read: {}", r["summary"]));
+    // Re-executed by either machine from the root, and replayed afresh.
+    assert_eq!(bug["reproduction"], "reproduced 3/3", "{bug}");
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+}
