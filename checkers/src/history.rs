@@ -48,6 +48,9 @@ pub struct Event {
     /// `[expected, new]`.
     #[serde(default)]
     pub value: serde_json::Value,
+    /// Its line in the history file (1-based; blank lines count).
+    #[serde(skip)]
+    pub line: usize,
 }
 
 /// How an operation ended.
@@ -62,8 +65,6 @@ pub enum Outcome {
 /// An operation: an invocation and how it completed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
-    /// Its index in the history's list of operations.
-    pub id: usize,
     pub process: u64,
     pub f: String,
     pub key: Option<String>,
@@ -96,7 +97,12 @@ pub fn parse(text: &str) -> Result<Vec<Event>> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| Error::Parse { line: i + 1, detail: e.to_string() }))
+        .map(|(i, l)| {
+            let mut e: Event =
+                serde_json::from_str(l).map_err(|e| Error::Parse { line: i + 1, detail: e.to_string() })?;
+            e.line = i + 1;
+            Ok(e)
+        })
         .collect()
 }
 
@@ -109,7 +115,7 @@ pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
     let mut crashed: HashMap<u64, usize> = HashMap::new();
     let mut failed = HashSet::new();
     for (i, e) in events.iter().enumerate() {
-        let line = i + 1;
+        let line = e.line;
         if let Some(&at) = crashed.get(&e.process) {
             return Err(Error::Malformed {
                 line,
@@ -129,7 +135,6 @@ pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
                 }
                 open.insert(e.process, ops.len());
                 ops.push(Op {
-                    id: ops.len(),
                     process: e.process,
                     f: e.f.clone(),
                     key: e.key.clone(),
@@ -173,9 +178,5 @@ pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
         }
     }
     // Failed operations did not happen.
-    let mut kept: Vec<Op> = ops.into_iter().enumerate().filter(|(i, _)| !failed.contains(i)).map(|(_, o)| o).collect();
-    for (id, op) in kept.iter_mut().enumerate() {
-        op.id = id;
-    }
-    Ok(kept)
+    Ok(ops.into_iter().enumerate().filter(|(i, _)| !failed.contains(i)).map(|(_, o)| o).collect())
 }

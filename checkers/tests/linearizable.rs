@@ -80,6 +80,9 @@ fn malformed_histories_are_refused_with_their_line() {
     assert!(e.starts_with("line 2: process 0 invokes while"), "{e}");
     let e = check_text(&[R_1].join("\n"), Limits::default()).unwrap_err().to_string();
     assert!(e.starts_with("line 1: process 1 completes nothing"), "{e}");
+    // Lines are the file's, blank ones included.
+    let e = check_text(&[W1, "", W1].join("\n"), Limits::default()).unwrap_err().to_string();
+    assert!(e.starts_with("line 3: process 0 invokes while its operation at line 1 is open"), "{e}");
     let e = check_text("{\"process\": 0", Limits::default()).unwrap_err().to_string();
     assert!(e.starts_with("line 1: not a history event"), "{e}");
     let e = check_text(r#"{"process":0,"type":"invoke","f":"increment","value":1}"#, Limits::default())

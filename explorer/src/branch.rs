@@ -10,7 +10,6 @@
 //! only find less new (knowledge only grows), never more, so every stop the
 //! merge finds new has its snapshot.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
@@ -70,7 +69,7 @@ pub(crate) struct BranchRun {
     /// Where the guest crashed.
     pub crash: Option<Failure>,
     /// Landing evidence: what each fault kind touched in this branch.
-    pub faults: BTreeMap<String, u64>,
+    pub faults: FaultTally,
     pub vtime_ns: u64,
     pub restore: Duration,
     pub snapshot: Duration,
@@ -139,7 +138,7 @@ pub(crate) fn run(
         end_coverage,
         end,
         crash,
-        faults: faults.0,
+        faults,
         vtime_ns: machine.now().nanos() - from.nanos(),
         restore,
         snapshot,

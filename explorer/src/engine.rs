@@ -208,6 +208,13 @@ impl FaultTally {
         }
     }
 
+    /// Adds another tally (a branch's).
+    pub(crate) fn merge(&mut self, other: &FaultTally) {
+        for (kind, landed) in &other.0 {
+            *self.0.entry(kind.clone()).or_insert(0) += landed;
+        }
+    }
+
     pub fn reports(&self) -> Vec<FaultReport> {
         self.0.iter().map(|(kind, &landed)| FaultReport::new(kind, landed)).collect()
     }
@@ -431,9 +438,6 @@ impl Bugs {
         self.unchecked.push(self.records.len());
         self.records.push(record);
     }
-}
-
-impl Bugs {
     /// Executes each new bug's timeline `times` times again, from the root
     /// snapshot, on every worker, and counts what came back.
     fn reexecute_new(&mut self, pool: &mut Pool, shared: &Shared, times: u32) -> Result<()> {
@@ -606,9 +610,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
                 phases.snapshot_ms += ms(run.snapshot);
                 phases.branches_ms += ms(run.run);
                 vtime_total += run.vtime_ns;
-                for (kind, landed) in &run.faults {
-                    *faults.0.entry(kind.clone()).or_insert(0) += landed;
-                }
+                faults.merge(&run.faults);
                 let new_edges = merge(*run, &mut known, &mut bugs, &mut nodes, &shared, &cx);
                 if first_bug.is_none() && !bugs.records.is_empty() {
                     // Time to find it, not to check it.

@@ -67,13 +67,13 @@ impl Worker {
     }
 }
 
-type Results = (Sender<(usize, Result<Done>)>, Receiver<(usize, Result<Done>)>);
-
 pub(crate) struct Pool<'scope> {
     main: Worker,
     jobs: Option<Sender<(usize, Job)>>,
     queue: Receiver<(usize, Job)>,
-    results: Results,
+    /// The other workers' results; only they hold its senders, so it
+    /// closes if they all stop.
+    results: Receiver<(usize, Result<Done>)>,
     threads: Vec<ScopedJoinHandle<'scope, Option<GuestProfile>>>,
 }
 
@@ -98,13 +98,13 @@ impl<'scope> Pool<'scope> {
         let workers = settings.hosts.len();
         assert!(workers >= 1, "at least the calling thread works");
         let (jobs, queue) = crossbeam_channel::unbounded::<(usize, Job)>();
-        let results: Results = crossbeam_channel::unbounded();
+        let (done_tx, results) = crossbeam_channel::unbounded::<(usize, Result<Done>)>();
         let (ready_tx, ready) = crossbeam_channel::unbounded::<Result<()>>();
         let mut threads = Vec::new();
         for w in 1..workers {
             let host = settings.hosts[w].clone();
             let profiler = settings.profiler;
-            let (queue, done, ready) = (queue.clone(), results.0.clone(), ready_tx.clone());
+            let (queue, done, ready) = (queue.clone(), done_tx.clone(), ready_tx.clone());
             let spawned =
                 std::thread::Builder::new().name(format!("hvsim-worker-{w}")).spawn_scoped(scope, move || {
                     let made = shared.tree().machine_at_root(&host);
@@ -122,16 +122,25 @@ impl<'scope> Pool<'scope> {
                         }
                     };
                     let _ = ready.send(Ok(()));
-                    // Until the explorer drops its sender.
+                    // Until the explorer drops its sender. A panic (a bug in
+                    // hvsim) ends this worker with an error for its job,
+                    // where the explorer would otherwise wait for it forever.
                     for (i, job) in queue.iter() {
-                        if done.send((i, worker.work(job, shared))).is_err() {
-                            break;
+                        let result =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.work(job, shared)));
+                        let panicked = result.is_err();
+                        let done_or_why = result.unwrap_or_else(|_| {
+                            Err(ExploreError::Target(format!("internal error: worker {w} panicked (see above)")))
+                        });
+                        if done.send((i, done_or_why)).is_err() || panicked {
+                            return None;
                         }
                     }
                     worker.machine.take_guest_profile()
                 });
             threads.push(spawned.map_err(|e| ExploreError::Target(format!("cannot start a worker thread: {e}")))?);
         }
+        drop(done_tx);
         for _ in 1..workers {
             ready.recv().map_err(|_| ExploreError::Target("a worker thread stopped while starting".into()))??;
         }
@@ -145,18 +154,18 @@ impl<'scope> Pool<'scope> {
         for job in jobs.into_iter().enumerate() {
             sender.send(job).expect("workers wait for jobs while the pool lives");
         }
+        let mut results: Vec<Option<Result<Done>>> = (0..n).map(|_| None).collect();
+        let mut pending = n;
         // The calling thread works too, until the queue is empty.
         while let Ok((i, job)) = self.queue.try_recv() {
-            let done = self.main.work(job, shared);
-            self.results.0.send((i, done)).expect("the pool holds the receiver");
+            results[i] = Some(self.main.work(job, shared));
+            pending -= 1;
         }
-        let mut results: Vec<Option<Result<Done>>> = (0..n).map(|_| None).collect();
-        for _ in 0..n {
+        for _ in 0..pending {
             let (i, done) = self
                 .results
-                .1
                 .recv()
-                .map_err(|_| ExploreError::Target("a worker thread stopped before its job was done".into()))?;
+                .map_err(|_| ExploreError::Target("every worker thread stopped before its jobs were done".into()))?;
             results[i] = Some(done);
         }
         // The first failed job in job order, whichever worker ran it.
