@@ -16,7 +16,7 @@ use crate::util;
 
 /// A node name from an image name: its repository's last part
 /// (`docker.io/library/redis:7` -> `redis`).
-fn image_node_name(image: &str) -> String {
+pub fn image_node_name(image: &str) -> String {
     let last = image.rsplit('/').next().unwrap_or(image);
     let name = last.split([':', '@']).next().unwrap_or(last);
     if name.is_empty() {
@@ -156,7 +156,7 @@ impl LinuxArgs {
     }
 
     pub fn start_options(&self, watchdog: Option<Option<std::time::Duration>>) -> StartOptions {
-        StartOptions { cold_boot: self.cold_boot, watchdog, profiler: None }
+        StartOptions { cold_boot: self.cold_boot, watchdog, ..StartOptions::default() }
     }
 }
 

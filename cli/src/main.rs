@@ -4,6 +4,7 @@ mod cmd;
 mod linux_args;
 mod profile;
 mod session;
+mod signals;
 mod util;
 
 use std::process::ExitCode;
@@ -21,6 +22,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Explore a target's timelines for bugs (default: the built-in demo).
+    ///
+    /// Branches timelines from snapshots wherever something new happens.
+    /// Each exploration gets its own directory in --out (OUT/latest is the
+    /// newest) with report.html (the page to read), report.md, report.json
+    /// and bugs/ (one record per bug, for `hvsim replay`). Exit status: 0 no
+    /// bug, 8 bugs found, 9 interrupted (SIGINT, SIGTERM) without a bug, 10
+    /// with --fail-on-unmet a property never satisfied or never reached, 1
+    /// an error (docs/cli.md).
     Explore(cmd::explore::Args),
     /// Run a guest once, as a pure function of its seed.
     Run(cmd::run::Args),

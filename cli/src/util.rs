@@ -17,6 +17,18 @@ pub const EXIT_GUEST_STATUS: u8 = 3;
 pub const EXIT_ABNORMAL: u8 = 4;
 /// `hvsim replay BUG`: the bug did not reproduce.
 pub const EXIT_NOT_REPRODUCED: u8 = 5;
+/// `hvsim check`: the history is not linearizable.
+pub const EXIT_NOT_LINEARIZABLE: u8 = 6;
+/// `hvsim check`: undecided (the search reached its step limit).
+pub const EXIT_UNDECIDED: u8 = 7;
+/// `hvsim explore`: at least one bug was found (interrupted or not).
+pub const EXIT_BUGS: u8 = 8;
+/// `hvsim explore`: interrupted (SIGINT, SIGTERM) before its budget was
+/// spent, without a bug.
+pub const EXIT_INTERRUPTED: u8 = 9;
+/// `hvsim explore --fail-on-unmet`: no bug, but a property was never
+/// satisfied or never reached.
+pub const EXIT_UNMET: u8 = 10;
 
 /// Panics are bugs in hvsim; report them on one line, never with a backtrace.
 pub fn install_panic_hook() {

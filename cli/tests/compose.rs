@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{kvm_available, output, run_json, user_rdtsc_leaks};
+use common::{explore_json, kvm_available, output, run_json, user_rdtsc_leaks};
 use serde_json::Value;
 
 /// The test suite's Redis image, built (once per machine) and loaded; the
@@ -185,24 +185,8 @@ fn two_workers_find_the_replica_staleness_and_it_replays() {
     let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/slow-replication.toml"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let o = output(&[
-        "explore",
-        "--json",
-        "--compose",
-        &compose,
-        "--fault-plan",
-        &plan,
-        "--branches",
-        "2",
-        "--workers",
-        "2",
-        "--slice",
-        "3s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let args = ["--compose", &compose, "--fault-plan", &plan, "--branches", "2", "--workers", "2", "--slice", "3s"];
+    let r = explore_json(&args, &out);
     assert_eq!(r["summary"]["workers"], 2);
     let bugs = r["bugs"].as_array().unwrap();
     let bug = bugs.iter().find(|b| b["summary"] == "assertion failed: replica reads see completed writes");

@@ -11,11 +11,7 @@ use common::*;
 use serde_json::Value;
 
 fn explore(args: &[&str], out: &Path) -> Value {
-    let mut full = vec!["explore", "--json", "--out", out.to_str().unwrap()];
-    full.extend_from_slice(args);
-    let o = output(&full);
-    assert!(o.status.success(), "hvsim {full:?}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("no JSON report ({e})"))
+    explore_json(args, out)
 }
 
 #[test]
@@ -35,9 +31,9 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
         );
         // Report files landed, and the verdicts name what held and what failed.
         for f in ["report.md", "report.json", "report.html"] {
-            assert!(out.join(f).exists(), "{f}");
+            assert!(latest(&out).join(f).exists(), "{f}");
         }
-        let page = read(&out.join("report.html"));
+        let page = read(&latest(&out).join("report.html"));
         for b in bugs {
             let replay = b["replay_command"].as_str().unwrap();
             assert!(page.contains(replay) && page.contains(b["id"].as_str().unwrap()), "{page}");
@@ -202,7 +198,7 @@ fn a_target_that_never_reports_setup_complete_is_rooted_at_the_limit_and_phases_
     for k in ["start_ms", "setup_ms", "branches_ms", "restore_ms", "snapshot_ms"] {
         assert!(phases[k].is_u64(), "phase {k} missing: {phases}");
     }
-    let md = read(&dir.path().join("t").join("report.md"));
+    let md = read(&latest(&dir.path().join("t")).join("report.md"));
     assert!(md.contains("- wall time: start "), "{md}");
     assert!(md.contains("setup never reported"), "{md}");
 }

@@ -438,13 +438,10 @@ echo "{\"antithesis_assert\":{\"id\":\"ping answers\",\"message\":\"ping answers
 /// `hvsim explore --json` of two nodes, one pinging the other, under the
 /// fault plan `plan`, into `out`; the report.
 fn explore_ping(plan: &Path, out: &Path, more: &[&str]) -> Value {
-    let (plan, out) = (plan.to_str().unwrap(), out.to_str().unwrap());
-    let mut args = vec!["explore", "--json", "--linux", "--nodes", "2", "--fault-plan", plan, "--init-cmd", PING];
+    let plan = plan.to_str().unwrap();
+    let mut args = vec!["--linux", "--nodes", "2", "--fault-plan", plan, "--init-cmd", PING];
     args.extend_from_slice(more);
-    args.extend_from_slice(&["--out", out]);
-    let o = output(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    explore_json(&args, out)
 }
 
 #[test]
@@ -462,7 +459,7 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
     assert_eq!(r["faults"].as_array().map(Vec::len), Some(1), "{}", r["faults"]);
     assert_eq!(r["faults"][0]["kind"], "net.drop");
     assert!(r["faults"][0]["landed"].as_u64() > Some(0), "{}", r["faults"]);
-    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let md = read(&latest(&out).join("report.md"));
     assert!(md.contains("| net.drop |"), "{md}");
     // The bug record carries the plan: it replays without the plan file.
     std::fs::remove_file(&plan).unwrap();

@@ -174,21 +174,9 @@ fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
     let shell_line = r#"{"antithesis_assert":{"id":"shell: any language can report","message":"shell: any language can report","condition":true,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}"#;
     let command = format!("/bin/sdk-example && echo '{shell_line}' > $HVSIM_SDK_OUTPUT");
     let out = dir.path().join("out");
-    let o = output(&[
-        "explore",
-        "--json",
-        "--linux",
-        "--init-cmd",
-        &command,
-        "--guest-file",
-        &format!("{}:/bin/sdk-example", binary.display()),
-        "--branches",
-        "4",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let guest_file = format!("{}:/bin/sdk-example", binary.display());
+    let args = ["--linux", "--init-cmd", &command, "--guest-file", &guest_file, "--branches", "4"];
+    let r = explore_json(&args, &out);
     assert_eq!(r["summary"]["setup_complete"], true, "{}", r["summary"]);
     let find = |msg: &str| -> Value {
         r["assertions"]
@@ -209,7 +197,7 @@ fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
     assert_eq!((never["registered"].as_bool(), never["hits"].as_u64()), (Some(true), Some(0)));
     assert_eq!(find("shell: any language can report")["verdict"], "held");
     assert!(r["events"]["example_finished"].as_u64().unwrap() >= 1);
-    assert!(out.join("report.md").exists());
+    assert!(latest(&out).join("report.md").exists());
 }
 
 /// Patch 0005: clock reads come from hvsim's clock page through the vDSO,

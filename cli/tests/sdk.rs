@@ -27,14 +27,6 @@ fn c_program(dir: &Path, name: &str, guest: &str) -> String {
     format!("{}:{guest}", bin.display())
 }
 
-fn explore_json(args: &[&str], out: &Path) -> Value {
-    let mut full = vec!["explore", "--json", "--out", out.to_str().unwrap()];
-    full.extend_from_slice(args);
-    let o = output(&full);
-    assert!(o.status.success(), "hvsim {full:?}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn assertion<'a>(r: &'a Value, message: &str) -> &'a Value {
     r["assertions"]
         .as_array()
@@ -138,7 +130,7 @@ fn a_bug_that_does_not_reproduce_is_reported_flaky() {
         assert_eq!(bug["replayable"], "no", "{bug}");
         assert!(bug["reproduction"].as_str().unwrap().starts_with("FLAKY: reproduced "), "{bug}");
         assert!(bug["replayable_reasons"].to_string().contains("flaky"), "{bug}");
-        let md = read(&dir.path().join("out/report.md"));
+        let md = read(&latest(&dir.path().join("out")).join("report.md"));
         assert!(md.contains("FLAKY: reproduced") && md.contains("replayable: no"), "{md}");
     } else {
         assert_eq!(

@@ -82,16 +82,6 @@ impl AssertionRecord {
             }
         }
     }
-
-    /// Whether a hit with `condition` is a bug (an always-type failure or an
-    /// unreachable point reached).
-    pub fn fails(&self, condition: bool) -> bool {
-        match self.kind.demand() {
-            Demand::Every { .. } => !condition,
-            Demand::Never => true,
-            Demand::Some => false,
-        }
-    }
 }
 
 /// What happened when a message about an assertion arrived.
@@ -126,7 +116,7 @@ impl Assertions {
             r.registered = true;
             return Observed::default();
         }
-        let failed = r.fails(a.condition);
+        let failed = a.kind.fails(a.condition);
         let before = (r.hits > 0, r.passes > 0, r.failures > 0);
         r.hits += 1;
         if a.condition {

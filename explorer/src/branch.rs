@@ -4,6 +4,11 @@
 //! each stop's messages and fresh coverage, a snapshot (as a delta) where
 //! something was new, the machine's fingerprint where something failed.
 //!
+//! The branch's first failure is its bug (see `bugs.rs`): the branch runs
+//! on to the end of its slice so that what follows is on record, but it
+//! takes no snapshot from there on, since nothing after a bug is a place
+//! to explore from.
+//!
 //! What is new here is judged against the [`Knowledge`] the exploration
 //! had when the branch's round began, plus the branch's own findings. The
 //! merge judges again, against everything merged before the branch: it can
@@ -16,6 +21,7 @@ use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::bug::{self, Fingerprint};
+use crate::bugs;
 use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, FaultTally, Knowledge};
 use crate::error::Result;
@@ -39,11 +45,18 @@ pub(crate) struct Failure {
     pub at: Point,
     pub fingerprint: Fingerprint,
     pub console_tail: Vec<String>,
+    /// The console's length there.
+    pub console_bytes: usize,
 }
 
 impl Failure {
     pub fn of(m: &Machine) -> Failure {
-        Failure { at: point(m), fingerprint: Fingerprint::of(m), console_tail: bug::console_tail(m.console()) }
+        Failure {
+            at: point(m),
+            fingerprint: Fingerprint::of(m),
+            console_tail: bug::console_tail(m.console()),
+            console_bytes: m.console().len(),
+        }
     }
 }
 
@@ -53,7 +66,8 @@ pub(crate) struct StopRecord {
     /// Coverage the guest's map showed that was new to the branch.
     pub coverage: FreshBits,
     pub messages: Vec<Vec<u8>>,
-    /// Where a message here failed (an always-type assertion, say).
+    /// Where a message here was the branch's first failure (an always-type
+    /// assertion, say).
     pub failure: Option<Failure>,
     /// The machine here, if something was new to the branch.
     pub snapshot: Option<Delta>,
@@ -66,8 +80,12 @@ pub(crate) struct BranchRun {
     pub end_coverage: FreshBits,
     /// How it ended: at its deadline (`None`), or with the guest's end.
     pub end: Option<End>,
-    /// Where the guest crashed.
+    /// Where it ended.
+    pub end_at: Point,
+    /// Where the guest crashed, if that was the branch's first failure.
     pub crash: Option<Failure>,
+    /// With a failure: the console's lines from the first one on.
+    pub console_after: Vec<String>,
     /// Landing evidence: what each fault kind touched in this branch.
     pub faults: FaultTally,
     pub vtime_ns: u64,
@@ -102,21 +120,26 @@ pub(crate) fn run(
     let deadline = Vtime(from.nanos().saturating_add(rules.slice.nanos()));
     let mut stops = Vec::new();
     let mut snapshot = Duration::ZERO;
+    // The console's length at the branch's first failure.
+    let mut failed_at: Option<usize> = None;
     let (end, end_coverage) = loop {
         match machine.run_until(deadline)? {
             Stop::Message => {
                 let at = point(machine);
                 let coverage = known.new_coverage(machine);
                 let mut new_here = coverage.count();
-                let mut failed = false;
+                let mut fails = false;
                 let messages: Vec<Vec<u8>> = machine.take_messages().into_iter().map(|m| m.bytes).collect();
                 for msg in &messages {
                     let o = known.process(msg);
                     new_here += o.new_signals;
-                    failed |= o.bug.is_some();
+                    fails |= o.bug.is_some();
                 }
-                let failure = failed.then(|| Failure::of(machine));
-                let delta = if new_here > 0 && rules.snapshots {
+                let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine));
+                if let Some(f) = &failure {
+                    failed_at = Some(f.console_bytes);
+                }
+                let delta = if new_here > 0 && rules.snapshots && failed_at.is_none() {
                     let taken = Instant::now();
                     let delta = tree.capture(cursor, machine)?;
                     snapshot += taken.elapsed();
@@ -130,14 +153,18 @@ pub(crate) fn run(
             Stop::Ended(end) => break (Some(end), known.new_coverage(machine)),
         }
     };
-    let crash = end.as_ref().filter(|e| is_crash(e)).map(|_| Failure::of(machine));
+    let crashed = end.as_ref().is_some_and(is_crash);
+    let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine));
+    let console_after = failed_at.map(|from| bugs::console_after(machine.console(), from)).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);
     Ok(BranchRun {
         stops,
         end_coverage,
         end,
+        end_at: point(machine),
         crash,
+        console_after,
         faults,
         vtime_ns: machine.now().nanos() - from.nanos(),
         restore,

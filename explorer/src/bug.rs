@@ -19,6 +19,7 @@ use hvsim_vmm::summary::Replayable;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
@@ -45,12 +46,25 @@ impl BugKind {
         }
     }
 
-    /// Bugs with the same signature are the same bug.
+    /// Bugs with the same signature are the same bug: an assertion's id
+    /// (the SDKs' identity of a property), or how the guest ended, with
+    /// its status or code where it has one.
     pub fn signature(&self) -> String {
         match self {
             BugKind::Assertion { id, .. } => format!("assertion:{id}"),
+            BugKind::Crash { end: End::Exit { status } } => format!("crash:exit:{status}"),
+            BugKind::Crash { end: End::GuestPanic { code } } => format!("crash:guest-panic:{code:#x}"),
             BugKind::Crash { end } => format!("crash:{}", end.name()),
         }
+    }
+
+    /// The bug's id: `BUG-` and 12 hex digits of the SHA-256 of its
+    /// signature. A content id, so the same failure has the same id in
+    /// every exploration, on every host, whatever else changed in the
+    /// program, and no counter or source line enters it.
+    pub fn id(&self) -> String {
+        let digest = Sha256::digest(self.signature().as_bytes());
+        format!("BUG-{}", &hex::encode(digest)[..12])
     }
 
     pub fn describe(&self) -> String {
@@ -92,6 +106,15 @@ pub struct BugRecord {
     /// The machine at the failure; `None` in records written before then.
     #[serde(default)]
     pub failure: Option<Fingerprint>,
+    /// What failed after it in the same timeline (a service exiting with
+    /// an error, another assertion): consequences of the bug, not bugs of
+    /// their own.
+    #[serde(default)]
+    pub after: Vec<Later>,
+    /// The console's lines from the failure to the end of the timeline
+    /// that found it (at most [`CONSOLE_TAIL_LINES`], the last ones).
+    #[serde(default)]
+    pub console_after: Vec<String>,
     /// How the explorer's re-executions of the timeline went.
     #[serde(default)]
     pub reproduction: Reproduction,
@@ -121,27 +144,51 @@ impl Fingerprint {
     }
 }
 
+/// Something that failed after a bug in the timeline that found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Later {
+    pub at: Point,
+    /// As a bug of its own would say it (`guest crashed: ...`).
+    pub what: String,
+}
+
 /// How many times the explorer re-executed a bug's timeline from its root,
 /// and how many of those reached the same failure with the same trace
-/// (and, of those, the same memory).
+/// (and, of those, the same memory); and how many it meant to: a bug is
+/// confirmed once all of those have run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reproduction {
     pub attempts: u32,
     pub reproduced: u32,
     pub same_memory: u32,
+    /// The re-executions asked for (`--reexecute`); 0 in records written
+    /// before records said.
+    #[serde(default)]
+    pub wanted: u32,
 }
 
 impl Reproduction {
+    /// Whether every re-execution asked for has run.
+    pub fn confirmed(&self) -> bool {
+        self.attempts >= self.wanted
+    }
+
     /// What the re-executions say about replaying the bug, and why.
     pub fn verdict(&self) -> (Replayable, Option<String>) {
-        if self.attempts == 0 {
-            (Replayable::Expected, Some("its timeline was not re-executed".into()))
-        } else if self.reproduced < self.attempts {
+        if self.reproduced < self.attempts {
             let why = format!(
                 "flaky: {} of {} re-executions of its timeline reached the same failure with the same trace",
                 self.reproduced, self.attempts
             );
             (Replayable::No, Some(why))
+        } else if !self.confirmed() {
+            let why = format!(
+                "unconfirmed: the exploration ended after {} of the {} re-executions of its timeline",
+                self.attempts, self.wanted
+            );
+            (Replayable::Expected, Some(why))
+        } else if self.attempts == 0 {
+            (Replayable::Expected, Some("its timeline was not re-executed".into()))
         } else if self.same_memory < self.attempts {
             let why = format!(
                 "the trace reproduced {0}/{0}, but guest memory differed in {1} (something outside hvsim's \
@@ -157,9 +204,9 @@ impl Reproduction {
 }
 
 impl BugRecord {
+    /// A bug's record as found: `wanted` re-executions will confirm it.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        id: String,
         bug: BugKind,
         at: Point,
         timeline: Timeline,
@@ -168,9 +215,12 @@ impl BugRecord {
         branch: u64,
         world: World,
         failure: Fingerprint,
+        wanted: u32,
     ) -> BugRecord {
+        let reproduction = Reproduction { wanted, ..Reproduction::default() };
+        let (replayable, why) = reproduction.verdict();
         BugRecord {
-            id,
+            id: bug.id(),
             summary: bug.describe(),
             bug,
             at,
@@ -184,9 +234,11 @@ impl BugRecord {
             console_tail: Vec::new(),
             world,
             failure: Some(failure),
-            reproduction: Reproduction::default(),
-            replayable: Replayable::Expected,
-            replayable_reasons: Vec::new(),
+            after: Vec::new(),
+            console_after: Vec::new(),
+            reproduction,
+            replayable,
+            replayable_reasons: why.into_iter().collect(),
         }
     }
 
@@ -218,8 +270,9 @@ impl BugRecord {
     pub fn reproduction_words(&self) -> String {
         let r = &self.reproduction;
         match self.replayable {
-            _ if r.attempts == 0 => "not re-executed".to_owned(),
             Replayable::No => format!("FLAKY: reproduced {}/{}", r.reproduced, r.attempts),
+            _ if !r.confirmed() => format!("UNCONFIRMED: re-executed {} of {} times", r.attempts, r.wanted),
+            _ if r.attempts == 0 => "not re-executed".to_owned(),
             _ => format!("reproduced {}/{}", r.reproduced, r.attempts),
         }
     }
@@ -390,7 +443,10 @@ fn follow_timeline(
                 for msg in m.take_messages() {
                     if let SdkMessage::Assert(a) = sdk::parse(&msg.bytes) {
                         let kind = BugKind::from_assertion(&a);
-                        if a.hit && matches!(&bug.bug, BugKind::Assertion { id, .. } if *id == a.id) && fails(&a) {
+                        if a.hit
+                            && matches!(&bug.bug, BugKind::Assertion { id, .. } if *id == a.id)
+                            && a.kind.fails(a.condition)
+                        {
                             observed = Some(kind.describe());
                         }
                     }
@@ -407,14 +463,6 @@ fn follow_timeline(
 
 fn point_of(m: &Machine) -> Point {
     Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
-}
-
-fn fails(a: &Assertion) -> bool {
-    match a.kind.demand() {
-        sdk::Demand::Every { .. } => !a.condition,
-        sdk::Demand::Never => true,
-        sdk::Demand::Some => false,
-    }
 }
 
 #[cfg(test)]

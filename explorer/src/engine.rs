@@ -12,8 +12,16 @@
 //! decision depends only on the master seed, so an exploration with a
 //! branch budget is itself reproducible. A new bug's timeline is executed
 //! again from the root (from the root snapshot, or a fresh start for a bug
-//! found before it) a few times before the bug is reported, and a bug that
-//! does not come back the same every time is reported as flaky.
+//! found before it) a few times to confirm it, beside the next rounds where
+//! there are several workers, and a bug that does not come back the same
+//! every time is reported as flaky.
+//!
+//! What it finds is handed out as it goes ([`Watch`]): each bug's record
+//! when found and when confirmed, and the whole exploration now and then,
+//! so that nothing found is lost to an interruption. An interruption
+//! (the machines' [`Interrupt`], raised by a signal) or a host-side error
+//! in one branch ends the exploration between two exits of a machine; what
+//! was merged until then is the result, and [`Ending`] says why it ended.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -25,17 +33,18 @@ use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::faults::FaultReport;
 use hvsim_vmm::profiler::GuestProfile;
-use hvsim_vmm::{End, Machine, Stop, Vtime};
+use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
 use crate::branch::{BranchJob, BranchRun, Failure, Rules};
-use crate::bug::{self, BugKind, BugRecord};
+use crate::bug::{self, BugKind, BugRecord, Later};
+use crate::bugs::{BugContext, Bugs, Filed};
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, SdkMessage};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
-use crate::workers::{Done, Job, MachineSettings, Pool, Shared};
+use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
 use crate::{StartOptions, Target};
 
 /// When to stop exploring. With only a branch budget an exploration is a
@@ -64,10 +73,11 @@ pub struct ExploreConfig {
     pub branch_from_snapshots: bool,
     /// Stop as soon as a bug is found.
     pub stop_at_first_bug: bool,
-    /// How many times each new bug's timeline is executed again before the
-    /// bug is reported (0: not at all; its record then says `expected`).
+    /// How many times each new bug's timeline is executed again to confirm
+    /// it (0: not at all; its record then says `expected`).
     pub reexecutions: u32,
-    /// How to boot the target.
+    /// How to boot the target; its `interrupt`, raised, ends the
+    /// exploration.
     pub start: StartOptions,
     /// Branches per round: picked together, from the snapshots as they
     /// stand when the round begins, and merged in order. The exploration is
@@ -150,7 +160,68 @@ pub struct RootInfo {
     pub point: Point,
     /// False if the target never reported setup complete within the limit.
     pub setup_complete: bool,
+    /// The target ended before setup complete, after a bug (how it ended):
+    /// there is no root to branch from.
+    #[serde(default)]
+    pub ended: Option<String>,
 }
+
+/// Why an exploration ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "how", rename_all = "kebab-case")]
+pub enum Ending {
+    /// It has not ended (a checkpoint's report).
+    #[default]
+    Running,
+    /// Its budget was spent, or there was nothing more to explore.
+    Finished,
+    /// Its interrupt was raised from outside (`reason`: as raised; a
+    /// signal's number for `hvsim explore`).
+    Interrupted { reason: usize },
+    /// A host-side error (not the guest's doing) ended it.
+    Failed { during: String, error: String },
+}
+
+impl Ending {
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        match self {
+            Ending::Running => "still running".into(),
+            Ending::Finished => "finished".into(),
+            Ending::Interrupted { reason } => match *reason {
+                2 => "interrupted (SIGINT)".into(),
+                15 => "interrupted (SIGTERM)".into(),
+                r => format!("interrupted ({r})"),
+            },
+            Ending::Failed { during, error } => format!("ended by an error in {during}: {error}"),
+        }
+    }
+}
+
+/// What an exploration hands out as it goes.
+pub trait Watch {
+    /// Where it stands, for a progress display.
+    fn progress(&mut self, _: Progress) {}
+    /// A bug's record, when the bug is found and again when confirmed.
+    fn bug(&mut self, _: &BugRecord) -> Result<()> {
+        Ok(())
+    }
+    /// The whole exploration so far: every [`CHECKPOINT_EVERY`] of wall
+    /// time between rounds.
+    fn checkpoint(&mut self, _: &Exploration) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Watching nothing (benchmarks).
+impl Watch for () {}
+
+/// How often (wall time) a running exploration is handed out whole.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
+
+/// The reason the explorer raises its machines' interrupt with when an
+/// error ends the exploration.
+const ENDED_BY_ERROR: usize = usize::MAX;
 
 /// Everything an exploration produced.
 #[derive(Debug, Serialize, Deserialize)]
@@ -183,6 +254,9 @@ pub struct Exploration {
     /// Branch at which the first bug appeared, and how long it took.
     pub first_bug: Option<(u64, u64)>,
     pub phases: Phases,
+    /// Why it ended.
+    #[serde(default)]
+    pub ending: Ending,
     /// With `--profile-guest`: the samples of the root run and every branch.
     #[serde(skip)]
     pub guest_profile: Option<GuestProfile>,
@@ -254,9 +328,14 @@ pub struct Phases {
     pub restore_ms: u64,
     /// Taking snapshots.
     pub snapshot_ms: u64,
-    /// Executing new bugs' timelines again, to check they reproduce.
+    /// Executing new bugs' timelines again, to check they reproduce
+    /// (summed over the workers).
     #[serde(default)]
     pub reexecution_ms: u64,
+    /// How long the exploration waited for those: between rounds with one
+    /// worker; with more, only at the end, for the last ones.
+    #[serde(default)]
+    pub reexecution_wait_ms: u64,
 }
 
 /// The root's setup runs in steps of this much virtual time, with a
@@ -382,85 +461,6 @@ impl Knowledge {
     }
 }
 
-/// The bugs found so far.
-#[derive(Default)]
-struct Bugs {
-    records: Vec<BugRecord>,
-    by_signature: HashMap<String, usize>,
-    /// New bugs not re-executed yet (indices into `records`).
-    unchecked: Vec<usize>,
-}
-
-/// What every bug record of one exploration shares.
-struct BugContext<'a> {
-    target: &'a Target,
-    world: &'a World,
-    seed: u64,
-}
-
-impl Bugs {
-    /// Records a bug unless one with the same signature exists (then counts
-    /// it). A new bug waits in `unchecked` for its re-executions.
-    fn record(
-        &mut self,
-        kind: BugKind,
-        timeline: Timeline,
-        failure: &Failure,
-        known: &mut Knowledge,
-        cx: &BugContext,
-        branch: u64,
-    ) {
-        let signature = kind.signature();
-        if let Some(&i) = self.by_signature.get(&signature) {
-            self.records[i].occurrences += 1;
-            return;
-        }
-        let id = format!("BUG-{}", self.records.len() + 1);
-        tracing::debug!(bug = %id, at = failure.at.events, "{}", kind.describe());
-        if let BugKind::Assertion { id: assertion, .. } = &kind {
-            if let Some(r) = known.assertions.by_id.get_mut(assertion) {
-                r.bug.get_or_insert(id.clone());
-            }
-        }
-        self.by_signature.insert(signature, self.records.len());
-        let mut record = BugRecord::new(
-            id,
-            kind,
-            failure.at,
-            timeline,
-            cx.target.clone(),
-            cx.seed,
-            branch,
-            cx.world.clone(),
-            failure.fingerprint.clone(),
-        );
-        record.console_tail = failure.console_tail.clone();
-        self.unchecked.push(self.records.len());
-        self.records.push(record);
-    }
-    /// Executes each new bug's timeline `times` times again, from the root
-    /// snapshot, on every worker, and counts what came back.
-    fn reexecute_new(&mut self, pool: &mut Pool, shared: &Shared, times: u32) -> Result<()> {
-        let unchecked = std::mem::take(&mut self.unchecked);
-        let jobs = unchecked
-            .iter()
-            .flat_map(|&i| {
-                let record = Arc::new(self.records[i].clone());
-                (0..times).map(move |_| Job::Reexecute(record.clone()))
-            })
-            .collect();
-        let mut outcomes = pool.run(jobs, shared)?.into_iter();
-        for &i in &unchecked {
-            for done in outcomes.by_ref().take(times as usize) {
-                let Done::Reexecuted(outcome) = done else { unreachable!("a re-execution returns its outcome") };
-                self.records[i].count_reexecution(&outcome);
-            }
-            tracing::debug!(bug = %self.records[i].id, "{}", self.records[i].reproduction_words());
-        }
-        Ok(())
-    }
-}
-
 pub(crate) fn point(m: &Machine) -> Point {
     Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
 }
@@ -488,68 +488,159 @@ const ENERGY_PER_SIGNAL: f64 = 2.0;
 const ENERGY_DECAY: f64 = 0.8;
 const MIN_ENERGY: f64 = 0.05;
 
-pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Progress)) -> Result<Exploration> {
-    assert!(config.workers >= 1 && config.batch >= 1, "at least one worker and one branch per round");
-    let start = Instant::now();
-    let target = &config.target;
-    let mut phases = Phases::default();
-    let world = World::of(target, host)?;
-    let cx = BugContext { target, world: &world, seed: config.seed };
-    let mut machine = target.start(config.seed, host, &config.start)?.machine;
-    phases.start_ms = ms(start.elapsed());
-    machine.set_stop_on_message(true);
-    let mut known = Knowledge::default();
-    let mut bugs = Bugs::default();
+/// Everything an [`Exploration`] is made of, as the loop keeps it.
+struct State {
+    started: Instant,
+    known: Knowledge,
+    bugs: Bugs,
+    root: RootInfo,
+    nodes: Vec<Node>,
+    branches: u64,
+    vtime_total: u64,
+    series: Vec<SeriesPoint>,
+    first_bug: Option<(u64, u64)>,
+    phases: Phases,
+    faults: FaultTally,
+    ending: Ending,
+}
 
-    // The root: run until setup complete.
-    let mut faults = FaultTally::default();
-    let before = FaultTally::landed(&machine);
-    let mut setup_complete = false;
-    let setup_started = Instant::now();
-    while !setup_complete {
-        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
-        match machine.run_until(step)? {
-            Stop::Message => {
-                known.new_coverage(&machine);
-                for msg in machine.take_messages() {
-                    let o = known.process(&msg.bytes);
-                    setup_complete |= o.setup_complete;
-                    if let Some(kind) = o.bug {
-                        let timeline = Timeline { root: point(&machine), segments: vec![] };
-                        bugs.record(kind, timeline, &Failure::of(&machine), &mut known, &cx, 0);
+impl State {
+    fn exploration(&self, config: &ExploreConfig, guest_profile: Option<GuestProfile>) -> Exploration {
+        Exploration {
+            target: config.target.clone(),
+            seed: config.seed,
+            budget: config.budget,
+            slice_ns: config.slice.nanos(),
+            branch_from_snapshots: config.branch_from_snapshots,
+            batch: config.batch,
+            workers: config.workers,
+            root: self.root.clone(),
+            branches: self.branches,
+            snapshots: self.nodes.len(),
+            signals: self.known.signals.total,
+            wall_ms: ms(self.started.elapsed()),
+            vtime_ns: self.vtime_total,
+            coverage_edges: self.known.signals.coverage.edges(),
+            instrumentation: self.known.instrumentation.clone(),
+            assertions: self.known.assertions.clone(),
+            bugs: self.bugs.records.clone(),
+            events: self.known.events.clone(),
+            garbage: self.known.garbage.clone(),
+            faults: self.faults.clone(),
+            series: self.series.clone(),
+            first_bug: self.first_bug,
+            phases: self.phases,
+            ending: self.ending.clone(),
+            guest_profile,
+        }
+    }
+
+    /// Ends the exploration with `e`, which happened `during` something,
+    /// unless it already ended: an error that follows an interruption is
+    /// the interruption's doing.
+    fn fail(&mut self, interrupt: &Interrupt, during: String, e: ExploreError) {
+        if self.ending != Ending::Running {
+            return;
+        }
+        self.ending = match interrupt.reason() {
+            Some(reason) => Ending::Interrupted { reason },
+            None => Ending::Failed { during, error: e.to_string() },
+        };
+        interrupt.raise(ENDED_BY_ERROR);
+    }
+
+    /// Counts a finished check (a re-execution of a bug's timeline); the
+    /// record goes out again once the bug is confirmed.
+    fn checked(&mut self, c: Checked, watch: &mut dyn Watch, interrupt: &Interrupt) {
+        self.phases.reexecution_ms += ms(c.took);
+        match c.outcome {
+            Ok(outcome) => {
+                if self.bugs.reexecuted(c.bug, &outcome) {
+                    let record = &self.bugs.records[c.bug];
+                    tracing::debug!(bug = %record.id, "{}", record.reproduction_words());
+                    if let Err(e) = watch.bug(record) {
+                        self.fail(interrupt, format!("writing {}", record.id), e);
                     }
                 }
             }
-            Stop::Deadline if step >= config.setup_limit => break,
-            Stop::Deadline => progress(Progress::Setup {
-                vtime: machine.now(),
-                limit: config.setup_limit,
-                elapsed: setup_started.elapsed(),
-            }),
-            Stop::Ended(end) => {
-                return Err(ExploreError::Target(format!(
-                    "the target ended before reporting setup complete: {}",
-                    end.detail()
-                )))
+            Err(e) => {
+                let during = format!("a re-execution of {}", self.bugs.records[c.bug].id);
+                self.fail(interrupt, during, e);
             }
         }
     }
-    phases.setup_ms = ms(setup_started.elapsed());
-    // Bugs before the root are re-executed from a fresh start.
-    let checking = Instant::now();
-    for i in std::mem::take(&mut bugs.unchecked) {
-        for _ in 0..config.reexecutions {
-            let outcome = bug::replay(&bugs.records[i], host, &config.start, None)?;
-            bugs.records[i].count_reexecution(&outcome);
+
+    /// Hands out the records of bugs found since `from` (their index).
+    fn found(&mut self, from: usize, watch: &mut dyn Watch, interrupt: &Interrupt) {
+        for i in from..self.bugs.records.len() {
+            if let Err(e) = watch.bug(&self.bugs.records[i]) {
+                self.fail(interrupt, format!("writing {}", self.bugs.records[i].id), e);
+            }
         }
     }
-    phases.reexecution_ms += ms(checking.elapsed());
-    known.new_coverage(&machine);
-    faults.add(&before, &machine);
-    let root = RootInfo { point: point(&machine), setup_complete };
+}
+
+pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Result<Exploration> {
+    assert!(config.workers >= 1 && config.batch >= 1, "at least one worker and one branch per round");
+    let target = &config.target;
+    // The explorer raises it too, to end every machine's run on an error.
+    let interrupt = config.start.interrupt.clone().unwrap_or_default();
+    let start = StartOptions { interrupt: Some(interrupt.clone()), ..config.start.clone() };
+    let mut state = State {
+        started: Instant::now(),
+        known: Knowledge::default(),
+        bugs: Bugs::new(config.reexecutions),
+        root: RootInfo { point: Point { events: 0, vtime_ns: 0 }, setup_complete: false, ended: None },
+        nodes: Vec::new(),
+        branches: 0,
+        vtime_total: 0,
+        series: Vec::new(),
+        first_bug: None,
+        phases: Phases::default(),
+        faults: FaultTally::default(),
+        ending: Ending::Running,
+    };
+    let world = World::of(target, host)?;
+    let cx = BugContext { target, world: &world, seed: config.seed };
+    let mut machine = target.start(config.seed, host, &start)?.machine;
+    state.phases.start_ms = ms(state.started.elapsed());
+    machine.set_stop_on_message(true);
+
+    // The root: run until setup complete.
+    let before = FaultTally::landed(&machine);
+    let setup_started = Instant::now();
+    let setup = setup(&mut machine, config, &cx, &mut state, watch);
+    state.phases.setup_ms = ms(setup_started.elapsed());
+    state.root.point = point(&machine);
+    state.faults.add(&before, &machine);
+    // False: the target ended after a bug, and there is no root.
+    let branchable = setup.unwrap_or_else(|e| {
+        state.fail(&interrupt, "the root's setup".into(), e);
+        false
+    });
+    // Bugs before the root are re-executed from a fresh start.
+    let checking = Instant::now();
+    for i in 0..state.bugs.records.len() {
+        for _ in 0..config.reexecutions {
+            if state.ending != Ending::Running {
+                break;
+            }
+            let took = Instant::now();
+            let outcome = bug::replay(&state.bugs.records[i], host, &start, None);
+            state.checked(Checked { bug: i, outcome, took: took.elapsed() }, watch, &interrupt);
+        }
+    }
+    state.phases.reexecution_wait_ms += ms(checking.elapsed());
+    if !branchable && state.ending == Ending::Running {
+        state.ending = Ending::Finished;
+    }
+    if state.ending != Ending::Running {
+        return Ok(state.exploration(config, machine.take_guest_profile()));
+    }
+    state.known.new_coverage(&machine);
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
-    phases.snapshot_ms += ms(taken.elapsed());
+    state.phases.snapshot_ms += ms(taken.elapsed());
     let shared = Shared {
         tree: RwLock::new(tree),
         rules: Rules { slice: config.slice, snapshots: config.branch_from_snapshots },
@@ -558,126 +649,232 @@ pub fn explore(config: &ExploreConfig, host: &Host, progress: &mut dyn FnMut(Pro
     let settings = MachineSettings {
         hosts: (0..config.workers).map(|w| host.worker_settings(target.is_linux(), config.start.watchdog, w)).collect(),
         profiler: config.start.profiler,
+        interrupt: interrupt.clone(),
     };
-
-    let mut nodes = vec![Node {
-        timeline: Timeline { root: root.point, segments: vec![] },
+    state.nodes.push(Node {
+        timeline: Timeline { root: state.root.point, segments: vec![] },
         energy: NEW_NODE_ENERGY,
         picks: 0,
         tree_id: shared.tree().root(),
-    }];
-    let mut picker = Stream::new(config.seed, "explorer");
-    let mut branches = 0u64;
-    let mut vtime_total = 0u64;
-    let mut series = Vec::new();
-    let mut first_bug = (!bugs.records.is_empty()).then_some((0, 0));
-    let exhausted = |branches: u64, vtime: u64, bugs: usize| {
-        (config.stop_at_first_bug && bugs > 0)
-            || config.budget.branches.is_some_and(|b| branches >= b)
-            || config.budget.vtime.is_some_and(|v| vtime >= v.nanos())
-    };
+    });
     let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
-        // Rounds of `batch` branches: picked from the nodes as they stand
-        // when the round begins, run by every worker, merged in branch
-        // order. The exploration depends on the batch, never on the workers.
-        while !exhausted(branches, vtime_total, bugs.records.len())
-            && config.budget.wall.is_none_or(|w| start.elapsed() < w)
-        {
-            let remaining = config.budget.branches.map_or(u64::MAX, |b| b - branches);
-            let round = Arc::new(known.clone());
-            let jobs: Vec<Job> = (1..=(config.batch as u64).min(remaining))
-                .map(|k| {
-                    let branch = branches + k;
-                    let ni = if config.branch_from_snapshots { pick(&nodes, &mut picker) } else { 0 };
-                    let n = &mut nodes[ni];
-                    n.picks += 1;
-                    n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
-                    let seed = branch_seed(config.seed, branch);
-                    tracing::debug!(branch, from = n.tree_id, seed, energy = n.energy, "branch");
-                    let job = BranchJob { branch, seed, tree_id: n.tree_id, base: n.timeline.clone() };
-                    Job::Branch(job, round.clone())
-                })
-                .collect();
-            for done in pool.run(jobs, &shared)? {
-                let Done::Branch(run) = done else { unreachable!("a branch job returns a branch") };
-                if exhausted(branches, vtime_total, bugs.records.len()) {
+        branch_rounds(&mut pool, &shared, config, &cx, &mut state, &interrupt, watch);
+        if state.ending == Ending::Running {
+            // The last confirmations.
+            let waiting = Instant::now();
+            let run = pool.run_checks(&shared, &mut |c| state.checked(c, watch, &interrupt));
+            if let Err(e) = run {
+                state.fail(&interrupt, "re-executions".into(), e);
+            }
+            state.phases.reexecution_wait_ms += ms(waiting.elapsed());
+        }
+        if state.ending == Ending::Running {
+            state.ending = Ending::Finished;
+        }
+        // Otherwise the interrupt is raised: checks still queued or
+        // running end at their next exit.
+        Ok(pool.finish())
+    })?;
+    Ok(state.exploration(config, guest_profile))
+}
+
+/// Runs the root until the target reports setup complete (or the setup
+/// limit): true. False if the target ended first after a bug (the end is
+/// then in that bug's record); an error if it ended without one.
+fn setup(
+    machine: &mut Machine,
+    config: &ExploreConfig,
+    cx: &BugContext,
+    state: &mut State,
+    watch: &mut dyn Watch,
+) -> Result<bool> {
+    let setup_started = Instant::now();
+    let mut first: Option<Filed> = None;
+    while !state.root.setup_complete {
+        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
+        match machine.run_until(step)? {
+            Stop::Message => {
+                state.known.new_coverage(machine);
+                for msg in machine.take_messages() {
+                    let o = state.known.process(&msg.bytes);
+                    state.root.setup_complete |= o.setup_complete;
+                    let Some(kind) = o.bug else { continue };
+                    let at = point(machine);
+                    match first {
+                        None => {
+                            let timeline = Timeline { root: at, segments: vec![] };
+                            let failure = Failure::of(machine);
+                            let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
+                            first = Some(filed);
+                            state.first_bug = Some((0, ms(state.started.elapsed())));
+                            watch.bug(&state.bugs.records[filed.index])?;
+                        }
+                        Some(filed) => {
+                            let later = Later { at, what: kind.describe() };
+                            state.bugs.later(filed, &kind, later, &mut state.known.assertions);
+                        }
+                    }
+                }
+            }
+            Stop::Deadline if step >= config.setup_limit => break,
+            Stop::Deadline => watch.progress(Progress::Setup {
+                vtime: machine.now(),
+                limit: config.setup_limit,
+                elapsed: setup_started.elapsed(),
+            }),
+            Stop::Ended(end) => {
+                let Some(filed) = first else {
+                    return Err(ExploreError::Target(format!(
+                        "the target ended before reporting setup complete: {}",
+                        end.detail()
+                    )));
+                };
+                let what = BugKind::Crash { end: end.clone() }.describe();
+                if is_crash(&end) {
+                    let later = Later { at: point(machine), what: what.clone() };
+                    state.bugs.later(filed, &BugKind::Crash { end: end.clone() }, later, &mut state.known.assertions);
+                }
+                state.root.ended = Some(end.detail());
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Rounds of `batch` branches until the budget is spent or the exploration
+/// ends otherwise: picked from the nodes as they stand when the round
+/// begins, run by every worker, merged in branch order. The exploration
+/// depends on the batch, never on the workers.
+fn branch_rounds(
+    pool: &mut Pool,
+    shared: &Shared,
+    config: &ExploreConfig,
+    cx: &BugContext,
+    state: &mut State,
+    interrupt: &Interrupt,
+    watch: &mut dyn Watch,
+) {
+    let mut picker = Stream::new(config.seed, "explorer");
+    let mut checkpointed = Instant::now();
+    let exhausted = |s: &State| {
+        (config.stop_at_first_bug && !s.bugs.records.is_empty())
+            || config.budget.branches.is_some_and(|b| s.branches >= b)
+            || config.budget.vtime.is_some_and(|v| s.vtime_total >= v.nanos())
+            || config.budget.wall.is_some_and(|w| s.started.elapsed() >= w)
+    };
+    while state.ending == Ending::Running && !exhausted(state) {
+        if let Some(reason) = interrupt.reason() {
+            state.ending = Ending::Interrupted { reason };
+            break;
+        }
+        let remaining = config.budget.branches.map_or(u64::MAX, |b| b - state.branches);
+        let round = Arc::new(state.known.clone());
+        let jobs: Vec<(BranchJob, Arc<Knowledge>)> = (1..=(config.batch as u64).min(remaining))
+            .map(|k| {
+                let branch = state.branches + k;
+                let ni = if config.branch_from_snapshots { pick(&state.nodes, &mut picker) } else { 0 };
+                let n = &mut state.nodes[ni];
+                n.picks += 1;
+                n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
+                let seed = branch_seed(config.seed, branch);
+                tracing::debug!(branch, from = n.tree_id, seed, energy = n.energy, "branch");
+                (BranchJob { branch, seed, tree_id: n.tree_id, base: n.timeline.clone() }, round.clone())
+            })
+            .collect();
+        let runs = match pool.run_round(jobs, shared, &mut |c| state.checked(c, watch, interrupt)) {
+            Ok(runs) => runs,
+            Err(e) => {
+                state.fail(interrupt, format!("the round after branch {}", state.branches), e);
+                break;
+            }
+        };
+        let bugs_before = state.bugs.records.len();
+        for run in runs {
+            if exhausted(state) {
+                break;
+            }
+            let run = match run {
+                Ok(run) => run,
+                Err(e) => {
+                    // Going on without the branch would make the result
+                    // depend on the error; what came before it stands.
+                    state.fail(interrupt, format!("branch {}", state.branches + 1), e);
                     break;
                 }
-                branches += 1;
-                debug_assert_eq!(run.job.branch, branches, "branches merge in order");
-                phases.restore_ms += ms(run.restore);
-                phases.snapshot_ms += ms(run.snapshot);
-                phases.branches_ms += ms(run.run);
-                vtime_total += run.vtime_ns;
-                faults.merge(&run.faults);
-                let new_edges = merge(*run, &mut known, &mut bugs, &mut nodes, &shared, &cx);
-                if first_bug.is_none() && !bugs.records.is_empty() {
-                    // Time to find it, not to check it.
-                    let found = ms(start.elapsed()).saturating_sub(phases.reexecution_ms);
-                    first_bug = Some((branches, found));
-                }
-                let p = BranchProgress {
-                    branches,
-                    snapshots: nodes.len(),
-                    signals: known.signals.total,
-                    bugs: bugs.records.len(),
-                    elapsed: start.elapsed(),
-                    phases,
-                };
-                series.push(SeriesPoint {
-                    branch: branches,
-                    wall_ms: ms(p.elapsed),
-                    snapshots: p.snapshots,
-                    signals: p.signals,
-                    bugs: p.bugs,
-                    new_edges,
-                    edges: known.signals.coverage.edges(),
-                });
-                progress(Progress::Branch(p));
-            }
-            let checking = Instant::now();
-            bugs.reexecute_new(&mut pool, &shared, config.reexecutions)?;
-            phases.reexecution_ms += ms(checking.elapsed());
+            };
+            state.branches += 1;
+            debug_assert_eq!(run.job.branch, state.branches, "branches merge in order");
+            let progress = merge_run(*run, state, shared, cx);
+            watch.progress(Progress::Branch(progress));
         }
-        Ok(pool.finish())
-    });
-    let guest_profile = guest_profile?;
-    let snapshots = nodes.len();
+        state.found(bugs_before, watch, interrupt);
+        if config.reexecutions > 0 && state.ending == Ending::Running {
+            let checks = (bugs_before..state.bugs.records.len())
+                .flat_map(|i| {
+                    let record = Arc::new(state.bugs.records[i].clone());
+                    (0..config.reexecutions).map(move |_| Check { bug: i, record: record.clone() })
+                })
+                .collect();
+            pool.queue_checks(checks);
+        }
+        if config.workers == 1 && state.ending == Ending::Running {
+            let waiting = Instant::now();
+            if let Err(e) = pool.run_checks(shared, &mut |c| state.checked(c, watch, interrupt)) {
+                state.fail(interrupt, "re-executions".into(), e);
+            }
+            state.phases.reexecution_wait_ms += ms(waiting.elapsed());
+        }
+        if checkpointed.elapsed() >= CHECKPOINT_EVERY && state.ending == Ending::Running {
+            checkpointed = Instant::now();
+            if let Err(e) = watch.checkpoint(&state.exploration(config, None)) {
+                state.fail(interrupt, "writing the report".into(), e);
+            }
+        }
+    }
+}
 
-    Ok(Exploration {
-        target: target.clone(),
-        seed: config.seed,
-        budget: config.budget,
-        slice_ns: config.slice.nanos(),
-        branch_from_snapshots: config.branch_from_snapshots,
-        batch: config.batch,
-        workers: config.workers,
-        root,
-        branches,
-        snapshots,
-        signals: known.signals.total,
-        wall_ms: ms(start.elapsed()),
-        vtime_ns: vtime_total,
-        coverage_edges: known.signals.coverage.edges(),
-        instrumentation: known.instrumentation,
-        assertions: known.assertions,
-        bugs: bugs.records,
-        events: known.events,
-        garbage: known.garbage,
-        faults,
-        series,
-        first_bug,
-        phases,
-        guest_profile,
-    })
+/// Adds a branch a worker ran to the exploration, with its progress.
+fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext) -> BranchProgress {
+    state.phases.restore_ms += ms(run.restore);
+    state.phases.snapshot_ms += ms(run.snapshot);
+    state.phases.branches_ms += ms(run.run);
+    state.vtime_total += run.vtime_ns;
+    state.faults.merge(&run.faults);
+    let branch = run.job.branch;
+    let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.nodes, shared, cx);
+    if state.first_bug.is_none() && !state.bugs.records.is_empty() {
+        // Time to find it, not to check it.
+        let found = ms(state.started.elapsed()).saturating_sub(state.phases.reexecution_wait_ms);
+        state.first_bug = Some((branch, found));
+    }
+    let p = BranchProgress {
+        branches: state.branches,
+        snapshots: state.nodes.len(),
+        signals: state.known.signals.total,
+        bugs: state.bugs.records.len(),
+        elapsed: state.started.elapsed(),
+        phases: state.phases,
+    };
+    state.series.push(SeriesPoint {
+        branch,
+        wall_ms: ms(p.elapsed),
+        snapshots: p.snapshots,
+        signals: p.signals,
+        bugs: p.bugs,
+        new_edges,
+        edges: state.known.signals.coverage.edges(),
+    });
+    p
 }
 
 /// Adds a branch a worker ran to the exploration: its coverage and
-/// messages (judged against everything merged before it), its bugs, and
-/// each snapshot that is still new as a node to branch from (with the
-/// snapshots before it in the branch, which its pages build on). Returns
-/// the coverage edges it reached first.
+/// messages (judged against everything merged before it), its first
+/// failure as a bug and what failed after it as that bug's consequences,
+/// and each snapshot before that failure that is still new as a node to
+/// branch from (with the snapshots before it in the branch, which its
+/// pages build on). Returns the coverage edges it reached first.
 fn merge(
     run: BranchRun,
     known: &mut Knowledge,
@@ -688,9 +885,11 @@ fn merge(
 ) -> u64 {
     let BranchJob { branch, seed, tree_id, base, .. } = run.job;
     let mut new_edges = 0;
+    // The branch's first failure, and the stop it showed at.
+    let mut first: Option<(Filed, usize)> = None;
     // Each stop's timeline, snapshot, and whether it is a new node.
     let mut stops = Vec::with_capacity(run.stops.len());
-    for stop in run.stops {
+    for (i, stop) in run.stops.into_iter().enumerate() {
         let timeline = base.then(Segment { seed, until: stop.at });
         let covered = known.merge_coverage(&stop.coverage);
         new_edges += covered;
@@ -699,12 +898,20 @@ fn merge(
             let o = known.process(msg);
             new_here += o.new_signals;
             new_edges += o.new_edges;
-            if let Some(kind) = o.bug {
-                let failure = stop.failure.as_ref().expect("the worker fingerprints every stop where a message fails");
-                bugs.record(kind, timeline.clone(), failure, known, cx, branch);
+            let Some(kind) = o.bug else { continue };
+            match first {
+                None => {
+                    // The worker judged the same message the same way.
+                    let failure = stop.failure.as_ref().expect("the worker fingerprints a branch's first failure");
+                    first = Some((bugs.record(kind, timeline.clone(), failure, &mut known.assertions, cx, branch), i));
+                }
+                Some((filed, _)) => {
+                    let later = Later { at: stop.at, what: kind.describe() };
+                    bugs.later(filed, &kind, later, &mut known.assertions);
+                }
             }
         }
-        if new_here > 0 {
+        if new_here > 0 && first.is_none() {
             tracing::debug!(branch, signals = new_here, "something new");
             assert!(
                 stop.snapshot.is_some() || !shared.rules.snapshots,
@@ -714,12 +921,29 @@ fn merge(
         stops.push((timeline, new_here, stop.snapshot));
     }
     new_edges += known.merge_coverage(&run.end_coverage);
-    if let (Some(end), Some(failure)) = (run.end, &run.crash) {
-        let timeline = base.then(Segment { seed, until: failure.at });
-        bugs.record(BugKind::Crash { end }, timeline, failure, known, cx, branch);
+    if let Some(end) = run.end.filter(is_crash) {
+        let kind = BugKind::Crash { end };
+        match (first, &run.crash) {
+            (None, Some(failure)) => {
+                let timeline = base.then(Segment { seed, until: failure.at });
+                let filed = bugs.record(kind, timeline, failure, &mut known.assertions, cx, branch);
+                first = Some((filed, stops.len()));
+            }
+            (Some((filed, _)), _) => {
+                let later = Later { at: run.end_at, what: kind.describe() };
+                bugs.later(filed, &kind, later, &mut known.assertions);
+            }
+            (None, None) => unreachable!("the worker fingerprints a crash that is the branch's first failure"),
+        }
     }
-    // Snapshots after the branch's last new one are of no use.
-    let kept = stops.iter().rposition(|(_, new, snap)| *new > 0 && snap.is_some()).map_or(0, |i| i + 1);
+    if let Some((filed, _)) = first.filter(|(f, _)| f.new) {
+        bugs.records[filed.index].console_after = run.console_after;
+    }
+    // Snapshots after the branch's last new one before its first failure
+    // are of no use.
+    let before_failure = first.map_or(stops.len(), |(_, at)| at);
+    let kept =
+        stops[..before_failure].iter().rposition(|(_, new, snap)| *new > 0 && snap.is_some()).map_or(0, |i| i + 1);
     let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
     let mut parent = tree_id;
     for (timeline, new_here, snapshot) in stops.into_iter().take(kept) {

@@ -6,14 +6,17 @@
 //! - [`engine`]: the exploration loop over the snapshot tree, in rounds of
 //!   branches that `workers` run (one machine per thread) and `branch`
 //!   describes.
-//! - [`timeline`], [`bug`]: replayable timelines and bug records.
-//! - [`report`]: report.md, report.json and the bug files.
+//! - [`timeline`], [`bug`]: replayable timelines and bug records; `bugs`:
+//!   the bugs of one exploration, found and then confirmed.
+//! - [`report`]: report.md, report.json, report.html and the bug files, in
+//!   an exploration's own directory ([`report::RunDir`]).
 //!
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
 pub mod assertions;
 mod branch;
 pub mod bug;
+mod bugs;
 pub mod coverage;
 pub mod engine;
 pub mod error;
@@ -22,6 +25,9 @@ pub mod sdk;
 pub mod timeline;
 mod workers;
 
-pub use engine::{explore, BranchProgress, Budget, Exploration, ExploreConfig, Phases, Progress};
+pub use engine::{
+    explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, Phases, Progress, Watch, CHECKPOINT_EVERY,
+};
 pub use error::{ExploreError, Result};
 pub use hvsim_guest_image::target::{StartOptions, System, Target};
+pub use hvsim_vmm::Interrupt;

@@ -1,8 +1,12 @@
 //! The exploration report: `report.json`, `report.md`, `report.html` (for
-//! triage, see [`html`]) and one `bugs/BUG-n.json` per bug, written
-//! atomically into the output directory.
+//! triage, see [`html`]) and one `bugs/BUG-<id>.json` per bug, each
+//! published whole (see `hvsim_vmm::files::publish`) into the
+//! exploration's own directory ([`RunDir`]).
 
+mod dir;
 mod html;
+
+pub use dir::{inputs_of_record, RunDir, LATEST};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,8 +16,9 @@ use hvsim_vmm::faults::FaultReport;
 use serde::Serialize;
 
 use crate::assertions::Verdict;
-use crate::engine::{Exploration, Garbage, Instrumentation, Phases, SeriesPoint};
-use crate::error::{ExploreError, Result};
+use crate::bug::Later;
+use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint};
+use crate::error::ExploreError;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
@@ -44,16 +49,22 @@ pub struct BugSummary {
     pub replay_command: String,
     /// The console's last lines when the bug showed.
     pub console_tail: Vec<String>,
-    /// "reproduced 3/3", or "FLAKY: reproduced 1/3".
+    /// "reproduced 3/3", "FLAKY: reproduced 1/3", or "UNCONFIRMED: ...".
     pub reproduction: String,
+    /// Every re-execution asked for ran (whatever they showed).
+    pub confirmed: bool,
     pub replayable: Replayable,
     pub replayable_reasons: Vec<String>,
+    /// What failed after it in the same timeline.
+    pub after: Vec<Later>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub target: String,
     pub seed: u64,
+    /// Why it ended (`running` in a report written while it runs).
+    pub ending: Ending,
     pub branches: u64,
     /// Branches per round (the exploration depends on it), and the
     /// workers that ran them (it does not).
@@ -99,37 +110,29 @@ pub struct TimelineEdges {
     pub new_edges: u64,
 }
 
-/// Writes the output directory for `exp` and returns the report.
-pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
-    let bugs_dir = out.join("bugs");
-    std::fs::create_dir_all(&bugs_dir).map_err(io("creating the output directory", &bugs_dir))?;
-    // Bug files of an earlier exploration into the same directory go.
-    for entry in std::fs::read_dir(&bugs_dir).map_err(io("listing", &bugs_dir))?.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("BUG-") && name.ends_with(".json") {
-            std::fs::remove_file(entry.path()).map_err(io("removing an old bug file", entry.path()))?;
-        }
-    }
-    let mut bugs = Vec::new();
-    for bug in &mut exp.bugs {
-        let file = bugs_dir.join(format!("{}.json", bug.id));
-        bug.replay_command = format!("hvsim replay {}", file.display());
-        let json = serde_json::to_vec_pretty(&bug).expect("bug records serialize");
-        write_atomic(&file, &json)?;
-        bugs.push(BugSummary {
-            id: bug.id.clone(),
-            summary: bug.summary.clone(),
-            at: bug.at,
-            occurrences: bug.occurrences,
-            file: file.display().to_string(),
-            replay_command: bug.replay_command.clone(),
-            console_tail: bug.console_tail.clone(),
-            reproduction: bug.reproduction_words(),
-            replayable: bug.replayable,
-            replayable_reasons: bug.replayable_reasons.clone(),
-        });
-    }
+/// The report of `exp`, whose bug records are (or will be) in `bugs_dir`.
+pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
+    let bugs = exp
+        .bugs
+        .iter()
+        .map(|bug| {
+            let file = bugs_dir.join(format!("{}.json", bug.id));
+            BugSummary {
+                id: bug.id.clone(),
+                summary: bug.summary.clone(),
+                at: bug.at,
+                occurrences: bug.occurrences,
+                replay_command: replay_command(&file),
+                file: file.display().to_string(),
+                console_tail: bug.console_tail.clone(),
+                reproduction: bug.reproduction_words(),
+                confirmed: bug.reproduction.confirmed(),
+                replayable: bug.replayable,
+                replayable_reasons: bug.replayable_reasons.clone(),
+                after: bug.after.clone(),
+            }
+        })
+        .collect();
     let assertions: Vec<AssertionReport> = exp
         .assertions
         .iter()
@@ -167,10 +170,11 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
         .collect();
     edges_by_timeline.sort_by(|a, b| b.new_edges.cmp(&a.new_edges).then(a.branch.cmp(&b.branch)));
     edges_by_timeline.truncate(10);
-    let report = Report {
+    Report {
         summary: Summary {
             target: exp.target.name(),
             seed: exp.seed,
+            ending: exp.ending.clone(),
             branches: exp.branches,
             batch: exp.batch,
             workers: exp.workers,
@@ -193,19 +197,21 @@ pub fn write(out: &Path, exp: &mut Exploration) -> Result<Report> {
         series,
         instrumentation: exp.instrumentation.clone(),
         edges_by_timeline,
-    };
-    write_atomic(&out.join("report.json"), &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
-    write_atomic(&out.join("report.md"), markdown(&report, exp).as_bytes())?;
-    write_atomic(&out.join("report.html"), html::render(&report, exp).as_bytes())?;
-    Ok(report)
+    }
 }
 
-fn markdown(r: &Report, exp: &Exploration) -> String {
+/// How to replay the record at `file`.
+pub fn replay_command(file: &Path) -> String {
+    format!("hvsim replay {}", file.display())
+}
+
+pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let s = &r.summary;
     let mut m = String::new();
     let _ = writeln!(m, "# hvsim exploration report\n");
     let _ = writeln!(m, "- target: `{}` ({})", s.target, serde_json::to_string(&exp.target).unwrap_or_default());
     let _ = writeln!(m, "- master seed: {}", s.seed);
+    let _ = writeln!(m, "- {}", s.ending.describe());
     let _ = writeln!(
         m,
         "- {} branches of {} ms of virtual time from {} snapshots; {} new signals; {:.1} s",
@@ -256,6 +262,13 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
             },
             b.replay_command
         );
+        for later in &b.after {
+            let _ = writeln!(
+                m,
+                "  - then, at virtual time {} ns (event {}): {}",
+                later.at.vtime_ns, later.at.events, later.what
+            );
+        }
         if !b.console_tail.is_empty() {
             let _ = writeln!(m, "  - the console's last lines:\n\n    ```text");
             for line in &b.console_tail {
@@ -329,13 +342,4 @@ fn markdown(r: &Report, exp: &Exploration) -> String {
 fn io(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ExploreError {
     let path = path.into();
     move |source| ExploreError::Io { what, path, source }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_file_name(format!(
-        ".{}.partial",
-        path.file_name().map_or("out".into(), |n| n.to_string_lossy().into_owned())
-    ));
-    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("writing", path))
 }

@@ -93,6 +93,17 @@ impl AssertKind {
         }
     }
 
+    /// Whether a hit with `condition` is a bug: an always-type hit that
+    /// did not hold, or an unreachable point reached. Judged from the
+    /// message alone, so every judge of one message agrees.
+    pub fn fails(self, condition: bool) -> bool {
+        match self.demand() {
+            Demand::Every { .. } => !condition,
+            Demand::Never => true,
+            Demand::Some => false,
+        }
+    }
+
     /// Whether a failing hit is a bug (the always-type kinds).
     pub fn failure_is_bug(self) -> bool {
         matches!(self.demand(), Demand::Every { .. } | Demand::Never)

@@ -1,35 +1,58 @@
 //! The explorer's workers: one machine each, each on its own thread (the
 //! calling thread is worker 0, with the machine that ran the root), all
-//! sharing the snapshot tree. The explorer hands them a round of jobs at a
-//! time and gets the results back in job order, so which worker ran a job,
-//! and when, changes how long a round takes and nothing else.
+//! sharing the snapshot tree. Two kinds of work, in two queues:
 //!
-//! Workers only read the tree while they work; the explorer adds a round's
-//! snapshots to it between rounds, when every worker waits for jobs.
+//! - a round's *branches*, handed out together and returned in branch
+//!   order, so which worker ran a branch, and when, changes how long the
+//!   round takes and nothing else;
+//! - *checks*, the re-executions that confirm a new bug, which only ever
+//!   change that bug's record. A worker thread takes a branch when one is
+//!   waiting and a check otherwise; the calling thread takes only branches
+//!   while a round runs, so with more than one worker the checks run beside
+//!   the next rounds instead of holding them up. With one worker the
+//!   explorer runs them between rounds ([`Pool::run_checks`]).
+//!
+//! Workers only read the tree while they work on a branch, and while a
+//! check resets its machine to the root; the explorer adds a round's
+//! snapshots to it between rounds, when no branch runs.
 
 use std::sync::{Arc, RwLock};
 use std::thread::{Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use hvsim_snapshot::{Cursor, SnapshotTree};
 use hvsim_vmm::machine::HostSettings;
 use hvsim_vmm::profiler::{GuestProfile, ProfilerConfig};
-use hvsim_vmm::Machine;
+use hvsim_vmm::{Interrupt, Machine};
 
 use crate::branch::{self, BranchJob, BranchRun, Rules};
 use crate::bug::{self, BugRecord, ReplayOutcome};
 use crate::engine::Knowledge;
 use crate::error::{ExploreError, Result};
 
-pub(crate) enum Job {
-    Branch(BranchJob, Arc<Knowledge>),
-    /// A bug's timeline again, from the root.
-    Reexecute(Arc<BugRecord>),
+/// A re-execution of bug `bug`'s timeline from the root.
+pub(crate) struct Check {
+    /// Index of the bug in the exploration's records.
+    pub bug: usize,
+    pub record: Arc<BugRecord>,
 }
 
-pub(crate) enum Done {
-    Branch(Box<BranchRun>),
-    Reexecuted(ReplayOutcome),
+/// A check's outcome, and the worker time it took.
+pub(crate) struct Checked {
+    pub bug: usize,
+    pub outcome: Result<ReplayOutcome>,
+    pub took: Duration,
+}
+
+enum Job {
+    Branch(BranchJob, Arc<Knowledge>),
+    Check(Check),
+}
+
+enum Done {
+    Branch(Result<Box<BranchRun>>),
+    Checked(Checked),
 }
 
 /// What every worker reads.
@@ -52,16 +75,44 @@ struct Worker {
 }
 
 impl Worker {
-    fn work(&mut self, job: Job, shared: &Shared) -> Result<Done> {
-        let tree = shared.tree();
+    fn work(&mut self, job: Job, shared: &Shared) -> Done {
         match job {
             Job::Branch(job, known) => {
-                let run = branch::run(job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine)?;
-                Ok(Done::Branch(Box::new(run)))
+                let tree = shared.tree();
+                let run = branch::run(job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine);
+                Done::Branch(run.map(Box::new))
             }
-            Job::Reexecute(record) => {
-                tree.reset(&mut self.cursor, &mut self.machine, tree.root())?;
-                Ok(Done::Reexecuted(bug::follow(&mut self.machine, &record, shared.memory_may_differ, None)?))
+            Job::Check(check) => {
+                let started = Instant::now();
+                let outcome = self.check(&check.record, shared);
+                Done::Checked(Checked { bug: check.bug, outcome, took: started.elapsed() })
+            }
+        }
+    }
+
+    fn check(&mut self, record: &BugRecord, shared: &Shared) -> Result<ReplayOutcome> {
+        // The tree is held only for the reset: a check may outlast rounds.
+        let root = shared.tree().root();
+        shared.tree().reset(&mut self.cursor, &mut self.machine, root)?;
+        bug::follow(&mut self.machine, record, shared.memory_may_differ, None)
+    }
+
+    /// `work`, with a panic (a bug in hvsim) turned into an error for its
+    /// job: the explorer would otherwise wait for the job forever.
+    fn work_caught(&mut self, job: Job, shared: &Shared, who: usize) -> (Done, bool) {
+        let check = match &job {
+            Job::Check(c) => Some(c.bug),
+            Job::Branch(..) => None,
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(job, shared))) {
+            Ok(done) => (done, false),
+            Err(_) => {
+                let e = ExploreError::Target(format!("internal error: worker {who} panicked (see above)"));
+                let done = match check {
+                    Some(bug) => Done::Checked(Checked { bug, outcome: Err(e), took: Duration::ZERO }),
+                    None => Done::Branch(Err(e)),
+                };
+                (done, true)
             }
         }
     }
@@ -69,11 +120,15 @@ impl Worker {
 
 pub(crate) struct Pool<'scope> {
     main: Worker,
-    jobs: Option<Sender<(usize, Job)>>,
-    queue: Receiver<(usize, Job)>,
+    branches: Option<Sender<(usize, Job)>>,
+    checks: Option<Sender<(usize, Job)>>,
+    branch_queue: Receiver<(usize, Job)>,
+    check_queue: Receiver<(usize, Job)>,
     /// The other workers' results; only they hold its senders, so it
     /// closes if they all stop.
-    results: Receiver<(usize, Result<Done>)>,
+    results: Receiver<(usize, Done)>,
+    /// Checks queued and not yet returned.
+    checks_out: usize,
     threads: Vec<ScopedJoinHandle<'scope, Option<GuestProfile>>>,
 }
 
@@ -82,6 +137,27 @@ pub(crate) struct MachineSettings {
     /// Each worker's host settings (index 0: the calling thread's).
     pub hosts: Vec<HostSettings>,
     pub profiler: Option<ProfilerConfig>,
+    /// Stops every worker's machine when raised.
+    pub interrupt: Interrupt,
+}
+
+/// A worker thread's next job: a branch if one waits, else a check, else
+/// whichever comes first. `None` once the explorer has hung up.
+fn next_job(branches: &Receiver<(usize, Job)>, checks: &Receiver<(usize, Job)>) -> Option<(usize, Job)> {
+    match branches.try_recv() {
+        Ok(job) => return Some(job),
+        Err(TryRecvError::Disconnected) => return None,
+        Err(TryRecvError::Empty) => {}
+    }
+    match checks.try_recv() {
+        Ok(job) => return Some(job),
+        Err(TryRecvError::Disconnected) => return None,
+        Err(TryRecvError::Empty) => {}
+    }
+    crossbeam_channel::select! {
+        recv(branches) -> job => job.ok(),
+        recv(checks) -> job => job.ok(),
+    }
 }
 
 impl<'scope> Pool<'scope> {
@@ -97,20 +173,24 @@ impl<'scope> Pool<'scope> {
     ) -> Result<Pool<'scope>> {
         let workers = settings.hosts.len();
         assert!(workers >= 1, "at least the calling thread works");
-        let (jobs, queue) = crossbeam_channel::unbounded::<(usize, Job)>();
-        let (done_tx, results) = crossbeam_channel::unbounded::<(usize, Result<Done>)>();
+        let (branches, branch_queue) = crossbeam_channel::unbounded::<(usize, Job)>();
+        let (checks, check_queue) = crossbeam_channel::unbounded::<(usize, Job)>();
+        let (done_tx, results) = crossbeam_channel::unbounded::<(usize, Done)>();
         let (ready_tx, ready) = crossbeam_channel::unbounded::<Result<()>>();
         let mut threads = Vec::new();
         for w in 1..workers {
             let host = settings.hosts[w].clone();
             let profiler = settings.profiler;
-            let (queue, done, ready) = (queue.clone(), done_tx.clone(), ready_tx.clone());
+            let interrupt = settings.interrupt.clone();
+            let (branch_queue, check_queue) = (branch_queue.clone(), check_queue.clone());
+            let (done, ready) = (done_tx.clone(), ready_tx.clone());
             let spawned =
                 std::thread::Builder::new().name(format!("hvsim-worker-{w}")).spawn_scoped(scope, move || {
                     let made = shared.tree().machine_at_root(&host);
                     let mut worker = match made {
                         Ok((mut machine, cursor)) => {
                             machine.set_stop_on_message(true);
+                            machine.set_interrupt(interrupt);
                             if let Some(p) = profiler {
                                 machine.enable_guest_profiler(p);
                             }
@@ -122,17 +202,10 @@ impl<'scope> Pool<'scope> {
                         }
                     };
                     let _ = ready.send(Ok(()));
-                    // Until the explorer drops its sender. A panic (a bug in
-                    // hvsim) ends this worker with an error for its job,
-                    // where the explorer would otherwise wait for it forever.
-                    for (i, job) in queue.iter() {
-                        let result =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.work(job, shared)));
-                        let panicked = result.is_err();
-                        let done_or_why = result.unwrap_or_else(|_| {
-                            Err(ExploreError::Target(format!("internal error: worker {w} panicked (see above)")))
-                        });
-                        if done.send((i, done_or_why)).is_err() || panicked {
+                    // Until the explorer hangs up; a panic ends this worker.
+                    while let Some((i, job)) = next_job(&branch_queue, &check_queue) {
+                        let (result, panicked) = worker.work_caught(job, shared, w);
+                        if done.send((i, result)).is_err() || panicked {
                             return None;
                         }
                     }
@@ -144,38 +217,95 @@ impl<'scope> Pool<'scope> {
         for _ in 1..workers {
             ready.recv().map_err(|_| ExploreError::Target("a worker thread stopped while starting".into()))??;
         }
-        Ok(Pool { main: Worker { machine, cursor }, jobs: Some(jobs), queue, results, threads })
+        Ok(Pool {
+            main: Worker { machine, cursor },
+            branches: Some(branches),
+            checks: Some(checks),
+            branch_queue,
+            check_queue,
+            results,
+            checks_out: 0,
+            threads,
+        })
     }
 
-    /// Runs `jobs` on every worker; their results, in job order.
-    pub fn run(&mut self, jobs: Vec<Job>, shared: &Shared) -> Result<Vec<Done>> {
-        let n = jobs.len();
-        let sender = self.jobs.as_ref().expect("the pool runs until finished");
-        for job in jobs.into_iter().enumerate() {
-            sender.send(job).expect("workers wait for jobs while the pool lives");
+    /// Queues checks; their outcomes come through the `checked` callbacks
+    /// of [`run_round`](Self::run_round) and [`run_checks`](Self::run_checks).
+    pub fn queue_checks(&mut self, checks: Vec<Check>) {
+        let sender = self.checks.as_ref().expect("the pool runs until finished");
+        for check in checks {
+            self.checks_out += 1;
+            sender.send((0, Job::Check(check))).expect("the pool holds its own receiver");
         }
-        let mut results: Vec<Option<Result<Done>>> = (0..n).map(|_| None).collect();
+    }
+
+    /// Runs a round of branches on every worker; their results, in job
+    /// order. Checks that end meanwhile go to `checked`.
+    pub fn run_round(
+        &mut self,
+        round: Vec<(BranchJob, Arc<Knowledge>)>,
+        shared: &Shared,
+        checked: &mut dyn FnMut(Checked),
+    ) -> Result<Vec<Result<Box<BranchRun>>>> {
+        let n = round.len();
+        let sender = self.branches.as_ref().expect("the pool runs until finished");
+        for (i, (job, known)) in round.into_iter().enumerate() {
+            sender.send((i, Job::Branch(job, known))).expect("the pool holds its own receiver");
+        }
+        let mut runs: Vec<Option<Result<Box<BranchRun>>>> = (0..n).map(|_| None).collect();
         let mut pending = n;
-        // The calling thread works too, until the queue is empty.
-        while let Ok((i, job)) = self.queue.try_recv() {
-            results[i] = Some(self.main.work(job, shared));
+        // The calling thread runs branches too, until none is waiting.
+        while let Ok((i, job)) = self.branch_queue.try_recv() {
+            let Done::Branch(run) = self.main.work(job, shared) else { unreachable!("a branch returns a branch") };
+            runs[i] = Some(run);
             pending -= 1;
         }
-        for _ in 0..pending {
-            let (i, done) = self
-                .results
-                .recv()
-                .map_err(|_| ExploreError::Target("every worker thread stopped before its jobs were done".into()))?;
-            results[i] = Some(done);
+        while pending > 0 {
+            match self.receive()? {
+                (i, Done::Branch(run)) => {
+                    runs[i] = Some(run);
+                    pending -= 1;
+                }
+                (_, Done::Checked(c)) => checked(c),
+            }
         }
-        // The first failed job in job order, whichever worker ran it.
-        results.into_iter().map(|d| d.expect("every job returns a result")).collect()
+        Ok(runs.into_iter().map(|r| r.expect("every branch returns")).collect())
     }
 
-    /// Stops the workers; returns the guest profiles of every worker,
-    /// merged into one.
+    /// Runs or waits for every check queued, the calling thread taking
+    /// its share.
+    pub fn run_checks(&mut self, shared: &Shared, checked: &mut dyn FnMut(Checked)) -> Result<()> {
+        while self.checks_out > 0 {
+            let done = match self.check_queue.try_recv() {
+                Ok((_, job)) => {
+                    self.checks_out -= 1;
+                    self.main.work(job, shared)
+                }
+                Err(_) => self.receive()?.1,
+            };
+            let Done::Checked(c) = done else { unreachable!("no branch runs between rounds") };
+            checked(c);
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Result<(usize, Done)> {
+        let received = self
+            .results
+            .recv()
+            .map_err(|_| ExploreError::Target("every worker thread stopped before its jobs were done".into()))?;
+        if matches!(received.1, Done::Checked(_)) {
+            self.checks_out -= 1;
+        }
+        Ok(received)
+    }
+
+    /// Stops the workers (a check still running ends at once if the
+    /// machines' interrupt is raised, and its outcome is dropped); returns
+    /// the guest profiles of every worker, merged into one.
     pub fn finish(mut self) -> Option<GuestProfile> {
-        drop(self.jobs.take());
+        drop(self.branches.take());
+        drop(self.checks.take());
         let mut profile = self.main.machine.take_guest_profile();
         for t in self.threads {
             if let Some(p) = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {

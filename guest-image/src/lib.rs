@@ -7,13 +7,15 @@
 //!   project's config and patches, cached outside the repository), an
 //!   initramfs holding hvsim's static init and busybox, and the boot cache
 //!   of machines booted to init's ready point.
-//! - `target`: what a run runs, and the one place that starts it.
+//! - `target`: what a run runs, and the one place that starts it; `inputs`:
+//!   the host files it reads, and copies of them that travel with records.
 
 pub mod cache;
 pub mod compose;
 pub mod container;
 pub mod error;
 pub mod host;
+pub mod inputs;
 pub mod linux;
 pub mod oci;
 pub mod raw;

@@ -176,7 +176,7 @@ struct DiskInputs {
 }
 
 /// How to start.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct StartOptions {
     /// Boot even if the boot cache holds the machine, and do not save it.
     pub cold_boot: bool,
@@ -185,6 +185,21 @@ pub struct StartOptions {
     /// Sample the guest from the first instruction of the run on
     /// (`--profile-guest`; a boot is not profiled).
     pub profiler: Option<ProfilerConfig>,
+    /// Raised from another thread, it stops the run (a boot finishes
+    /// first: the boot cache keeps what it cost).
+    pub interrupt: Option<hvsim_vmm::Interrupt>,
+}
+
+impl StartOptions {
+    /// What the options ask of a machine about to run.
+    pub fn prepare(&self, machine: &mut Machine) {
+        if let Some(p) = &self.profiler {
+            machine.enable_guest_profiler(*p);
+        }
+        if let Some(i) = &self.interrupt {
+            machine.set_interrupt(i.clone());
+        }
+    }
 }
 
 /// A machine about to run its first instruction of the run.
@@ -230,9 +245,7 @@ impl Target {
                 let mut config = MachineConfig::raw(g.build(), seed, &host.profile);
                 config.host = settings;
                 let mut machine = Machine::new(&config)?;
-                if let Some(p) = &opts.profiler {
-                    machine.enable_guest_profiler(*p);
-                }
+                opts.prepare(&mut machine);
                 let boot =
                     BootReport { kind: BootKind::Direct, wall_ms: started.elapsed().as_millis() as u64, key: None };
                 Ok(Launch { machine, boot })
@@ -265,9 +278,7 @@ impl Target {
                     BootCache::open()?.get_or_boot(&shape, &settings, || linux::boot_to_ready(&config))?
                 };
                 machine.begin_run(inputs)?;
-                if let Some(p) = &opts.profiler {
-                    machine.enable_guest_profiler(*p);
-                }
+                opts.prepare(&mut machine);
                 Ok(Launch { machine, boot })
             }
         }

@@ -18,6 +18,10 @@ pub enum Error {
     GuestMemory { addr: u64, len: usize, detail: String },
     #[error("writing the determinism log: {0}")]
     Log(io::Error),
+    /// Another thread raised the machine's [`crate::Interrupt`]: the run
+    /// stopped before its next guest entry.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

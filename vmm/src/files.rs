@@ -5,9 +5,12 @@
 //! device such as `/dev/zero` never ends. Files read whole are bounded by
 //! what their kind can be, checked before a byte is read (and again while
 //! reading, as a file may grow).
+//!
+//! And publishing the files results live in ([`publish`]): whole or not at
+//! all, and on disk before anyone is told they are there.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::Path;
 
 /// The most a text document hvsim reads (a fault plan, a compose or env
@@ -44,6 +47,26 @@ pub fn read_text(path: &Path) -> io::Result<String> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text ({})", e.utf8_error())))
 }
 
+/// Writes `bytes` to `path` so that it appears whole or not at all, and
+/// stays after a crash of the host: into a uniquely named temporary file
+/// beside it (so two writers never share one), synced, renamed over
+/// `path`, and the directory synced. Readable by all, as `std::fs::write`
+/// would leave it.
+pub fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map_or("out".into(), |n| n.to_string_lossy().into_owned());
+    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".partial").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    File::open(dir)?.sync_all()
+}
+
 fn too_large(len: u64, limit: u64) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes, more than such a file can hold ({limit})"))
 }
@@ -69,6 +92,21 @@ fn kind(meta: &std::fs::Metadata) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn published_files_replace_whole_and_leave_nothing_beside() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        publish(&path, b"one").unwrap();
+        publish(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["report.json"], "no temporary file is left");
+        let e = publish(&dir.path().join("missing/report.json"), b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn only_regular_files_within_their_bound_are_read() {

@@ -27,6 +27,7 @@ pub mod error;
 pub mod faults;
 pub mod files;
 pub mod host;
+pub mod interrupt;
 mod kick;
 pub mod machine;
 pub mod memory;
@@ -45,4 +46,5 @@ pub const MODEL_ID: &str = env!("HVSIM_MODEL_ID");
 
 pub use clock::Vtime;
 pub use error::{Error, Result};
+pub use interrupt::Interrupt;
 pub use machine::{End, Machine, MachineConfig, Stop};

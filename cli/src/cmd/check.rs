@@ -6,10 +6,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use hvsim_checkers::{check_text, Limits, Verdict};
 
-/// Exit statuses beside 0 (linearizable): see docs/cli.md.
-const NOT_LINEARIZABLE: u8 = 6;
-const UNDECIDED: u8 = 7;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// The history: JSON lines of invocations and completions (see
@@ -40,14 +36,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 "NOT linearizable{}: no order of the operations explains {op} (at best {placed} of {of} ordered)",
                 key.as_deref().map(|k| format!(" (key {k})")).unwrap_or_default()
             ),
-            ExitCode::from(NOT_LINEARIZABLE),
+            ExitCode::from(crate::util::EXIT_NOT_LINEARIZABLE),
         ),
         Verdict::Unknown { key, steps, why } => (
             format!(
                 "undecided{}: the search reached {why} after {steps} steps",
                 key.as_deref().map(|k| format!(" (key {k})")).unwrap_or_default()
             ),
-            ExitCode::from(UNDECIDED),
+            ExitCode::from(crate::util::EXIT_UNDECIDED),
         ),
     };
     if args.json {

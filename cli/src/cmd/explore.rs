@@ -1,12 +1,20 @@
-//! `hvsim explore`: search a target's timelines for bugs.
+//! `hvsim explore`: search a target's timelines for bugs, as a CI job
+//! would want it: each exploration in a directory of its own, bug records
+//! written the moment bugs are found and again when confirmed, reports
+//! refreshed while it runs, SIGINT and SIGTERM ending it cleanly, and an
+//! exit status that says whether it found a bug (docs/cli.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hvsim_explorer::{explore, report, Budget, ExploreConfig, Progress, StartOptions, Target};
+use hvsim_explorer::assertions::Verdict;
+use hvsim_explorer::bug::BugRecord;
+use hvsim_explorer::report::{Report, RunDir};
+use hvsim_explorer::{explore, Budget, Ending, Exploration, ExploreConfig, Progress, StartOptions, Target, Watch};
 use hvsim_guest_image::host::Host;
+use hvsim_guest_image::inputs;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -46,9 +54,17 @@ pub struct Args {
     /// (default 10s; 60s for Linux).
     #[arg(long, value_parser = util::parse_duration)]
     setup_limit: Option<Duration>,
-    /// Where report.md, report.json and bugs/ go.
+    /// Where explorations go: each in a new directory OUT/<time>-<target>-
+    /// seed<N>/ (report.html, report.md, report.json, bugs/, inputs/), and
+    /// OUT/latest points at the newest. Nothing earlier is overwritten.
     #[arg(long, default_value = "hvsim-out")]
     out: PathBuf,
+    /// Also fail (exit status 10) when a property was never satisfied (a
+    /// `sometimes` that never held) or never reached (an `always`,
+    /// `sometimes` or `reachable` no timeline hit), as Antithesis counts
+    /// them; a bug still gives 8.
+    #[arg(long)]
+    fail_on_unmet: bool,
     /// Print the report's JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -93,8 +109,73 @@ fn vtime(d: Duration) -> Vtime {
     Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The name of an exploration's directory: the target (a compose project's
+/// folder, an image's name) and the seed.
+fn label(args: &Args, target: &Target) -> String {
+    let name = match (&args.linux_args.compose, &args.linux_args.image) {
+        (Some(file), _) => file
+            .canonicalize()
+            .ok()
+            .and_then(|f| f.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "compose".into()),
+        (None, Some(image)) => crate::linux_args::image_node_name(image),
+        (None, None) => target.name(),
+    };
+    let name: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    format!("{name}-seed{}", args.seed)
+}
+
+/// What the exploration hands out as it goes: progress on the bar, bug
+/// records and checkpoints into the exploration's directory.
+struct Watcher<'a> {
+    bar: &'a ProgressBar,
+    run: &'a RunDir,
+    hinted: bool,
+}
+
+impl Watch for Watcher<'_> {
+    fn progress(&mut self, p: Progress) {
+        match p {
+            Progress::Setup { vtime, limit, elapsed } => {
+                self.bar.set_message(format!("| waiting for setup complete: virtual time {vtime} of {limit}"));
+                if !self.hinted && elapsed >= SETUP_HINT_AFTER {
+                    self.hinted = true;
+                    self.bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit)));
+                }
+            }
+            Progress::Branch(p) => {
+                self.bar.set_position(p.branches);
+                let ph = p.phases;
+                self.bar.set_message(format!(
+                    "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
+                    p.snapshots,
+                    p.signals,
+                    p.bugs,
+                    ph.branches_ms as f64 / 1e3,
+                    ph.restore_ms as f64 / 1e3,
+                    ph.snapshot_ms as f64 / 1e3,
+                    ph.reexecution_ms as f64 / 1e3
+                ));
+            }
+        }
+    }
+
+    fn bug(&mut self, record: &BugRecord) -> hvsim_explorer::Result<()> {
+        self.run.write_bug(record)?;
+        let r = &record.reproduction;
+        let state = if r.attempts == 0 && r.wanted > 0 { "confirming".to_owned() } else { record.reproduction_words() };
+        self.bar.suspend(|| eprintln!("hvsim: {}: {} ({state})", record.id, record.summary));
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, exploration: &Exploration) -> hvsim_explorer::Result<()> {
+        self.run.write(exploration).map(drop)
+    }
+}
+
 pub fn main(args: Args) -> Result<ExitCode> {
-    let (target, mut start) = if args.linux || args.linux_args.implies_linux() {
+    let (mut target, mut start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
         let guest = args.guest.clone().unwrap_or_else(|| "demo".into());
@@ -104,9 +185,15 @@ pub fn main(args: Args) -> Result<ExitCode> {
     if args.out.exists() && !args.out.is_dir() {
         anyhow::bail!("--out {}: it is a file, not a directory", args.out.display());
     }
+    // Records name the files from anywhere, and carry copies of them.
+    inputs::absolutize(&mut target)?;
     let linux = target.is_linux();
     let profiling = args.guest_profile.start(linux)?;
     start.profiler = profiling.as_ref().map(|p| p.config);
+    start.interrupt = Some(crate::signals::interrupt_on_signals()?);
+    let host = Host::open()?;
+    let run = RunDir::create(&args.out, &label(&args, &target))?;
+    inputs::save(&target, &run.inputs()).context("cannot keep the run's files with its records")?;
     let config = ExploreConfig {
         target,
         seed: args.seed,
@@ -120,54 +207,49 @@ pub fn main(args: Args) -> Result<ExitCode> {
         batch: usize::from(args.batch.unwrap_or(args.workers)),
         workers: usize::from(args.workers),
     };
-    let host = Host::open()?;
     let bar = ProgressBar::new(args.branches);
     bar.set_style(
         ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
             .expect("valid template"),
     );
-    let mut hinted = false;
-    let mut exploration = explore(&config, &host, &mut |p| match p {
-        Progress::Setup { vtime, limit, elapsed } => {
-            bar.set_message(format!("| waiting for setup complete: virtual time {vtime} of {limit}"));
-            if !hinted && elapsed >= SETUP_HINT_AFTER {
-                hinted = true;
-                bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit)));
-            }
-        }
-        Progress::Branch(p) => {
-            bar.set_position(p.branches);
-            let ph = p.phases;
-            bar.set_message(format!(
-                "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
-                p.snapshots,
-                p.signals,
-                p.bugs,
-                ph.branches_ms as f64 / 1e3,
-                ph.restore_ms as f64 / 1e3,
-                ph.snapshot_ms as f64 / 1e3,
-                ph.reexecution_ms as f64 / 1e3
-            ));
-        }
-    })
-    .context("exploration failed")?;
+    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false };
+    let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
+    let exploration = match explored {
+        Ok(e) => e,
+        Err(e) => {
+            // The directory says why it holds no report.
+            let why = format!("hvsim explore: exploration failed: {e}\n");
+            let _ = hvsim_vmm::files::publish(&run.path().join("error.txt"), why.as_bytes());
+            return Err(anyhow::Error::new(e).context("exploration failed"));
+        }
+    };
     if let (Some(p), Some(profile)) = (&profiling, &exploration.guest_profile) {
         p.finish(profile, &format!("hvsim explore: {} (seed {})", exploration.target.name(), args.seed))?;
     }
-    let report = report::write(&args.out, &mut exploration).context("cannot write the report")?;
+    let report = run.write(&exploration).context("cannot write the report")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
+    print_summary(&report, &run);
+    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
+}
+
+/// What the exploration found, on stderr.
+fn print_summary(report: &Report, run: &RunDir) {
     let s = &report.summary;
+    let ending = match &s.ending {
+        Ending::Finished => String::new(),
+        e => format!(" ({})", e.describe()),
+    };
     eprintln!(
-        "hvsim: explored {} branches from {} snapshots in {:.1}s: {} signals, {} bug(s); report in {}",
+        "hvsim: explored {} branches from {} snapshots in {:.1}s{ending}: {} signals, {} bug(s); report: {}",
         s.branches,
         s.snapshots,
         s.wall_ms as f64 / 1000.0,
         s.signals,
         s.bugs,
-        args.out.join("report.md").display()
+        run.path().join("report.html").display()
     );
     for b in &report.bugs {
         eprintln!("  {}: {} ({})\n    replay: {}", b.id, b.summary, b.reproduction, b.replay_command);
@@ -175,7 +257,24 @@ pub fn main(args: Args) -> Result<ExitCode> {
     for f in &report.faults {
         eprintln!("hvsim: fault {:<18} {:<11} ({} touched over all timelines)", f.kind, f.status, f.landed);
     }
-    Ok(ExitCode::SUCCESS)
+    if let Ending::Failed { .. } = &s.ending {
+        eprintln!("hvsim: error: exploration {}", s.ending.describe());
+    }
+}
+
+/// The exit status of an exploration that produced `report` (docs/cli.md):
+/// a bug wins over everything, then an error, an interruption, and with
+/// `fail_on_unmet` a property never satisfied or reached.
+fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
+    let unmet =
+        report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied));
+    match &report.summary.ending {
+        _ if !report.bugs.is_empty() => util::EXIT_BUGS,
+        Ending::Failed { .. } => util::EXIT_ERROR,
+        Ending::Interrupted { .. } => util::EXIT_INTERRUPTED,
+        _ if fail_on_unmet && unmet => util::EXIT_UNMET,
+        _ => util::EXIT_OK,
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::util;
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("what").args(["bug", "snapshot"]).required(true)))]
 pub struct Args {
-    /// A bug record written by `hvsim explore` (hvsim-out/bugs/BUG-n.json):
+    /// A bug record written by `hvsim explore` (hvsim-out/latest/bugs/BUG-<id>.json):
     /// boots the target, follows the bug's timeline, and says whether the
     /// same failure happens at the same point.
     bug: Option<PathBuf>,
@@ -47,13 +47,20 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
-        let record = BugRecord::load(path)?;
+        let mut record = BugRecord::load(path)?;
         let differences = check_world(path, &record.world, &World::of(&record.target, &host)?, args.force)?;
+        // The exploration kept copies of the files the target reads beside
+        // its records: those serve, wherever this runs and whatever became
+        // of the originals.
+        if let Some(store) = hvsim_explorer::report::inputs_of_record(path) {
+            hvsim_guest_image::inputs::relocate(&mut record.target, &store);
+        }
         let profiling = args.out.guest_profile.start(record.target.is_linux())?;
         let start = StartOptions {
             cold_boot: args.cold_boot,
             watchdog: args.out.watchdog.map(|w| w.0),
             profiler: profiling.as_ref().map(|p| p.config),
+            ..StartOptions::default()
         };
         let limit = args.out.vtime_limit.map(|d| hvsim_vmm::Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
         let outcome = bug::replay(&record, &host, &start, limit)?;

@@ -68,7 +68,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     } else {
         let guest = args.guest.clone().expect("clap requires a target");
         args.linux_args.refuse_for_raw_guest(&guest, &[("--verbose-boot", args.verbose_boot)])?;
-        (Target::Raw { guest }, StartOptions { cold_boot: false, watchdog, profiler: None })
+        (Target::Raw { guest }, StartOptions { watchdog, ..StartOptions::default() })
     };
     if let Some(path) = args.save_snapshot.as_ref().filter(|p| p.is_dir()) {
         anyhow::bail!("--save-snapshot {}: it is a directory", path.display());

@@ -1,7 +1,7 @@
 //! Helpers shared by the CLI integration tests.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
@@ -45,6 +45,29 @@ pub fn run_json(args: &[&str]) -> (Value, i32) {
     (v, out.status.code().expect("exited"))
 }
 
+/// `hvsim explore --json --out OUT ARGS`: the report, once the exit status
+/// is checked against it (8 with a bug, 0 without) and OUT/latest is
+/// checked to hold the same report.
+pub fn explore_json(args: &[&str], out: &Path) -> Value {
+    let mut full = vec!["explore", "--json", "--out", out.to_str().unwrap()];
+    full.extend_from_slice(args);
+    let o = output(&full);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let report: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("hvsim {full:?} printed no JSON report ({e}): {stderr}"));
+    let bugs = report["bugs"].as_array().expect("a report lists its bugs").len();
+    let expected = if bugs > 0 { 8 } else { 0 };
+    assert_eq!(o.status.code(), Some(expected), "hvsim {full:?} with {bugs} bug(s): {stderr}");
+    let written: Value = serde_json::from_str(&read(&latest(out).join("report.json"))).unwrap();
+    assert_eq!(written["summary"]["seed"], report["summary"]["seed"]);
+    report
+}
+
+/// The newest exploration's directory in an `--out` directory.
+pub fn latest(out: &Path) -> PathBuf {
+    out.join("latest")
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -78,8 +101,16 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 /// differ between executions of the same trace).
 #[allow(dead_code)]
 pub fn exploration_digest(report: &Value, memory: bool) -> Value {
-    const LEFT_OUT: [&str; 7] =
-        ["workers", "file", "replay_command", "first_bug", "reproduction", "replayable", "replayable_reasons"];
+    const LEFT_OUT: [&str; 8] = [
+        "workers",
+        "file",
+        "replay_command",
+        "first_bug",
+        "reproduction",
+        "replayable",
+        "replayable_reasons",
+        "confirmed",
+    ];
     fn strip(v: &Value, memory: bool) -> Value {
         match v {
             Value::Object(o) => Value::Object(

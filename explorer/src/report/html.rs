@@ -12,7 +12,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{AssertionReport, Report};
 use crate::assertions::Verdict;
-use crate::engine::{Exploration, SeriesPoint};
+use crate::engine::{Ending, Exploration, SeriesPoint};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
 
@@ -47,6 +47,9 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
             body {
                 h1 { "hvsim exploration of " code { (s.target) } }
                 div.chips {
+                    span class=(match s.ending { Ending::Finished => "", Ending::Running => "warn", _ => "bad" }) {
+                        (s.ending.describe())
+                    }
                     span { "master seed " (s.seed) }
                     span { (s.branches) " branches of " (exp.slice_ns / 1_000_000) " ms" }
                     span { (s.snapshots) " snapshots" }
@@ -89,6 +92,14 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         @if !b.console_tail.is_empty() {
                             p.muted { "The console's last lines:" }
                             pre { (b.console_tail.join("\n")) }
+                        }
+                        @if !b.after.is_empty() {
+                            p { "After it, in the same timeline (consequences, not bugs of their own):" }
+                            ul { @for later in &b.after { li { (point(later.at)) ": " (later.what) } } }
+                        }
+                        @if !record.console_after.is_empty() {
+                            p.muted { "The console from the failure to the end of that timeline:" }
+                            pre { (record.console_after.join("\n")) }
                         }
                     }
                 }
@@ -251,8 +262,8 @@ mod tests {
     use hvsim_guest_image::world::World;
 
     use crate::assertions::Assertions;
-    use crate::bug::{BugKind, BugRecord, Fingerprint};
-    use crate::engine::{Exploration, RootInfo, SeriesPoint};
+    use crate::bug::{BugKind, BugRecord, Fingerprint, Later};
+    use crate::engine::{Ending, Exploration, RootInfo, SeriesPoint};
     use crate::sdk::{self, SdkMessage};
     use crate::timeline::{Point, Timeline};
     use crate::Target;
@@ -270,11 +281,12 @@ mod tests {
         let SdkMessage::Assert(a) = sdk::parse(line.replace('\n', "").as_bytes()) else { panic!("an assertion") };
         let mut assertions = Assertions::default();
         assert!(assertions.observe(&a).failed);
-        assertions.by_id.get_mut(&a.id).expect("observed").bug = Some("BUG-1".into());
+        let kind = BugKind::from_assertion(&a);
+        let id = kind.id();
+        assertions.by_id.get_mut(&a.id).expect("observed").bug = Some(id.clone());
         let at = Point { events: 10, vtime_ns: 1000 };
         let mut bug = BugRecord::new(
-            "BUG-1".into(),
-            BugKind::from_assertion(&a),
+            kind,
             at,
             Timeline { root: at, segments: vec![] },
             Target::Raw { guest: HOSTILE.into() },
@@ -282,11 +294,14 @@ mod tests {
             1,
             World::default(),
             Fingerprint { trace_hash: "t".into(), memory_hash: "m".into() },
+            3,
         );
         bug.console_tail = vec![format!("</pre>{HOSTILE}")];
+        bug.after = vec![Later { at, what: HOSTILE.into() }];
+        bug.console_after = vec![format!("</pre>{HOSTILE}")];
         let point =
             |branch, bugs| SeriesPoint { branch, wall_ms: 0, snapshots: 1, signals: 1, bugs, new_edges: 0, edges: 0 };
-        let mut exp = Exploration {
+        let exp = Exploration {
             target: Target::Raw { guest: HOSTILE.into() },
             seed: 1,
             budget: Default::default(),
@@ -294,7 +309,7 @@ mod tests {
             branch_from_snapshots: true,
             batch: 1,
             workers: 1,
-            root: RootInfo { point: at, setup_complete: true },
+            root: RootInfo { point: at, setup_complete: true, ended: None },
             branches: 2,
             snapshots: 1,
             signals: 1,
@@ -310,11 +325,13 @@ mod tests {
             series: vec![point(1, 0), point(2, 1)],
             first_bug: Some((2, 1)),
             phases: Default::default(),
+            ending: Ending::Interrupted { reason: 2 },
             guest_profile: None,
         };
         let dir = tempfile::tempdir().unwrap();
-        crate::report::write(dir.path(), &mut exp).unwrap();
-        let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        let run = crate::report::RunDir::create(dir.path(), "hostile").unwrap();
+        run.write(&exp).unwrap();
+        let page = std::fs::read_to_string(run.path().join("report.html")).unwrap();
         for tag in ["<script", "<img"] {
             assert!(!page.contains(tag), "{tag} reached the page:\n{page}");
         }
@@ -323,7 +340,9 @@ mod tests {
             assert!(page.contains(text), "the text shows, escaped:\n{page}");
         }
         // The bug is there, linked from its property, with its replay.
-        assert!(page.contains(r#"<div class="bug" id="BUG-1">"#) && page.contains(r##"href="#BUG-1""##), "{page}");
-        assert!(page.contains("hvsim replay "), "{page}");
+        let (div, link) = (format!(r#"<div class="bug" id="{id}">"#), format!(r##"href="#{id}""##));
+        assert!(page.contains(&div) && page.contains(&link), "{page}");
+        assert!(page.contains("hvsim replay ") && page.contains("interrupted (SIGINT)"), "{page}");
+        assert!(page.contains("UNCONFIRMED: re-executed 0 of 3 times"), "{page}");
     }
 }

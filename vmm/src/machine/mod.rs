@@ -328,6 +328,8 @@ pub struct Machine {
     profile: Option<WallProfile>,
     profiler: Option<crate::profiler::Attached>,
     dirty_log: bool,
+    /// Raised from another thread: the run loop stops (see `interrupt.rs`).
+    interrupt: Option<crate::Interrupt>,
 }
 
 impl Machine {
@@ -394,6 +396,7 @@ impl Machine {
             profile: None,
             profiler: None,
             dirty_log: false,
+            interrupt: None,
         })
     }
 
@@ -447,6 +450,13 @@ impl Machine {
     /// Writes the full determinism log of everything from now on to `path`.
     pub fn log_to(&mut self, path: &Path, header: &str) -> Result<()> {
         self.trace.log_to(path, header)
+    }
+
+    /// From now on, `run_until` and the like end with
+    /// [`Error::Interrupted`] before the next guest entry once `interrupt`
+    /// is raised.
+    pub fn set_interrupt(&mut self, interrupt: crate::Interrupt) {
+        self.interrupt = Some(interrupt);
     }
 
     /// Makes `run_until` return [`Stop::Message`] after each guest message.

@@ -74,6 +74,10 @@ impl Machine {
     fn run_loop(&mut self, deadline: Vtime, max_events: u64) -> Result<Halt> {
         self.prepare_vcpu_thread()?;
         loop {
+            if self.interrupt.as_ref().is_some_and(crate::Interrupt::raised) {
+                self.trace.flush()?;
+                return Err(crate::Error::Interrupted);
+            }
             if let Some(end) = &self.state.ended {
                 self.trace.flush()?;
                 return Ok(Halt::Stop(Stop::Ended(end.clone())));

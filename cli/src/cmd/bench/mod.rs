@@ -330,7 +330,7 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 batch: 1,
                 workers: 1,
             };
-            let e = explore(&config, &host, &mut |_| {})?;
+            let e = explore(&config, &host, &mut ())?;
             let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));
             rows.push(serde_json::json!({
                 "seed": seed,

@@ -48,7 +48,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             batch: workers,
             workers: w,
         };
-        runs.push(explore(&config, &host, &mut |_| {})?);
+        runs.push(explore(&config, &host, &mut ())?);
     }
     // Branch time only: start and setup are the same work either way.
     let rate = |e: &Exploration| {

@@ -1,0 +1,171 @@
+//! The host files a target reads at every start: files copied into the
+//! guest (`--guest-file`), the nodes' disk image (`--disk-image`) and the
+//! sources of containers' bind mounts. Each is pinned in the target by the
+//! SHA-256 of its contents, and a start refuses one that changed.
+//!
+//! So that a bug record replays from any directory, and after the files
+//! are edited or gone, an exploration keeps a copy of each in a store of
+//! its own, named by that hash ([`save`]); a replay points the target at
+//! the copies it finds there ([`relocate`]) and at the original paths,
+//! made absolute when the target was described ([`absolutize`]),
+//! otherwise. (The fault plan's text is in the target itself; container
+//! images are in the image store, by digest.)
+
+use std::path::{Path, PathBuf};
+
+use crate::container::{bind_contents, Mount};
+use crate::error::{io, ImageError, Result};
+use crate::target::{file_hash, Target};
+
+/// One host input of a target: where it is, what its contents hash to,
+/// and whether it is a tree (a bind mount's source, hashed as one).
+struct Input<'a> {
+    path: &'a mut PathBuf,
+    sha256: &'a str,
+    tree: bool,
+}
+
+fn inputs(target: &mut Target) -> Vec<Input<'_>> {
+    let Target::Linux { files, system, .. } = target else {
+        return Vec::new();
+    };
+    let mut all = Vec::new();
+    for (f, sha256) in files.iter_mut() {
+        all.push(Input { path: &mut f.host, sha256, tree: false });
+    }
+    if let Some((path, sha256)) = &mut system.disk_image {
+        all.push(Input { path, sha256, tree: false });
+    }
+    for c in &mut system.containers {
+        for m in &mut c.mounts {
+            if let Mount::Bind { host, sha256, .. } = m {
+                all.push(Input { path: host, sha256, tree: true });
+            }
+        }
+    }
+    all
+}
+
+/// The hash of `path`'s contents, as the target pins it.
+fn hash(path: &Path, tree: bool) -> Result<String> {
+    if tree {
+        Ok(bind_contents(path, "")?.0)
+    } else {
+        file_hash(path)
+    }
+}
+
+/// Makes every host input's path absolute (against the current
+/// directory), so that the target names the same files from anywhere.
+pub fn absolutize(target: &mut Target) -> Result<()> {
+    for input in inputs(target) {
+        *input.path = std::path::absolute(&*input.path).map_err(io("finding a file of the run", input.path.clone()))?;
+    }
+    Ok(())
+}
+
+/// Copies every host input of `target` into `store` (created if need be)
+/// as `store/<sha256>`, unless a copy is there already; each copy is
+/// checked against the hash the target pins.
+pub fn save(target: &Target, store: &Path) -> Result<()> {
+    let mut target = target.clone();
+    for input in inputs(&mut target) {
+        let dest = store.join(input.sha256);
+        if dest.exists() {
+            continue;
+        }
+        std::fs::create_dir_all(store).map_err(io("creating the store of a run's files", store))?;
+        let tmp = store.join(format!(".{}.partial", input.sha256));
+        let _ = std::fs::remove_dir_all(&tmp).or_else(|_| std::fs::remove_file(&tmp));
+        copy(input.path, &tmp).map_err(io("copying a file of the run", input.path.clone()))?;
+        if hash(&tmp, input.tree)? != input.sha256 {
+            return Err(ImageError::Setup(format!(
+                "{} changed since it was recorded (its SHA-256 differs)",
+                input.path.display()
+            )));
+        }
+        std::fs::rename(&tmp, &dest).map_err(io("storing a file of the run", &dest))?;
+    }
+    Ok(())
+}
+
+/// Points each host input of `target` at its copy in `store`, where there
+/// is one; returns how many were.
+pub fn relocate(target: &mut Target, store: &Path) -> usize {
+    let mut moved = 0;
+    for input in inputs(target) {
+        let copy = store.join(input.sha256);
+        if copy.exists() {
+            *input.path = copy;
+            moved += 1;
+        }
+    }
+    moved
+}
+
+/// Copies a file, or a tree following symbolic links as a bind mount's
+/// contents do, keeping permissions.
+fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    if std::fs::metadata(from)?.is_dir() {
+        std::fs::create_dir(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            copy(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linux::GuestFile;
+    use crate::target::System;
+
+    fn target_with(file: &Path) -> Target {
+        Target::Linux {
+            command: "true".into(),
+            mem: 1 << 27,
+            files: vec![(GuestFile { host: file.to_owned(), guest: "/f".into() }, file_hash(file).unwrap())],
+            system: System::default(),
+            verbose_boot: false,
+        }
+    }
+
+    #[test]
+    fn saved_inputs_replace_the_originals_once_those_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("workload.sh");
+        std::fs::write(&file, "echo hi\n").unwrap();
+        let target = target_with(&file);
+        let store = dir.path().join("run/inputs");
+        save(&target, &store).unwrap();
+        save(&target, &store).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let mut moved = target.clone();
+        assert_eq!(relocate(&mut moved, &store), 1);
+        let Target::Linux { files, .. } = &moved else { unreachable!() };
+        assert_eq!(std::fs::read_to_string(&files[0].0.host).unwrap(), "echo hi\n");
+        assert_eq!(files[0].1, file_hash(&files[0].0.host).unwrap(), "the copy is what was pinned");
+        let mut elsewhere = target.clone();
+        assert_eq!(relocate(&mut elsewhere, &dir.path().join("nothing")), 0);
+        assert_eq!(elsewhere, target);
+    }
+
+    #[test]
+    fn a_changed_input_is_not_saved_and_paths_become_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("workload.sh");
+        std::fs::write(&file, "one").unwrap();
+        let target = target_with(&file);
+        std::fs::write(&file, "two").unwrap();
+        let e = save(&target, &dir.path().join("inputs")).unwrap_err().to_string();
+        assert!(e.contains("changed since it was recorded"), "{e}");
+        let mut relative = target_with(Path::new("Cargo.toml"));
+        absolutize(&mut relative).unwrap();
+        let Target::Linux { files, .. } = &relative else { unreachable!() };
+        assert_eq!(files[0].0.host, std::env::current_dir().unwrap().join("Cargo.toml"));
+    }
+}
