@@ -197,3 +197,60 @@ fn two_workers_find_the_replica_staleness_and_it_replays() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
+
+/// A client that fails its always-assertion and then exits 1: the
+/// exploration finds one bug, the assertion, with the guest's power-off
+/// (status 1) as what followed it, not as a second bug. The script comes
+/// into the container as a bind mount; the exploration keeps a copy, so
+/// the record replays from another directory after the script is gone.
+#[test]
+fn a_client_exiting_1_after_its_failed_assertion_is_one_bug_that_replays_from_anywhere() {
+    if !kvm_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("check.sh");
+    std::fs::write(
+        &script,
+        r#"echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+sleep 0.1
+echo '{"antithesis_assert":{"id":"the answer is 42","message":"the answer is 42","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}' > $HVSIM_SDK_OUTPUT
+echo "check: the answer was 41"
+exit 1
+"#,
+    )
+    .unwrap();
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        "services:\n  client:\n    image: hvsim-test/redis:bookworm\n    entrypoint: [\"sh\", \"/check.sh\"]\n    \
+         volumes:\n      - ./check.sh:/check.sh:ro\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let args = ["--compose", compose.to_str().unwrap(), "--branches", "1", "--reexecute", "1", "--slice", "5s"];
+    let r = explore_json(&args, &out);
+    let bugs = r["bugs"].as_array().unwrap();
+    assert_eq!(bugs.len(), 1, "one failure, one bug: {bugs:#?}");
+    let bug = &bugs[0];
+    assert_eq!(bug["summary"], "assertion failed: the answer is 42");
+    assert_eq!(bug["reproduction"], "reproduced 1/1", "{bug}");
+    let after: Vec<&str> = bug["after"].as_array().unwrap().iter().map(|l| l["what"].as_str().unwrap()).collect();
+    assert_eq!(after, ["guest crashed: guest powered off with status 1"], "{bug}");
+    let file = bug["file"].as_str().unwrap();
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let console_after = record["console_after"].to_string();
+    assert!(console_after.contains("client | check: the answer was 41"), "{console_after}");
+    // From another directory, the script gone: the run's copy serves.
+    std::fs::remove_file(&script).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = common::hvsim()
+        .current_dir(elsewhere.path())
+        .args(["replay", &std::fs::canonicalize(file).unwrap().display().to_string(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+}

@@ -232,9 +232,10 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let p = &s.phases;
     let _ = writeln!(
         m,
-        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms \
-         (these three summed over the workers), bug re-executions {} ms",
-        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms
+        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms, \
+         bug re-executions {} ms (these four summed over the workers; the exploration waited {} ms for \
+         re-executions)",
+        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms, p.reexecution_wait_ms
     );
     if s.garbage.count > 0 {
         let _ =

@@ -250,7 +250,8 @@ fn phases(r: &Report) -> Markup {
             @for (i, (name, ms)) in parts.iter().enumerate() {
                 span style=(format!("color:{}", PHASE_COLOURS[i])) { "■ " } (name) " " (ms) " ms  "
             }
-            "(branches, restores and snapshots are summed over the workers)"
+            "(branches, restores, snapshots and re-executions are summed over the workers; the exploration waited "
+            (p.reexecution_wait_ms) " ms for re-executions)"
         }
     }
 }
