@@ -51,6 +51,12 @@ pub struct LinuxArgs {
     /// has exited (see docs/compose.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["image", "init_cmd", "nodes", "guest_file", "node_cmd", "disk_image"])]
     pub compose: Option<PathBuf>,
+    /// With --compose: a file of NAME=VALUE lines, the variables the compose
+    /// file's ${VAR} and bare environment NAMEs take (repeatable, later
+    /// wins). Without it, the project's .env if there is one. hvsim never
+    /// takes them from its own environment (docs/compose.md).
+    #[arg(long, value_name = "FILE", requires = "compose")]
+    pub env_file: Vec<PathBuf>,
     /// With --image: the command, replacing the image's Cmd as `docker run
     /// IMAGE CMD...` does (split into words as a shell would).
     #[arg(long, value_name = "CMD", requires = "image")]
@@ -123,7 +129,7 @@ impl LinuxArgs {
             .collect::<hvsim_guest_image::Result<Vec<_>>>()?;
         let disk = self.nodes.disk_size as u64;
         let system = if let Some(file) = &self.compose {
-            let (project, warnings) = compose::load(file)?;
+            let (project, warnings) = compose::load(file, &self.env_file)?;
             for w in warnings {
                 eprintln!("hvsim: warning: {}: {w}", file.display());
             }

@@ -254,3 +254,61 @@ exit 1
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
+
+/// Compose variables come from the env file given (docs/compose.md), never
+/// from the environment hvsim runs in: two runs under different host
+/// environments are the same run, and a variable with no value is refused
+/// before anything boots.
+#[test]
+fn compose_variables_come_from_the_env_file_and_never_from_the_host() {
+    if !kvm_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let vars = dir.path().join("vars.env");
+    std::fs::write(&vars, "GREETING=hello from the env file\nSECRET=s3\n").unwrap();
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        r#"services:
+  app:
+    image: hvsim-test/redis:${TAG:-bookworm}
+    entrypoint: ["sh", "-c"]
+    command: ["echo \"$$GREETING / $$SECRET / ${MODE:-default mode}\""]
+    environment:
+      GREETING: ${GREETING}
+      SECRET:
+"#,
+    )
+    .unwrap();
+    let args = ["run", "--json", "--compose", compose.to_str().unwrap(), "--env-file", vars.to_str().unwrap()];
+    let run = |host: &str| {
+        let o = common::hvsim()
+            .args(args)
+            .env("GREETING", host)
+            .env("SECRET", host)
+            .env("MODE", host)
+            .env("TAG", host)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+        assert_eq!(o.status.code(), Some(0), "{}", v["console"]);
+        v
+    };
+    let (a, b) = (run("one host"), run("another host"));
+    assert!(
+        console_lines(&a).iter().any(|l| l == "app | hello from the env file / s3 / default mode"),
+        "{:#?}",
+        console_lines(&a)
+    );
+    assert_eq!(a["trace_hash"], b["trace_hash"], "the host's environment changed nothing");
+    assert_eq!(console_lines(&a), console_lines(&b));
+    // Without the env file, GREETING has no value: refused, with its line.
+    let o = common::hvsim().args(&args[..4]).env("GREETING", "from the host").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("line 7: services.app.environment.GREETING: variable GREETING has no value"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

@@ -325,3 +325,59 @@ fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() 
     let tail: Vec<&str> = bug["console_tail"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert!(tail.contains(&"hvsim-init: service python-antithesis started"), "{tail:#?}");
 }
+
+/// Every symbol an official SDK declares against libvoidstar, from a
+/// dynamically linked program of this project's (cli/tests/guest/
+/// voidstar_abi.c) in the guest, with glibc's loader and libc from this
+/// host: each is found and returns, what each sends arrives as
+/// docs/sdk-protocol.md says, and the program's own exported
+/// trace-pc-guard callback (the C++ SDK's shape) is not called back.
+#[test]
+fn every_symbol_the_sdks_declare_against_libvoidstar_works_from_a_dynamic_program() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest/voidstar_abi.c");
+    let bin = dir.path().join("voidstar-abi");
+    let cc = Command::new("gcc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-rdynamic", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("gcc runs");
+    assert!(cc.status.success(), "gcc: {}", String::from_utf8_lossy(&cc.stderr));
+    // The loader and C library it was linked against, where it looks for them.
+    let loader = "/lib64/ld-linux-x86-64.so.2";
+    let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    let program = format!("{}:/bin/voidstar-abi", bin.display());
+    let (loader_file, libc_file) = (format!("{loader}:{loader}"), format!("{libc}:{libc}"));
+    let args = ["--linux", "--guest-file", &program, "--guest-file", &loader_file, "--guest-file", &libc_file];
+    let (v, code) = run_json(&[&args[..], &["--init-cmd", "/bin/voidstar-abi"]].concat());
+    let out = command_output(&v);
+    assert_eq!(code, 0, "{out:#?}\n{}", v["console"]);
+    assert!(out.iter().any(|l| l == "voidstar-abi: done"), "{out:#?}");
+    assert!(out.iter().any(|l| l == "voidstar-abi: guards numbered 1, reported and zeroed 1, forwarded 3"), "{out:#?}");
+    assert!(out.iter().any(|l| l == "voidstar-abi: notify_coverage asks again: 0"), "{out:#?}");
+    let messages: Vec<Value> =
+        v["messages"].as_array().unwrap().iter().map(|m| serde_json::from_str(m.as_str().unwrap()).unwrap()).collect();
+    let named = |key: &str| -> Vec<Value> { messages.iter().filter_map(|m| m.get(key).cloned()).collect() };
+    assert_eq!(named("fuzz_putchar"), [Value::from("putchar line\n"), Value::from("!")]);
+    assert_eq!(named("fuzz_set_source_name"), [Value::from("voidstar-abi")]);
+    assert_eq!(named("fuzz_info_message"), [Value::from("an info message")]);
+    assert_eq!(named("fuzz_error_message"), [Value::from("an error message")]);
+    assert_eq!(named("fuzz_exit"), [Value::from(3)]);
+    assert_eq!(named("antithesis_setup").len(), 1);
+    let held: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["antithesis_assert"]["condition"] == true)
+        .filter_map(|m| m["antithesis_assert"]["id"].as_str())
+        .collect();
+    assert_eq!(held, ["getchar gives a byte", "trace-pc-guard callbacks do not recurse"]);
+    let modules: Vec<&str> = messages.iter().filter_map(|m| m["hvsim_coverage_module"]["name"].as_str()).collect();
+    assert_eq!(modules, ["voidstar-abi.sym.tsv", "sanitizer-coverage"]);
+    // Its draws are the run's: another seed, other numbers.
+    let draws = |v: &Value| command_output(v).into_iter().filter(|l| l.contains("random") || l.contains("getchar"));
+    let (v1, _) = run_json(&[&args[..], &["--seed", "1", "--init-cmd", "/bin/voidstar-abi"]].concat());
+    assert_ne!(draws(&v).collect::<Vec<_>>(), draws(&v1).collect::<Vec<_>>());
+}

@@ -118,7 +118,7 @@ pub fn diff_log(data: &[u8]) {
 pub fn compose(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let path = Path::new("/nonexistent/hvsim-fuzz/compose.yaml");
-    if let Ok((project, _warnings)) = hvsim_guest_image::compose::parse_checked(text, path) {
+    if let Ok((project, _warnings)) = hvsim_guest_image::compose::parse_checked(text, path, &Default::default()) {
         let _ = project.node_names();
     }
 }

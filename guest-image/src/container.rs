@@ -118,7 +118,7 @@ pub struct Container {
 pub struct Overrides {
     pub entrypoint: Option<Vec<String>>,
     pub command: Option<Vec<String>>,
-    /// `NAME=VALUE`, or `NAME` alone: the host's value, if it has one.
+    /// `NAME=VALUE` each.
     pub environment: Vec<String>,
     pub working_dir: Option<String>,
     pub user: Option<String>,
@@ -153,13 +153,10 @@ impl Container {
         }
         let mut env: Vec<String> = c.env().clone().unwrap_or_default();
         for e in &o.environment {
-            let (k, v) = match e.split_once('=') {
-                Some((k, v)) => (k.to_owned(), v.to_owned()),
-                // Compose: a bare name takes the host's value, if any.
-                None => match std::env::var(e) {
-                    Ok(v) => (e.clone(), v),
-                    Err(_) => continue,
-                },
+            // The compose parser gave bare names their values; hvsim's own
+            // environment never reaches a container.
+            let Some((k, v)) = e.split_once('=') else {
+                return Err(invalid(format!("service {name}"), format!("environment entry {e:?} has no value")));
             };
             env.retain(|x| x.split_once('=').map_or(x.as_str(), |p| p.0) != k);
             env.push(format!("{k}={v}"));

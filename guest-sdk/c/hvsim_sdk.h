@@ -3,8 +3,9 @@
  *
  * Assertions and lifecycle events for programs tested under hvsim, written
  * as JSON lines in the shapes the Antithesis SDKs use (hvsim's
- * docs/sdk-protocol.md) to $HVSIM_SDK_OUTPUT (under hvsim, a FIFO that init
- * relays to the VMM), else $ANTITHESIS_SDK_LOCAL_OUTPUT, else nowhere.
+ * docs/sdk-protocol.md) to $HVSIM_SDK_OUTPUT (under hvsim, /run/hvsim/sdk: a
+ * file of the guest kernel, where every line written is one message to the
+ * VMM), else $ANTITHESIS_SDK_LOCAL_OUTPUT, else nowhere.
  *
  *     #include "hvsim_sdk.h"
  *     int main(void) {

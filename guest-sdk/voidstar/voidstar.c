@@ -11,7 +11,17 @@
  *    SanitizerCoverage trace-pc-guard callbacks): each edge sets its bit in
  *    the guest's coverage map, which every process maps from /dev/hvsim and
  *    hvsim reads between exits: no system call per edge, and hvsim sees a
- *    new edge as soon as the machine next stops (docs/sdk-protocol.md).
+ *    new edge as soon as the machine next stops (docs/sdk-protocol.md);
+ *  - the calls the Go SDK's first instrumentation declared (fuzz_getchar,
+ *    fuzz_putchar, fuzz_coin_flip, fuzz_set_source_name, fuzz_exit, and
+ *    the text messages): input from the same seeded stream, the rest sent
+ *    as events.
+ *
+ * Exported functions never call each other by name: a program may export
+ * its own definition of any of them (the C++ SDK exports
+ * __sanitizer_cov_trace_pc_guard and forwards it here), and a call by
+ * name from inside this library would reach the program's instead, which
+ * forwards back here, without end. Each does its work in a static helper.
  *
  * It depends on nothing, not even a C library (it makes its own system
  * calls), so it loads into any program: glibc or musl, dynamic or static.
@@ -198,7 +208,7 @@ static uint64_t module_base(const char *name, size_t edge_count)
 	return ((h >> 32) | 1) << 32;
 }
 
-EXPORT size_t init_coverage_module(size_t edge_count, const char *symbol_file_name)
+static size_t init_module(size_t edge_count, const char *symbol_file_name)
 {
 	uint64_t base = module_base(symbol_file_name, edge_count);
 	char buf[512];
@@ -216,14 +226,25 @@ EXPORT size_t init_coverage_module(size_t edge_count, const char *symbol_file_na
 	return (size_t)base;
 }
 
-/* Marks an edge reached; false: the caller need not call again for it. */
-EXPORT bool notify_coverage(size_t edge_plus_module)
+EXPORT size_t init_coverage_module(size_t edge_count, const char *symbol_file_name)
+{
+	return init_module(edge_count, symbol_file_name);
+}
+
+/* Marks an edge reached. */
+static void notify(size_t edge_plus_module)
 {
 	uint8_t *m = map();
 	unsigned bit = coverage_bit(edge_plus_module);
 
 	if (m)
 		__atomic_fetch_or(&m[bit / 8], (uint8_t)(1u << (bit % 8)), __ATOMIC_RELAXED);
+}
+
+/* False: the caller need not call again for this edge. */
+EXPORT bool notify_coverage(size_t edge_plus_module)
+{
+	notify(edge_plus_module);
 	return false;
 }
 
@@ -248,12 +269,12 @@ EXPORT void __sanitizer_cov_trace_pc_guard_init(uint32_t *start, uint32_t *stop)
 		return;
 	guard_modules[m].start = start;
 	guard_modules[m].stop = stop;
-	guard_modules[m].base = init_coverage_module((size_t)(stop - start), "sanitizer-coverage");
+	guard_modules[m].base = init_module((size_t)(stop - start), "sanitizer-coverage");
 	for (uint32_t i = 0; start + i < stop; i++)
 		start[i] = i + 1;
 }
 
-EXPORT void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
+static void trace_pc_guard(uint32_t *guard)
 {
 	uint32_t edge = *guard;
 	int count;
@@ -264,17 +285,27 @@ EXPORT void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
 	count = __atomic_load_n(&guard_module_count, __ATOMIC_ACQUIRE);
 	for (int m = 0; m < count && m < MAX_GUARD_MODULES; m++) {
 		if (guard >= guard_modules[m].start && guard < guard_modules[m].stop) {
-			notify_coverage(guard_modules[m].base + edge);
+			notify(guard_modules[m].base + edge);
 			return;
 		}
 	}
 }
 
-/* The C++ SDK's instrumentation forwards here (with the call site). */
-EXPORT void __sanitizer_cov_trace_pc_guard_internal(uint32_t *guard, uint64_t edge)
+EXPORT void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
 {
-	(void)edge;
-	__sanitizer_cov_trace_pc_guard(guard);
+	trace_pc_guard(guard);
+}
+
+/*
+ * The C++ SDK's instrumentation exports __sanitizer_cov_trace_pc_guard
+ * itself and forwards here, with the call site. The edge is still the
+ * guard's number in its module: call sites move with every build and
+ * every load address, guard numbers do not.
+ */
+EXPORT void __sanitizer_cov_trace_pc_guard_internal(uint32_t *guard, uint64_t call_site)
+{
+	(void)call_site;
+	trace_pc_guard(guard);
 }
 
 /* --- messages and randomness --- */
@@ -284,12 +315,7 @@ EXPORT void fuzz_json_data(const char *message, size_t length)
 	send(message, length);
 }
 
-/* Every message is sent when it is given. */
-EXPORT void fuzz_flush(void)
-{
-}
-
-EXPORT uint64_t fuzz_get_random(void)
+static uint64_t get_random(void)
 {
 	uint64_t r = 0;
 	int fd = device();
@@ -301,27 +327,130 @@ EXPORT uint64_t fuzz_get_random(void)
 	return r;
 }
 
-/* Older SDKs' text messages: sent as events, named after the call. */
-static void text_event(const char *name, const char *message)
+EXPORT uint64_t fuzz_get_random(void)
+{
+	return get_random();
+}
+
+/* A byte of input: from the same stream, so it branches like the rest. */
+EXPORT int fuzz_getchar(void)
+{
+	return (int)(get_random() & 0xff);
+}
+
+EXPORT bool fuzz_coin_flip(void)
+{
+	return (get_random() & 1) == 0;
+}
+
+/* Messages named after the call, with a JSON string or number. */
+static void named_event(const char *name, const char *text, size_t text_len, const int64_t *number)
 {
 	char buf[4096];
 	struct out o = { buf, 0, sizeof(buf) - 2 };
+	char s[4096 - 64];
+	size_t n = text_len < sizeof(s) - 1 ? text_len : sizeof(s) - 1;
 
 	puts_(&o, "{\"");
 	puts_(&o, name);
 	puts_(&o, "\":");
-	put_json_string(&o, message);
+	if (number) {
+		if (*number < 0)
+			put(&o, "-", 1);
+		put_u64(&o, *number < 0 ? -(uint64_t)*number : (uint64_t)*number);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			s[i] = text[i] ? text[i] : ' ';
+		s[n] = 0;
+		put_json_string(&o, s);
+	}
 	o.cap += 2;
 	puts_(&o, "}");
 	send(buf, o.len);
 }
 
+static size_t length(const char *s)
+{
+	size_t n = 0;
+
+	while (s && s[n])
+		n++;
+	return n;
+}
+
+/* Older SDKs' text messages: sent as events, named after the call. */
 EXPORT void fuzz_info_message(const char *message)
 {
-	text_event("fuzz_info_message", message);
+	named_event("fuzz_info_message", message, length(message), 0);
 }
 
 EXPORT void fuzz_error_message(const char *message)
 {
-	text_event("fuzz_error_message", message);
+	named_event("fuzz_error_message", message, length(message), 0);
+}
+
+EXPORT void fuzz_set_source_name(const char *name)
+{
+	named_event("fuzz_set_source_name", name, length(name), 0);
+}
+
+/*
+ * fuzz_putchar's text, sent as one "fuzz_putchar" event at each newline,
+ * when the buffer is full, and at fuzz_flush or fuzz_exit. One buffer per
+ * process, taken with a spin lock (threads that print at once interleave
+ * by character, as they would on a terminal).
+ */
+static char putchar_buf[1024];
+static size_t putchar_len;
+static int putchar_lock;
+
+static void putchar_flush_locked(void)
+{
+	if (putchar_len)
+		named_event("fuzz_putchar", putchar_buf, putchar_len, 0);
+	putchar_len = 0;
+}
+
+static void putchar_take(void)
+{
+	while (__atomic_exchange_n(&putchar_lock, 1, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void putchar_give(void)
+{
+	__atomic_store_n(&putchar_lock, 0, __ATOMIC_RELEASE);
+}
+
+EXPORT int fuzz_putchar(char c)
+{
+	putchar_take();
+	putchar_buf[putchar_len++] = c;
+	if (c == '\n' || putchar_len == sizeof(putchar_buf))
+		putchar_flush_locked();
+	putchar_give();
+	return (unsigned char)c;
+}
+
+/* Messages are sent when given; only fuzz_putchar's text waits. */
+EXPORT void fuzz_flush(void)
+{
+	putchar_take();
+	putchar_flush_locked();
+	putchar_give();
+}
+
+/*
+ * The Go instrumentation's FuzzExit(status): the status is reported (an
+ * event) and the text flushed; the program's own exit follows, so this
+ * returns.
+ */
+EXPORT void fuzz_exit(int status)
+{
+	int64_t s = status;
+
+	putchar_take();
+	putchar_flush_locked();
+	putchar_give();
+	named_event("fuzz_exit", 0, 0, &s);
 }

@@ -3,9 +3,12 @@
 //! container per node.
 //!
 //! - `parse`: the YAML, key by key, with warnings for what is ignored;
+//! - `interpolate`: variables (`${VAR:-default}`, bare `NAME`s), from env
+//!   files only;
 //! - here: the project model, its checks (names, dependencies, cycles),
 //!   and the nodes it becomes (a node per service, or per replica).
 
+pub mod interpolate;
 pub mod parse;
 
 use std::collections::BTreeMap;
@@ -14,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::container::{bind_contents, Condition, Container, HealthCheck, Mount, Overrides, Restart};
 use crate::error::{invalid, io, Result};
 use crate::oci::store::Store;
+pub use interpolate::Variables;
 
 /// A compose file's project.
 #[derive(Clone, Debug, Default)]
@@ -31,7 +35,8 @@ pub struct Service {
     pub image: String,
     pub command: Option<Vec<String>>,
     pub entrypoint: Option<Vec<String>>,
-    /// From `env_file`, then `environment` (which wins).
+    /// From `env_file`, then `environment` (which wins): `NAME=VALUE` each,
+    /// bare names given their variables' values.
     pub env_file: Vec<String>,
     pub environment: Vec<String>,
     pub working_dir: Option<String>,
@@ -75,17 +80,19 @@ pub enum Volume {
     Bind { host: PathBuf, target: String, read_only: bool },
 }
 
-/// Reads and checks the compose file at `path`; returns the project and
-/// warnings about what hvsim ignores in it.
-pub fn load(path: &Path) -> Result<(Project, Vec<String>)> {
+/// Reads and checks the compose file at `path`, its variables taken from
+/// `env_files` (or else the project's `.env`: see [`Variables::files_for`]);
+/// returns the project and warnings about what hvsim ignores in it.
+pub fn load(path: &Path, env_files: &[PathBuf]) -> Result<(Project, Vec<String>)> {
+    let vars = Variables::from_files(&Variables::files_for(path, env_files))?;
     let text = hvsim_vmm::files::read_text(path).map_err(io("reading the compose file", path))?;
-    parse_checked(&text, path).map_err(|why| invalid(path.display(), why))
+    parse_checked(&text, path, &vars).map_err(|why| invalid(path.display(), why))
 }
 
 /// Parses and checks the text of the compose file at `path` (which only
 /// places its relative paths): what [`load`] does once the file is read.
-pub fn parse_checked(text: &str, path: &Path) -> std::result::Result<(Project, Vec<String>), String> {
-    let (project, warnings) = parse::parse(text, path)?;
+pub fn parse_checked(text: &str, path: &Path, vars: &Variables) -> std::result::Result<(Project, Vec<String>), String> {
+    let (project, warnings) = parse::parse(text, path, vars)?;
     project.check()?;
     Ok((project, warnings))
 }
@@ -228,7 +235,11 @@ mod tests {
     use super::*;
 
     fn project(yaml: &str) -> std::result::Result<(Project, Vec<String>), String> {
-        let (p, w) = parse::parse(yaml, Path::new("/nonexistent/compose.yaml"))?;
+        project_with(yaml, &Variables::of(&[("B", "from the env file")]))
+    }
+
+    fn project_with(yaml: &str, vars: &Variables) -> std::result::Result<(Project, Vec<String>), String> {
+        let (p, w) = parse::parse(yaml, Path::new("/nonexistent/compose.yaml"), vars)?;
         p.check()?;
         Ok((p, w))
     }
@@ -271,7 +282,7 @@ volumes:
         assert_eq!(p.node_names(), ["db", "client-1", "client-2"]);
         let db = &p.services[0];
         assert_eq!(db.command.as_deref().unwrap(), ["redis-server", "--appendonly", "yes"]);
-        assert_eq!(db.environment, ["A=1", "B"]);
+        assert_eq!(db.environment, ["A=1", "B=from the env file"]);
         let h = db.healthcheck.as_ref().unwrap();
         assert_eq!((h.interval_ms, h.timeout_ms, h.retries), (1000, 30_000, 5));
         assert!(
@@ -303,6 +314,61 @@ volumes:
         }
     }
 
+    /// docs/compose.md's rules for commands and variables, one by one.
+    #[test]
+    fn null_commands_variables_and_bare_names_follow_the_rules() {
+        let vars = Variables::of(&[("TAG", "7"), ("PORT", "6380"), ("EMPTY", ""), ("SECRET", "s3")]);
+        let one = |service: &str| -> std::result::Result<Service, String> {
+            let (p, _) = project_with(&format!("services:\n  a:\n    image: redis\n{service}"), &vars)?;
+            Ok(p.services.into_iter().next().unwrap())
+        };
+        // `null` means the image's own; an empty list, none.
+        let a = one("    command: null\n    entrypoint: ~\n").unwrap();
+        assert_eq!((a.command, a.entrypoint), (None, None));
+        assert_eq!(one("    command: []\n").unwrap().command, Some(vec![]));
+        // Every value is interpolated; keys are not; $$ is a $.
+        let a = one("    command: redis-server --port ${PORT} --tag $TAG --x ${MISSING:-d} --y $$HOME\n").unwrap();
+        assert_eq!(a.command.unwrap(), ["redis-server", "--port", "6380", "--tag", "7", "--x", "d", "--y", "$HOME"]);
+        let a = one("    environment:\n      LEVEL: ${EMPTY:-info}\n      ${TAG}: x\n").unwrap();
+        assert_eq!(a.environment, ["LEVEL=info", "${TAG}=x"]);
+        let (p, _) = project_with("services:\n  a:\n    image: redis:${TAG}\n", &vars).unwrap();
+        assert_eq!(p.services[0].image, "redis:7");
+        // A bare name takes the variable's value, in either form.
+        assert_eq!(one("    environment: [SECRET, A=1]\n").unwrap().environment, ["SECRET=s3", "A=1"]);
+        assert_eq!(one("    environment:\n      SECRET:\n").unwrap().environment, ["SECRET=s3"]);
+        // What has no value is refused, with its line, never taken from
+        // hvsim's own environment (which has PATH).
+        for (service, line, at) in [
+            ("    command: echo $PATH\n", 4, "services.a.command"),
+            ("    environment: [PATH]\n", 4, "services.a.environment[0]"),
+            ("    environment:\n      PATH:\n", 5, "services.a.environment.PATH"),
+            ("    healthcheck:\n      test: [\"CMD\", \"${NOPE:?say so}\"]\n", 5, "services.a.healthcheck.test[1]"),
+        ] {
+            let e = one(service).unwrap_err();
+            assert!(e.starts_with(&format!("line {line}: {at}: ")), "{service:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn env_file_bare_names_are_resolved_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("svc.env"), "A=1\nSECRET\n").unwrap();
+        let compose = dir.path().join("compose.yaml");
+        std::fs::write(&compose, "services:\n  a:\n    image: redis\n    env_file: svc.env\n").unwrap();
+        let vars_file = dir.path().join("vars.env");
+        std::fs::write(&vars_file, "SECRET=from vars.env\n").unwrap();
+        let (p, _) = load(&compose, std::slice::from_ref(&vars_file)).unwrap();
+        assert_eq!(p.services[0].env_file, ["A=1", "SECRET=from vars.env"]);
+        let e = load(&compose, &[]).unwrap_err().to_string();
+        assert!(e.contains("line 4: services.a.env_file[0]: `SECRET` takes its value from a variable"), "{e}");
+        // The project's .env serves when no env file is given.
+        std::fs::write(dir.path().join(".env"), "SECRET=from .env\n").unwrap();
+        assert_eq!(load(&compose, &[]).unwrap().0.services[0].env_file, ["A=1", "SECRET=from .env"]);
+        let e = load(&compose, &[dir.path().join("missing.env")]).unwrap_err().to_string();
+        assert!(e.contains("missing.env"), "{e}");
+    }
+
     include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/inputs.rs"));
 
     /// What the `compose` fuzz target does, over its corpus and
@@ -313,7 +379,7 @@ volumes:
         assert!(!inputs.is_empty());
         for (file, data) in inputs {
             let Ok(text) = std::str::from_utf8(&data) else { continue };
-            let parsed = parse_checked(text, Path::new("/nonexistent/hvsim-fuzz/compose.yaml"));
+            let parsed = parse_checked(text, Path::new("/nonexistent/hvsim-fuzz/compose.yaml"), &Variables::default());
             match parsed {
                 Ok((p, _)) => {
                     let _ = p.node_names();

@@ -1,23 +1,26 @@
 //! Reading a compose file: YAML into the [`Project`] model, key by key, so
 //! that every key hvsim does not support gets a warning that names it and
 //! every malformed value an error that names its place (`services.db.
-//! healthcheck.retries`) and its line.
+//! healthcheck.retries`) and its line. Every value is interpolated first
+//! (see `interpolate.rs`).
 
 use std::path::Path;
 
 use serde_yaml_ng::{Mapping, Value};
 
+use super::interpolate::{self, Variables};
 use super::{HealthTest, Healthcheck, Project, Service, Volume};
 use crate::container::{Condition, Restart};
 
-/// Parses `text` (the compose file at `path`); returns the project and the
-/// warnings about what it ignores.
-pub fn parse(text: &str, path: &Path) -> Result<(Project, Vec<String>), String> {
-    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
+/// Parses `text` (the compose file at `path`) with `vars` for its
+/// variables; returns the project and the warnings about what it ignores.
+pub fn parse(text: &str, path: &Path, vars: &Variables) -> Result<(Project, Vec<String>), String> {
+    let mut doc: Value = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("line {}: {}", l.line(), strip_location(&e.to_string())),
         None => e.to_string(),
     })?;
-    let mut p = Parser { text, warnings: Vec::new() };
+    let mut p = Parser { text, vars, warnings: Vec::new() };
+    p.interpolate(&mut doc, "")?;
     let project = p.project(&doc, path.parent().unwrap_or(Path::new(".")))?;
     Ok((project, p.warnings))
 }
@@ -33,6 +36,7 @@ fn strip_location(msg: &str) -> String {
 
 struct Parser<'a> {
     text: &'a str,
+    vars: &'a Variables,
     warnings: Vec<String>,
 }
 
@@ -74,6 +78,36 @@ impl Parser<'_> {
             None => format!("{path}: {why}"),
         };
         self.warnings.push(w);
+    }
+
+    /// Interpolates every string value under `v` (at `path`); keys stay
+    /// as written, as in Compose.
+    fn interpolate(&self, v: &mut Value, path: &str) -> R<()> {
+        match v {
+            Value::String(s) => *s = interpolate::interpolate(s, self.vars).map_err(|e| self.err(path, e))?,
+            Value::Sequence(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    self.interpolate(item, &format!("{path}[{i}]"))?;
+                }
+            }
+            Value::Mapping(m) => {
+                for (k, item) in m.iter_mut() {
+                    let k = self.string(k, path)?;
+                    self.interpolate(item, &if path.is_empty() { k } else { format!("{path}.{k}") })?;
+                }
+            }
+            Value::Tagged(t) => self.interpolate(&mut t.value, path)?,
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+        Ok(())
+    }
+
+    /// `NAME=VALUE`, or a bare `NAME` given its variable's value.
+    fn env_entry(&self, entry: String, path: &str) -> R<String> {
+        if entry.contains('=') {
+            return Ok(entry);
+        }
+        self.vars.resolve_bare(&entry).map_err(|e| self.err(path, e))
     }
 
     fn map<'v>(&self, v: &'v Value, path: &str) -> R<&'v Mapping> {
@@ -160,16 +194,22 @@ impl Parser<'_> {
             let at = format!("{path}.{k}");
             match k.as_str() {
                 "image" => s.image = self.string(v, &at)?,
-                "command" => s.command = Some(self.words(v, &at)?),
-                "entrypoint" => s.entrypoint = Some(self.words(v, &at)?),
+                // `null`: the image's own, as if not given.
+                "command" => s.command = (!v.is_null()).then(|| self.words(v, &at)).transpose()?,
+                "entrypoint" => s.entrypoint = (!v.is_null()).then(|| self.words(v, &at)).transpose()?,
                 "environment" => s.environment.extend(self.environment(v, &at)?),
                 "env_file" => {
                     for (i, f) in self.env_files(v, &at)?.into_iter().enumerate() {
                         let file = dir.join(&f.0);
+                        let at = format!("{at}[{i}]");
                         match hvsim_vmm::files::read_text(&file) {
-                            Ok(text) => s.env_file.extend(env_file(&text)),
+                            Ok(text) => {
+                                for line in interpolate::env_lines(&text) {
+                                    s.env_file.push(self.env_entry(line, &at)?);
+                                }
+                            }
                             Err(e) if !f.1 && e.kind() == std::io::ErrorKind::NotFound => {}
-                            Err(e) => return Err(self.err(&format!("{at}[{i}]"), format!("{}: {e}", file.display()))),
+                            Err(e) => return Err(self.err(&at, format!("{}: {e}", file.display()))),
                         }
                     }
                 }
@@ -223,13 +263,21 @@ impl Parser<'_> {
                 .iter()
                 .map(|(k, val)| {
                     let k = self.string(k, path)?;
-                    Ok(match val {
-                        Value::Null => k,
-                        _ => format!("{k}={}", self.string(val, &format!("{path}.{k}"))?),
-                    })
+                    let at = format!("{path}.{k}");
+                    match val {
+                        Value::Null => self.env_entry(k, &at),
+                        _ => Ok(format!("{k}={}", self.string(val, &at)?)),
+                    }
                 })
                 .collect(),
-            Value::Sequence(_) => self.strings(v, path),
+            Value::Sequence(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let at = format!("{path}[{i}]");
+                    self.env_entry(self.string(x, &at)?, &at)
+                })
+                .collect(),
             _ => Err(self.err(path, "expected a mapping or a list of NAME=VALUE")),
         }
     }
@@ -393,30 +441,6 @@ fn valid_name(s: &str) -> bool {
         && s.len() <= 63
 }
 
-/// Lines of an env file: `NAME=VALUE` (quotes around VALUE removed),
-/// blank lines and `#` comments skipped.
-fn env_file(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let l = l.strip_prefix("export ").unwrap_or(l);
-            match l.split_once('=') {
-                Some((k, v)) => {
-                    let v = v.trim();
-                    let unq = v
-                        .strip_prefix('"')
-                        .and_then(|x| x.strip_suffix('"'))
-                        .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
-                        .unwrap_or(v);
-                    format!("{}={unq}", k.trim())
-                }
-                None => l.to_owned(),
-            }
-        })
-        .collect()
-}
-
 /// A Go duration (`1m30s`, `500ms`, `2h`, `1.5s`) in milliseconds.
 pub fn parse_go_duration(s: &str) -> Option<u64> {
     let mut rest = s.trim();
@@ -456,11 +480,5 @@ mod tests {
         assert_eq!(parse_go_duration("0"), Some(0));
         assert_eq!(parse_go_duration("10"), None);
         assert_eq!(parse_go_duration("5 parsecs"), None);
-    }
-
-    #[test]
-    fn env_files() {
-        let got = env_file("# comment\nA=1\n\nexport B = \"two words\"\nC='x'\nD\n");
-        assert_eq!(got, ["A=1", "B=two words", "C=x", "D"]);
     }
 }

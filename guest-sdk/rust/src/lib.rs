@@ -2,8 +2,9 @@
 //!
 //! Assertions and lifecycle events for programs tested under hvsim, written
 //! as JSON lines in the shapes the Antithesis SDKs use (docs/sdk-protocol.md)
-//! to `$HVSIM_SDK_OUTPUT` (set by hvsim's init to a FIFO it relays to the
-//! VMM), else `$ANTITHESIS_SDK_LOCAL_OUTPUT`, else nowhere.
+//! to `$HVSIM_SDK_OUTPUT` (under hvsim, `/run/hvsim/sdk`: a file of the
+//! guest kernel, where every line written is one message to the VMM), else
+//! `$ANTITHESIS_SDK_LOCAL_OUTPUT`, else nowhere.
 //!
 //! ```ignore
 //! hvsim_sdk::init(); // registers every assertion in the program
