@@ -222,7 +222,7 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     assert!(module[0].as_u64() > Some(100), "{}", r["instrumentation"]);
     assert!(s["coverage_edges"].as_u64() > Some(100), "{s}");
     assert!(!r["edges_by_timeline"].as_array().unwrap().is_empty(), "branches reached new edges: {}", r["series"]);
-    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let md = read(&latest(&out).join("report.md"));
     assert!(md.contains("## Coverage") && md.contains("\"sdk_version\":\"0.3.0\""), "{md}");
 }
 
