@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::entropy::Stream;
+use crate::faults::disk::{DiskEffect, DiskEpisode};
 use crate::faults::{DiskFaults, Landed};
 
 pub const SECTOR: usize = 512;
@@ -66,6 +67,12 @@ pub struct Disk {
     faults: DiskFaults,
     stream: Stream,
     pub landed: Landed,
+    /// Drawn faults in force at this disk, in the order they started.
+    #[serde(default)]
+    episodes: Vec<DiskEpisode>,
+    /// Faults are paused: no fault touches a request.
+    #[serde(default)]
+    paused: bool,
     /// Sectors of unflushed writes that crashes kept (torn) and lost.
     pub crash_kept: u64,
     pub crash_lost: u64,
@@ -83,6 +90,8 @@ impl Disk {
             faults,
             stream: Stream::new(seed, &format!("disk{node}")),
             landed: Landed::default(),
+            episodes: Vec::new(),
+            paused: false,
             crash_kept: 0,
             crash_lost: 0,
         }
@@ -94,6 +103,39 @@ impl Disk {
 
     pub fn set_faults(&mut self, faults: DiskFaults) {
         self.faults = faults;
+    }
+
+    /// A drawn fault starts at this disk.
+    pub fn start(&mut self, id: u64, effect: DiskEffect, probability: f64) {
+        self.episodes.push(DiskEpisode { id, effect, probability, landed: 0 });
+    }
+
+    /// A drawn fault ends; what it touched here.
+    pub fn end(&mut self, id: u64) -> u64 {
+        let i = self.episodes.iter().position(|e| e.id == id).expect("only a fault in force ends");
+        self.episodes.remove(i).landed
+    }
+
+    /// What the drawn fault `id`, in force, touched here so far.
+    pub fn episode_landed(&self, id: u64) -> u64 {
+        self.episodes.iter().filter(|e| e.id == id).map(|e| e.landed).sum()
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// Whether a drawn fault of the kind `is` picks strikes this request
+    /// (each in force gets its chance, in order); what it does.
+    fn drawn(&mut self, is: impl Fn(DiskEffect) -> bool) -> Option<DiskEffect> {
+        for e in &mut self.episodes {
+            if is(e.effect) && self.stream.chance(e.probability) {
+                e.landed += 1;
+                self.landed.hit(e.effect.landing());
+                return Some(e.effect);
+            }
+        }
+        None
     }
 
     /// Loads the base image's bytes again (a deserialized disk has only its
@@ -119,10 +161,16 @@ impl Disk {
     }
 
     pub fn latency_ns(&mut self) -> u64 {
+        if self.paused {
+            return 0;
+        }
         let mut ns = self.faults.latency_ns;
         if self.faults.stall > 0.0 && self.stream.chance(self.faults.stall) {
             ns += self.faults.stall_ns;
             self.landed.hit("disk.stall");
+        }
+        if let Some(DiskEffect::Stall { stall_ns }) = self.drawn(|e| matches!(e, DiskEffect::Stall { .. })) {
+            ns += stall_ns;
         }
         ns
     }
@@ -147,37 +195,61 @@ impl Disk {
 
     /// Reads `len` bytes (a multiple of the sector size) from sector `first`.
     pub fn read(&mut self, first: u64, len: usize) -> (Outcome, Vec<u8>) {
+        let data: Vec<u8> = (0..(len / SECTOR) as u64).flat_map(|i| self.sector(first + i)).collect();
+        if self.paused {
+            return (Outcome::Ok, data);
+        }
         if self.faults.read_error > 0.0 && self.stream.chance(self.faults.read_error) {
             self.landed.hit("disk.read_error");
             return (Outcome::Error, Vec::new());
         }
-        let mut data: Vec<u8> = (0..(len / SECTOR) as u64).flat_map(|i| self.sector(first + i)).collect();
-        if self.faults.corrupt > 0.0 && !data.is_empty() && self.stream.chance(self.faults.corrupt) {
+        if self.drawn(|e| e == DiskEffect::ReadError).is_some() {
+            return (Outcome::Error, Vec::new());
+        }
+        let mut data = data;
+        let corrupt = self.faults.corrupt > 0.0 && !data.is_empty() && self.stream.chance(self.faults.corrupt);
+        if corrupt {
+            self.landed.hit("disk.corrupt");
+        }
+        if corrupt || (!data.is_empty() && self.drawn(|e| e == DiskEffect::Corrupt).is_some()) {
             let bit = self.stream.below(data.len() as u64 * 8);
             data[(bit / 8) as usize] ^= 1 << (bit % 8);
-            self.landed.hit("disk.corrupt");
         }
         (Outcome::Ok, data)
     }
 
     /// Writes `data` (whole sectors) at sector `first`, into the volatile cache.
     pub fn write(&mut self, first: u64, data: &[u8]) -> Outcome {
-        if self.faults.write_error > 0.0 && self.stream.chance(self.faults.write_error) {
-            self.landed.hit("disk.write_error");
-            return Outcome::Error;
-        }
         let n = (data.len() / SECTOR) as u64;
         let mut first = first;
-        if self.faults.misdirect > 0.0 && self.stream.chance(self.faults.misdirect) && self.sectors() > n {
-            first = self.stream.below(self.sectors() - n + 1);
-            self.landed.hit("disk.misdirect");
-        }
-        if let Some(quota) = self.faults.quota {
+        if !self.paused {
+            if self.faults.write_error > 0.0 && self.stream.chance(self.faults.write_error) {
+                self.landed.hit("disk.write_error");
+                return Outcome::Error;
+            }
+            if self.drawn(|e| e == DiskEffect::WriteError).is_some() {
+                return Outcome::Error;
+            }
+            let fits = self.sectors() > n;
+            let mut misdirect = self.faults.misdirect > 0.0 && self.stream.chance(self.faults.misdirect) && fits;
+            if misdirect {
+                self.landed.hit("disk.misdirect");
+            } else if fits && self.drawn(|e| e == DiskEffect::Misdirect).is_some() {
+                misdirect = true;
+            }
+            if misdirect {
+                first = self.stream.below(self.sectors() - n + 1);
+            }
             // Like a thin-provisioned volume: overwriting allocated space
             // always works; allocating beyond the quota fails.
             let new = (first..first + n).filter(|s| !self.allocated.contains(s)).count() as u64;
-            if new > 0 && (self.allocated.len() as u64 + new) * SECTOR as u64 > quota {
-                self.landed.hit("disk.enospc");
+            if let Some(quota) = self.faults.quota {
+                if new > 0 && (self.allocated.len() as u64 + new) * SECTOR as u64 > quota {
+                    self.landed.hit("disk.enospc");
+                    return Outcome::Error;
+                }
+            }
+            if new > 0 && self.drawn(|e| e == DiskEffect::Enospc).is_some() {
                 return Outcome::Error;
             }
         }
@@ -196,9 +268,14 @@ impl Disk {
 
     /// Makes every cached write durable (unless the flush lies).
     pub fn flush(&mut self) -> Outcome {
-        if self.faults.lying_flush > 0.0 && !self.volatile.is_empty() && self.stream.chance(self.faults.lying_flush) {
-            self.landed.hit("disk.lying_flush");
-            return Outcome::Ok;
+        if !self.paused && !self.volatile.is_empty() {
+            if self.faults.lying_flush > 0.0 && self.stream.chance(self.faults.lying_flush) {
+                self.landed.hit("disk.lying_flush");
+                return Outcome::Ok;
+            }
+            if self.drawn(|e| e == DiskEffect::LyingFlush).is_some() {
+                return Outcome::Ok;
+            }
         }
         for (s, d) in self.volatile.drain(..) {
             self.durable.insert(s, d);
@@ -301,6 +378,48 @@ mod tests {
         d.crash(true);
         let present: Vec<bool> = (0..8).map(|s| d.read(s, 512).1[0] == b'B').collect();
         assert!(present.windows(2).all(|w| w[0] || !w[1]), "{present:?}");
+    }
+
+    /// Each drawn disk fault does what its kind says while in force, counts
+    /// what it touched, and nothing touches a paused disk.
+    #[test]
+    fn drawn_disk_faults_strike_while_in_force() {
+        let effects = [
+            DiskEffect::ReadError,
+            DiskEffect::WriteError,
+            DiskEffect::Corrupt,
+            DiskEffect::Misdirect,
+            DiskEffect::Stall { stall_ns: 7 },
+            DiskEffect::LyingFlush,
+            DiskEffect::Enospc,
+        ];
+        for effect in effects {
+            for paused in [false, true] {
+                let mut d = disk("", 1);
+                d.start(9, effect, 1.0);
+                d.set_paused(paused);
+                let stalled = d.latency_ns();
+                let wrote = d.write(0, &[b'A'; 512]);
+                let flushed = d.flush();
+                let (read, data) = d.read(0, 512);
+                d.crash(false);
+                let survived = d.read(0, 512).1 == vec![b'A'; 512];
+                let landed = d.end(9);
+                if paused {
+                    assert_eq!((landed, wrote, survived), (0, Outcome::Ok, true), "{effect:?} paused");
+                    continue;
+                }
+                assert!(landed > 0 && d.landed.get(effect.landing()) == landed, "{effect:?}");
+                match effect {
+                    DiskEffect::ReadError => assert_eq!(read, Outcome::Error),
+                    DiskEffect::WriteError | DiskEffect::Enospc => assert_eq!(wrote, Outcome::Error),
+                    DiskEffect::Corrupt => assert_ne!(data, vec![b'A'; 512]),
+                    DiskEffect::Misdirect | DiskEffect::LyingFlush => assert!(!survived, "{effect:?}"),
+                    DiskEffect::Stall { .. } => assert_eq!(stalled, 7),
+                }
+                assert_eq!(flushed, Outcome::Ok);
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@
 pub mod bench;
 pub mod boot;
 pub mod clock;
+pub mod control;
 pub mod cpuid;
 pub mod devices;
 pub mod disk;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::devices::hypercall::ChannelStats;
 use crate::devices::virtio::DeviceReport;
 use crate::devices::BusStats;
+use crate::faults::schedule::Episode;
 use crate::faults::FaultReport;
 use crate::machine::{Counters, End, Machine};
 
@@ -81,7 +82,7 @@ impl Summary {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub guest: String,
     pub seed: u64,
@@ -115,6 +116,9 @@ pub struct Summary {
     /// Landing evidence: for each fault kind the plan switches on, how many
     /// packets or requests it touched ("not landed" if none).
     pub faults: Vec<FaultReport>,
+    /// The drawn faults that struck (a plan's `[[draw.fault]]` rules), in
+    /// the order they started, with what each touched.
+    pub drawn_faults: Vec<Episode>,
     /// Virtio devices: counters, and why the guest broke one, if it did.
     pub devices: Vec<DeviceReport>,
     /// Wall-clock duration of the run (informational; not deterministic).
@@ -148,6 +152,7 @@ impl Summary {
             channel: devices.hc.stats().clone(),
             bus: devices.stats.clone(),
             faults: devices.virtio.fault_report(),
+            drawn_faults: devices.virtio.struck(),
             devices: devices.virtio.device_reports(),
             wall_ms,
         }

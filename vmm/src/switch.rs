@@ -11,8 +11,14 @@
 //! reordered (else kept in order behind the link's previous frame), and
 //! possibly duplicated. Every fault that touches a frame is counted.
 //!
+//! Drawn faults in force (`faults/schedule.rs`) come first, in the order
+//! they started: a partition drops the frame, a clog holds it until the
+//! fault ends, and faults on a node's links drop, duplicate, reorder or
+//! delay frames to and from it. Each counts what it touched.
+//!
 //! A node without power (crashed, not yet restarted) neither sends nor
-//! receives: its frames, and frames in flight to it, are dropped.
+//! receives: its frames, and frames in flight to it, are dropped. While
+//! faults are paused, frames go straight through.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
 use crate::entropy::Stream;
+use crate::faults::network::{LinkEffect, NetEpisode};
 use crate::faults::{Landed, NetFaults, Span};
 
 /// The MAC address of node `i`'s NIC.
@@ -62,6 +69,12 @@ pub struct Switch {
     /// Frames dropped because their sender or receiver had no power.
     #[serde(default)]
     pub dropped_node_down: u64,
+    /// Drawn faults in force, in the order they started.
+    #[serde(default)]
+    episodes: Vec<NetEpisode>,
+    /// Faults are paused: no fault touches a frame.
+    #[serde(default)]
+    paused: bool,
 }
 
 impl Switch {
@@ -79,6 +92,8 @@ impl Switch {
             unknown_destination: 0,
             down: BTreeSet::new(),
             dropped_node_down: 0,
+            episodes: Vec::new(),
+            paused: false,
         }
     }
 
@@ -102,6 +117,31 @@ impl Switch {
 
     pub fn nodes(&self) -> u16 {
         self.nodes
+    }
+
+    /// The nodes without power.
+    pub fn down(&self) -> &BTreeSet<u16> {
+        &self.down
+    }
+
+    /// A drawn fault starts: `effect` applies until `end_ns`.
+    pub fn start(&mut self, id: u64, effect: LinkEffect, end_ns: u64) {
+        self.episodes.push(NetEpisode { id, effect, end_ns, landed: 0 });
+    }
+
+    /// A drawn fault ends; what it touched.
+    pub fn end(&mut self, id: u64) -> u64 {
+        let i = self.episodes.iter().position(|e| e.id == id).expect("only a fault in force ends");
+        self.episodes.remove(i).landed
+    }
+
+    /// What the drawn fault `id`, in force, touched so far.
+    pub fn episode_landed(&self, id: u64) -> Option<u64> {
+        self.episodes.iter().find(|e| e.id == id).map(|e| e.landed)
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
     }
 
     pub fn set_faults(&mut self, faults: NetFaults) {
@@ -163,6 +203,57 @@ impl Switch {
     }
 
     fn forward(&mut self, src: u16, dst: u16, frame: &[u8], now: u64) {
+        if self.paused {
+            let link = self.links.entry((src, dst)).or_default();
+            let at = now.max(link.last);
+            link.last = at;
+            self.schedule(at, dst, frame.to_vec());
+            return;
+        }
+        // Drawn faults first: what they do to the frame's time and copies.
+        let mut extra = 0u64;
+        let mut hold_until = 0u64;
+        let mut reordered = false;
+        let mut copies = 1;
+        for e in &mut self.episodes {
+            let touches = |nodes: &[u16]| nodes.contains(&src) || nodes.contains(&dst);
+            let hit = match &e.effect {
+                LinkEffect::Partition(cut) if cut.blocks(src, dst) => {
+                    e.landed += 1;
+                    self.landed.hit("net.partition");
+                    return;
+                }
+                LinkEffect::Drop { nodes, probability } if touches(nodes) && self.stream.chance(*probability) => {
+                    e.landed += 1;
+                    self.landed.hit("net.drop");
+                    return;
+                }
+                LinkEffect::Clog(cut) if cut.blocks(src, dst) => {
+                    hold_until = hold_until.max(e.end_ns);
+                    Some("net.clog")
+                }
+                LinkEffect::Duplicate { nodes, probability } if touches(nodes) && self.stream.chance(*probability) => {
+                    copies = 2;
+                    Some("net.duplicate")
+                }
+                LinkEffect::Reorder { nodes, probability, delay_ns }
+                    if touches(nodes) && self.stream.chance(*probability) =>
+                {
+                    extra += 1 + self.stream.below((*delay_ns).max(1));
+                    reordered = true;
+                    Some("net.reorder")
+                }
+                LinkEffect::Latency { nodes, delay_ns } if touches(nodes) => {
+                    extra += delay_ns + self.stream.below(delay_ns + 1);
+                    Some("net.latency")
+                }
+                _ => None,
+            };
+            if let Some(kind) = hit {
+                e.landed += 1;
+                self.landed.hit(kind);
+            }
+        }
         let f = &self.faults;
         let s = &mut self.stream;
         let link = self.links.entry((src, dst)).or_default();
@@ -211,17 +302,20 @@ impl Switch {
                 self.landed.hit("net.clog");
             }
         }
+        at = at.saturating_add(extra).max(hold_until);
         if f.reorder > 0.0 && s.chance(f.reorder) {
             at += if f.reorder_ns > 0 { 1 + s.below(f.reorder_ns) } else { 1 };
             self.landed.hit("net.reorder");
-        } else {
+        } else if !reordered {
             at = at.max(link.last);
             link.last = at;
         }
         let duplicate = f.duplicate > 0.0 && s.chance(f.duplicate);
-        self.schedule(at, dst, frame.to_vec());
         if duplicate {
             self.landed.hit("net.duplicate");
+            copies += 1;
+        }
+        for _ in 0..copies {
             self.schedule(at, dst, frame.to_vec());
         }
     }
@@ -294,6 +388,47 @@ mod tests {
                 _ => assert_eq!(lost, 0, "{kind}"),
             }
         }
+    }
+
+    /// Drawn faults in force do what they say to the links they touch,
+    /// count what they touched, and a pause lets every frame through.
+    #[test]
+    fn drawn_faults_touch_their_links_and_a_pause_stops_every_fault() {
+        use crate::faults::network::{Cut, LinkEffect};
+        let count = |effect: LinkEffect, paused: bool| {
+            let mut sw = Switch::new(3, FaultPlan::parse("[network]\ndrop = 0.3", 7, 3).unwrap().network, 7);
+            sw.start(1, effect, 1_000_000);
+            sw.set_paused(paused);
+            for n in 0..200 {
+                sw.send(0, &frame(0, 1, n), Vtime(u64::from(n) * 1000));
+                sw.send(2, &frame(2, 1, n), Vtime(u64::from(n) * 1000));
+            }
+            let mut got = Vec::new();
+            while let Some(t) = sw.deadline() {
+                got.extend(sw.due(t).into_iter().map(|(_, f)| (t.0, f[6..12].to_vec())));
+            }
+            let from = |n: u16| got.iter().filter(|(_, src)| src[..] == mac(n)).count();
+            (from(0), from(2), sw.end(1), got)
+        };
+        // A partition isolating node 0: its frames are all dropped, node 2's
+        // go through the plan's own 30% loss.
+        let (a, b, landed, _) = count(LinkEffect::Partition(Cut::Groups(vec![vec![0], vec![1, 2]])), false);
+        assert_eq!((a, landed), (0, 200));
+        assert!((100..180).contains(&b), "{b}");
+        // Paused: no fault at all, not even the plan's.
+        let (a, b, landed, _) = count(LinkEffect::Partition(Cut::Groups(vec![vec![0], vec![1, 2]])), true);
+        assert_eq!((a, b, landed), (200, 200, 0));
+        // A clog holds node 0's frames until the fault ends.
+        let (a, _, landed, got) = count(LinkEffect::Clog(Cut::OneWay { from: vec![0], to: vec![1] }), false);
+        assert!(a > 100 && landed as usize >= a);
+        assert!(got.iter().filter(|(_, src)| src[..] == mac(0)).all(|(t, _)| *t >= 1_000_000));
+        // Drop, duplicate, latency on node 2's links only.
+        let (_, b, landed, _) = count(LinkEffect::Drop { nodes: vec![2], probability: 1.0 }, false);
+        assert_eq!((b, landed), (0, 200));
+        let (_, b, landed, _) = count(LinkEffect::Duplicate { nodes: vec![2], probability: 1.0 }, false);
+        assert!(b > 200 && landed > 100, "{b} {landed}");
+        let (_, _, landed, got) = count(LinkEffect::Latency { nodes: vec![2], delay_ns: 5_000_000 }, false);
+        assert!(landed > 100 && got.iter().filter(|(_, src)| src[..] == mac(2)).all(|(t, _)| *t >= 5_000_000));
     }
 
     #[test]

@@ -189,6 +189,25 @@ impl Devices {
         }
     }
 
+    /// Machine events the virtio devices raised (a node's power), to the
+    /// guest.
+    fn forward_virtio_events(&mut self) {
+        let events = self.virtio.take_events();
+        for &e in &events {
+            self.hc.push_event(e);
+        }
+        if !events.is_empty() {
+            self.pic.pulse_irq(hvsim_abi::irq::EVENT);
+        }
+    }
+
+    /// Acts on a control message the guest sent at `now` (`control.rs`).
+    pub fn control(&mut self, control: &crate::control::Control, now: Vtime) {
+        self.virtio.control(control, now);
+        self.sync_virtio_irqs();
+        self.forward_virtio_events();
+    }
+
     /// The earliest future timer deadline, if any timer is armed (device
     /// completions and frames in flight count as timers).
     pub fn next_deadline(&self) -> Option<Vtime> {
@@ -206,13 +225,7 @@ impl Devices {
         if self.virtio.deadline().is_some_and(|t| t <= now) {
             self.virtio.fire(now, ram);
             self.sync_virtio_irqs();
-            let events = self.virtio.take_events();
-            for &e in &events {
-                self.hc.push_event(e);
-            }
-            if !events.is_empty() {
-                self.pic.pulse_irq(hvsim_abi::irq::EVENT);
-            }
+            self.forward_virtio_events();
         }
         // A deadline left in the past would make a halted guest's wait spin
         // in place: a bug in hvsim, better a loud stop than a silent hang.

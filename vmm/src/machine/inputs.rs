@@ -43,8 +43,12 @@ impl Machine {
         // READY exit's I/O; do the same here, so both are in one state.
         self.complete_pending_io()?;
         let fingerprint = run_fingerprint(&inputs);
+        let now = self.state.clock.now();
         let devices = &mut self.state.devices;
-        devices.virtio.begin_run(&inputs.faults, inputs.disk_base, &inputs.images).map_err(Error::Config)?;
+        devices
+            .virtio
+            .begin_run(&inputs.faults, inputs.disk_base, &inputs.images, inputs.seed, now)
+            .map_err(Error::Config)?;
         devices.hc.set_inbox(inputs.inbox);
         self.scratch.clear();
         self.scratch.extend_from_slice(&fingerprint);

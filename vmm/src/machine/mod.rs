@@ -297,7 +297,7 @@ impl MachineState {
     fn reseed(&mut self, seed: u64) {
         self.clock.reseed(seed);
         self.devices.hc.reseed(seed);
-        self.devices.virtio.reseed(seed);
+        self.devices.virtio.reseed(seed, self.clock.now());
     }
 }
 

@@ -292,6 +292,9 @@ impl Machine {
                     Effect::ClockPage(pfn) => self.register_clock_page(pfn)?,
                     Effect::Ready => return Ok(self.stop_at_ready.then_some(Halt::Ready)),
                     Effect::Message(bytes) => {
+                        if let Some(control) = crate::control::recognize(&bytes) {
+                            self.state.devices.control(&control, now);
+                        }
                         self.state.messages.push(Message { vtime: now, bytes });
                         return Ok(self.stop_on_message.then_some(Halt::Stop(Stop::Message)));
                     }

@@ -324,7 +324,7 @@ impl Bench<'_> {
         let (plan, bases) = (&setup.plan, &setup.bases);
         let mut virtio = Virtio::new(&spec, plan, SEED).expect("the bench's devices");
         let images = [Some(bases[1].clone()), Some(bases[2].clone())];
-        virtio.begin_run(plan, Some(bases[0].clone()), &images).expect("the bench's disks");
+        virtio.begin_run(plan, Some(bases[0].clone()), &images, SEED, Vtime(0)).expect("the bench's disks");
         Bench { setup, virtio, ram: &setup.rams[ram], now: Vtime(0) }
     }
 

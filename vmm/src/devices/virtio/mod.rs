@@ -33,7 +33,9 @@ use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
 use crate::disk::{Base, Disk};
-use crate::faults::{Crash, DiskFaults, FaultPlan, FaultReport, Landed};
+use crate::faults::node::{power_schedule, PowerChange};
+use crate::faults::schedule::{Effect, Episode, Schedule, Step};
+use crate::faults::{DiskFaults, FaultPlan, FaultReport, Landed};
 use crate::memory::GuestRam;
 use crate::switch::Switch;
 use blk::{Blk, Role};
@@ -135,42 +137,31 @@ pub struct DeviceReport {
     pub counters: BTreeMap<String, u64>,
 }
 
-/// A node loses or regains power.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct PowerChange {
-    at_ns: u64,
-    node: u16,
-    on: bool,
-    /// Losing power tears the unflushed writes rather than losing them.
-    torn: bool,
-}
-
-/// The power changes of `crashes`, in order.
-fn power_schedule(crashes: &[Crash]) -> Vec<PowerChange> {
-    let mut s: Vec<PowerChange> = crashes
-        .iter()
-        .flat_map(|c| {
-            let off = PowerChange { at_ns: c.at_ns, node: c.node, on: false, torn: c.torn };
-            let on = c.up_at_ns().map(|at_ns| PowerChange { at_ns, node: c.node, on: true, torn: false });
-            std::iter::once(off).chain(on)
-        })
-        .collect();
-    // A restart at the very moment of another crash of the node comes first.
-    s.sort_by_key(|p| (p.at_ns, p.node, !p.on));
-    s
-}
-
-/// All virtio devices, the switch between the NICs, and the node power
-/// schedule.
+/// All virtio devices, the switch between the NICs, the plan's node power
+/// schedule, and the timeline's schedule of drawn faults.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Virtio {
     pub devices: Vec<Device>,
     pub switch: Switch,
     pub plan: FaultPlan,
-    /// Power changes still to come, earliest first.
+    /// The plan's power changes still to come, earliest first.
     power: Vec<PowerChange>,
+    /// Drawn faults.
+    #[serde(default = "no_schedule")]
+    pub schedule: Schedule,
+    /// Node crashes, written down or drawn (`node.crash`).
+    #[serde(default)]
+    landed: Landed,
     /// Machine events for the guest (`hc::event`), not yet taken.
     events: Vec<u32>,
+}
+
+fn no_schedule() -> Schedule {
+    Schedule::new(Vec::new(), false, false, 0, 0)
+}
+
+fn schedule_of(plan: &FaultPlan, nodes: u16, seed: u64) -> Schedule {
+    Schedule::new(plan.draw.rules.clone(), plan.draw.before_setup, plan.draw.swarm, nodes, seed)
 }
 
 impl Virtio {
@@ -204,6 +195,8 @@ impl Virtio {
             switch: Switch::new(spec.nodes, plan.network.clone(), seed),
             plan: plan.clone(),
             power: power_schedule(&plan.crashes),
+            schedule: schedule_of(plan, spec.nodes, seed),
+            landed: Landed::default(),
             events: Vec::new(),
         })
     }
@@ -228,7 +221,14 @@ impl Virtio {
     /// node's disk and each node's image (see `Machine::begin_run`): the
     /// guest must not have read the disks yet, or must drop what it cached
     /// of them.
-    pub fn begin_run(&mut self, plan: &FaultPlan, base: Option<Base>, images: &[Option<Base>]) -> Result<(), String> {
+    pub fn begin_run(
+        &mut self,
+        plan: &FaultPlan,
+        base: Option<Base>,
+        images: &[Option<Base>],
+        seed: u64,
+        now: Vtime,
+    ) -> Result<(), String> {
         let image_disks =
             self.devices.iter().filter(|d| matches!(&d.kind, Kind::Blk(b) if b.role == Role::Image)).count();
         if images.len() > image_disks {
@@ -258,6 +258,10 @@ impl Virtio {
         }
         self.switch.set_faults(plan.network.clone());
         self.power = power_schedule(&plan.crashes);
+        self.schedule = schedule_of(plan, self.switch.nodes(), seed);
+        if self.schedule.before_setup {
+            self.schedule.arm(now.0);
+        }
         self.plan = plan.clone();
         Ok(())
     }
@@ -271,7 +275,9 @@ impl Virtio {
         Ok(())
     }
 
-    pub fn reseed(&mut self, seed: u64) {
+    /// A branch at `now`: every stream re-seeded, drawn faults drawn anew.
+    pub fn reseed(&mut self, seed: u64, now: Vtime) {
+        self.schedule.reseed(seed, now.0);
         self.switch.reseed(seed);
         for d in &mut self.devices {
             match &mut d.kind {
@@ -354,7 +360,8 @@ impl Virtio {
             _ => None,
         });
         let power = self.power.first().map(|p| Vtime(p.at_ns));
-        completions.chain(self.switch.deadline()).chain(power).min()
+        let drawn = self.schedule.deadline().map(Vtime);
+        completions.chain(self.switch.deadline()).chain(power).chain(drawn).min()
     }
 
     /// Machine events raised since the last call (see `hc::event`).
@@ -362,20 +369,19 @@ impl Virtio {
         std::mem::take(&mut self.events)
     }
 
-    /// Does everything due at `now`: power changes, frame deliveries, disk
-    /// completions.
+    /// Does everything due at `now`: power changes, drawn faults starting
+    /// and ending, frame deliveries, disk completions.
     pub fn fire(&mut self, now: Vtime, ram: &GuestRam) {
         while self.power.first().is_some_and(|p| p.at_ns <= now.0) {
             let p = self.power.remove(0);
-            let i = self.disk_index(p.node);
-            let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) else {
-                unreachable!("device {i} is node {}'s disk", p.node)
-            };
-            b.set_power(p.on, p.torn);
-            self.switch.set_power(p.node, p.on);
-            let kind = if p.on { event::NODE_UP } else { event::NODE_DOWN };
-            self.events.push(event::word(kind, p.node));
+            // A paused machine skips the plan's crashes (its restarts are
+            // no-ops then: the pause brought the node back).
+            if p.on || !self.schedule.paused() {
+                self.set_power(p.node, p.on, p.torn);
+            }
         }
+        let steps = self.schedule.due(now.0, self.switch.down());
+        self.apply(steps);
         for (node, frame) in self.switch.due(now) {
             let d = &mut self.devices[usize::from(node)];
             let Kind::Net(n) = &mut d.kind else { unreachable!("device {node} ({}) is node {node}'s NIC", d.name) };
@@ -398,6 +404,118 @@ impl Virtio {
         usize::from(self.switch.nodes()) + usize::from(node)
     }
 
+    fn node_disk(&mut self, node: u16) -> &mut Disk {
+        let i = self.disk_index(node);
+        match self.devices.get_mut(i).map(|d| &mut d.kind) {
+            Some(Kind::Blk(b)) => &mut b.disk,
+            _ => unreachable!("device {i} is node {node}'s disk"),
+        }
+    }
+
+    /// Cuts or restores a node's power, if it is not so already: its disk
+    /// loses (or tears) its unflushed writes, its NIC goes dead or comes
+    /// back, and the guest hears of it.
+    fn set_power(&mut self, node: u16, on: bool, torn: bool) {
+        if self.switch.down().contains(&node) != on {
+            return;
+        }
+        let i = self.disk_index(node);
+        let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) else {
+            unreachable!("device {i} is node {node}'s disk")
+        };
+        b.set_power(on, torn);
+        self.switch.set_power(node, on);
+        if !on {
+            self.landed.hit("node.crash");
+        }
+        let kind = if on { event::NODE_UP } else { event::NODE_DOWN };
+        self.events.push(event::word(kind, node));
+    }
+
+    /// Carries out what the drawn-fault schedule says.
+    fn apply(&mut self, steps: Vec<Step>) {
+        for step in steps {
+            match step {
+                Step::Start(e) => match e.effect {
+                    Effect::Links(l) => self.switch.start(e.id, l, e.end_ns),
+                    Effect::Disks { nodes, effect, probability } => {
+                        for n in nodes {
+                            self.node_disk(n).start(e.id, effect, probability);
+                        }
+                    }
+                    Effect::Crash { nodes, torn } => {
+                        for n in nodes {
+                            self.set_power(n, false, torn);
+                        }
+                    }
+                },
+                Step::End(e) => {
+                    let landed = match &e.effect {
+                        Effect::Links(_) => self.switch.end(e.id),
+                        Effect::Disks { nodes, .. } => nodes.iter().map(|&n| self.node_disk(n).end(e.id)).sum(),
+                        Effect::Crash { nodes, .. } => {
+                            for &n in nodes {
+                                self.set_power(n, true, false);
+                            }
+                            nodes.len() as u64
+                        }
+                    };
+                    self.schedule.close(e, landed);
+                }
+                Step::Pause => {
+                    self.set_paused(true);
+                    // Every node comes back, drawn crash or written down.
+                    let down: Vec<u16> = self.switch.down().iter().copied().collect();
+                    for n in down {
+                        self.set_power(n, true, false);
+                    }
+                }
+                Step::Resume => self.set_paused(false),
+            }
+        }
+    }
+
+    fn set_paused(&mut self, paused: bool) {
+        self.switch.set_paused(paused);
+        for node in 0..self.switch.nodes() {
+            self.node_disk(node).set_paused(paused);
+        }
+    }
+
+    /// Acts on a control message the guest sent at `now` (`control.rs`).
+    pub fn control(&mut self, control: &crate::control::Control, now: Vtime) {
+        use crate::control::Control;
+        let steps = match control {
+            Control::SetupComplete => {
+                self.schedule.arm(now.0);
+                Vec::new()
+            }
+            Control::PauseFaults(d) => self.schedule.pause(now.0, d.map(|d| now.0.saturating_add(d))),
+            Control::ResumeFaults => self.schedule.resume(now.0),
+        };
+        self.apply(steps);
+    }
+
+    /// Every drawn fault that struck in this timeline, with what each
+    /// touched (so far, for those in force).
+    pub fn struck(&self) -> Vec<Episode> {
+        let mut all = self.schedule.struck();
+        for e in all.iter_mut().filter(|e| e.ended_ns.is_none()) {
+            e.landed = match &e.effect {
+                Effect::Links(_) => self.switch.episode_landed(e.id).unwrap_or(0),
+                Effect::Disks { nodes, .. } => nodes
+                    .iter()
+                    .map(|&n| match &self.devices[self.disk_index(n)].kind {
+                        Kind::Blk(b) => b.disk.episode_landed(e.id),
+                        _ => 0,
+                    })
+                    .sum(),
+                Effect::Crash { nodes, .. } => nodes.len() as u64,
+            };
+        }
+        all
+    }
+
     /// The level of each IRQ line the devices use (a line is high while any
     /// device on it has an unacknowledged interrupt).
     pub fn irq_levels(&self) -> impl Iterator<Item = (u8, bool)> + '_ {
@@ -409,6 +527,7 @@ impl Virtio {
     /// How many packets or requests each fault kind touched.
     pub fn landed(&self) -> Landed {
         let mut all = self.switch.landed.clone();
+        all.merge(&self.landed);
         for d in &self.devices {
             if let Kind::Blk(b) = &d.kind {
                 all.merge(&b.disk.landed);

@@ -1,17 +1,24 @@
-//! Fault plans: which network and disk faults a run injects, at what rates
-//! and when, and the evidence of which ones landed.
+//! Fault plans: the TOML file (see examples/faults/ and docs/faults.md).
 //!
-//! A plan is a TOML file (see examples/faults/). Every number may be a fixed
-//! value or a `[min, max]` range; ranges are resolved once, at machine
-//! creation, from the run's seed (stream `fault-plan`), so a plan describes
-//! a family of chaos profiles and the seed picks one. The resolved plan is
-//! plain data that lives in the switch and disk state, and every decision
-//! to inject a fault is drawn from those devices' own seeded streams.
-
-use std::collections::BTreeMap;
+//! A plan writes faults down, and describes faults to draw:
+//!
+//! - `[network]`, `[disk]` and `[[crash]]` are faults written down: rates
+//!   for the whole run, link delays, partitions and crashes at fixed times.
+//!   Every number may be a fixed value or a `[min, max]` range; ranges are
+//!   resolved once, at machine creation, from the run's seed (stream
+//!   `fault-plan`), so these describe a family of chaos profiles and the
+//!   seed picks one. Every decision to inject one of them is drawn from the
+//!   devices' own seeded streams.
+//! - `[draw]` and its `[[draw.fault]]` rules describe a space: which kinds
+//!   may happen, how often, how long, and whom they may hit. A timeline
+//!   draws its own faults from them as it runs (see `schedule.rs`).
 
 use serde::{Deserialize, Serialize};
 
+use super::disk::DiskFaults;
+use super::network::{Burst, Cut, LinkDelay, NetFaults, Partition, Span};
+use super::node::Crash;
+use super::schedule::{DrawnKind, Rule, Selector};
 use crate::entropy::Stream;
 
 /// A number, or a range the seed picks from.
@@ -176,145 +183,199 @@ struct PlanFile {
     disk: DiskFile,
     #[serde(default)]
     crash: Vec<CrashFile>,
+    #[serde(default)]
+    draw: DrawFile,
 }
 
-/// A temporary condition on a link: starts with `probability` per packet,
-/// lasts `duration_ns` plus up to `jitter_ns`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Span {
-    pub probability: f64,
-    pub duration_ns: u64,
-    pub jitter_ns: u64,
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrawFile {
+    #[serde(default)]
+    before_setup: bool,
+    swarm: Option<bool>,
+    #[serde(default)]
+    fault: Vec<RuleFile>,
 }
 
-/// Correlated loss (Gilbert-Elliott): a link moves between a good and a bad
-/// state; in the bad state packets drop with probability `drop`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Burst {
-    pub enter: f64,
-    pub leave: f64,
-    pub drop: f64,
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    kind: String,
+    every: Dur,
+    duration: Dur,
+    targets: Option<Vec<TargetFile>>,
+    among: Option<Vec<NodeRef>>,
+    one_way: Option<f64>,
+    probability: Option<Num>,
+    delay: Option<Dur>,
+    torn: Option<f64>,
+    stays_down: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Cut {
-    /// No traffic between nodes of different groups.
-    Groups(Vec<Vec<u16>>),
-    /// No traffic from `from` to `to` (the reverse direction flows).
-    OneWay { from: Vec<u16>, to: Vec<u16> },
+/// A target selector as written: a name (`one`, `minority`, `majority`,
+/// `all`, `ring`, `split K`), a list of nodes, or `{ groups = [...] }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected a selector (\"one\", \"minority\", \"majority\", \"all\", \"ring\", \"split 3\"), a list of nodes, or { groups = [[...], [...]] }"
+)]
+enum TargetFile {
+    Name(String),
+    Nodes(Vec<NodeRef>),
+    Groups { groups: Vec<Vec<NodeRef>> },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Partition {
-    pub start_ns: u64,
-    pub heal_ns: u64,
-    pub cut: Cut,
-}
-
-impl NetFaults {
-    /// Latency and jitter of the link from `src` to `dst`.
-    pub fn delay(&self, src: u16, dst: u16) -> (u64, u64) {
-        self.links
-            .iter()
-            .rev()
-            .find(|l| l.from.contains(&src) && l.to.contains(&dst))
-            .map_or((self.latency_ns, self.jitter_ns), |l| (l.latency_ns, l.jitter_ns))
-    }
-}
-
-impl Partition {
-    /// Whether a packet from `src` to `dst` sent at `t` is cut off.
-    pub fn blocks(&self, src: u16, dst: u16, t: u64) -> bool {
-        if t < self.start_ns || t >= self.heal_ns {
-            return false;
-        }
-        match &self.cut {
-            Cut::Groups(groups) => {
-                let group = |n: u16| groups.iter().position(|g| g.contains(&n));
-                matches!((group(src), group(dst)), (Some(a), Some(b)) if a != b)
-            }
-            Cut::OneWay { from, to } => from.contains(&src) && to.contains(&dst),
-        }
-    }
-}
-
-/// Latency and jitter of the links from `from` to `to`, instead of the
-/// network-wide values (the last matching entry wins).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkDelay {
-    pub from: Vec<u16>,
-    pub to: Vec<u16>,
-    pub latency_ns: u64,
-    pub jitter_ns: u64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NetFaults {
-    pub latency_ns: u64,
-    pub jitter_ns: u64,
-    pub links: Vec<LinkDelay>,
-    pub drop: f64,
-    pub duplicate: f64,
-    pub reorder: f64,
-    pub reorder_ns: u64,
-    pub clog: Option<Span>,
-    pub cut: Option<Span>,
-    pub burst: Option<Burst>,
-    pub partitions: Vec<Partition>,
-}
-
-/// A node loses power at `at_ns`: its disk loses (or tears) the writes not
-/// yet flushed, its NIC and disk go dead, and the guest's init kills its
-/// processes. With `restart_ns` it gets power back that much later.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Crash {
-    pub node: u16,
-    pub at_ns: u64,
-    /// Tear the unflushed writes (keep a seed-chosen prefix, sector by
-    /// sector) instead of losing them all.
-    pub torn: bool,
-    /// Downtime before the node restarts; `None`: it stays down.
-    pub restart_ns: Option<u64>,
-}
-
-impl Crash {
-    /// When the node is back, if ever.
-    pub fn up_at_ns(&self) -> Option<u64> {
-        self.restart_ns.map(|d| self.at_ns.saturating_add(d))
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct DiskFaults {
-    pub latency_ns: u64,
-    pub read_error: f64,
-    pub write_error: f64,
-    /// Silent corruption: a bit of the data read is flipped.
-    pub corrupt: f64,
-    /// A write lands on another sector than the one asked for.
-    pub misdirect: f64,
-    pub stall: f64,
-    pub stall_ns: u64,
-    /// A flush reports success but persists nothing.
-    pub lying_flush: f64,
-    /// A thin-provisioned disk's space: writes that would allocate beyond
-    /// it fail (ENOSPC, reported as EIO); overwrites succeed.
-    pub quota: Option<u64>,
-}
-
-/// A resolved plan: concrete numbers only.
+/// A resolved plan: concrete numbers only, and the rules of drawn faults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FaultPlan {
     pub network: NetFaults,
     pub disk: DiskFaults,
     /// Node crashes, earliest first.
     pub crashes: Vec<Crash>,
+    /// Faults a timeline draws.
+    #[serde(default)]
+    pub draw: Draw,
+}
+
+/// A plan's `[draw]` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Draw {
+    pub rules: Vec<Rule>,
+    /// Draw from the run's start, not from setup complete.
+    pub before_setup: bool,
+    /// Swarm testing: each line of descent switches on a random subset of
+    /// the rules.
+    pub swarm: bool,
 }
 
 fn dur(s: &str) -> Result<u64, String> {
     humantime::parse_duration(s)
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .map_err(|e| format!("`{s}` is not a duration: {e}"))
+}
+
+/// A duration or range as `[min, max]` nanoseconds, not drawn.
+fn dur_range(d: &Dur, what: &str) -> Result<[u64; 2], String> {
+    let (lo, hi) = match d {
+        Dur::Fixed(s) => (dur(s), dur(s)),
+        Dur::Range([a, b]) => (dur(a), dur(b)),
+    };
+    let (lo, hi) = (lo.map_err(|e| format!("{what}: {e}"))?, hi.map_err(|e| format!("{what}: {e}"))?);
+    if lo > hi {
+        return Err(format!("{what}: range is empty"));
+    }
+    Ok([lo, hi])
+}
+
+/// A probability or range of them as `[min, max]`, not drawn.
+fn prob_range(n: &Num, what: &str) -> Result<[f64; 2], String> {
+    let [lo, hi] = match n {
+        Num::Fixed(v) => [*v, *v],
+        Num::Range(r) => *r,
+    };
+    for v in [lo, hi] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("{what}: probability {v} is not between 0 and 1"));
+        }
+    }
+    if lo > hi {
+        return Err(format!("{what}: range [{lo}, {hi}] is empty"));
+    }
+    Ok([lo, hi])
+}
+
+fn chance(p: Option<f64>, what: &str) -> Result<f64, String> {
+    let p = p.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("{what}: probability {p} is not between 0 and 1"));
+    }
+    Ok(p)
+}
+
+/// A `[[draw.fault]]` rule, checked against its kind and the run's nodes.
+fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
+    let kind = DrawnKind::parse(&r.kind).ok_or_else(|| {
+        let kinds: Vec<&str> = DrawnKind::ALL.iter().map(|k| k.name()).collect();
+        format!("{what}: unknown kind {:?} (the kinds are {})", r.kind, kinds.join(", "))
+    })?;
+    let what = format!("{what} ({})", kind.name());
+    let refuse = |given: bool, field: &str| -> Result<(), String> {
+        if given {
+            return Err(format!("{what}: `{field}` does not apply to this kind"));
+        }
+        Ok(())
+    };
+    refuse(r.one_way.is_some() && !kind.cuts(), "one_way")?;
+    refuse(r.probability.is_some() && !kind.has_probability(), "probability")?;
+    refuse(r.delay.is_some() && !kind.has_delay(), "delay")?;
+    refuse((r.torn.is_some() || r.stays_down.is_some()) && kind != DrawnKind::Crash, "torn and stays_down")?;
+    let every_ns = dur_range(&r.every, &format!("{what}: every"))?;
+    if every_ns[0] == 0 {
+        return Err(format!("{what}: every must be more than 0s"));
+    }
+    let probability = match (&r.probability, kind.has_probability()) {
+        (Some(p), _) => prob_range(p, &what)?,
+        (None, true) => return Err(format!("{what}: give a `probability` (per packet or request)")),
+        (None, false) => [1.0, 1.0],
+    };
+    let delay_ns = match (&r.delay, kind.has_delay()) {
+        (Some(d), _) => dur_range(d, &format!("{what}: delay"))?,
+        (None, true) => return Err(format!("{what}: give a `delay`")),
+        (None, false) => [0, 0],
+    };
+    let default_targets =
+        if kind.cuts() { vec![Selector::One, Selector::Minority, Selector::Majority] } else { vec![Selector::One] };
+    let targets = match &r.targets {
+        None => default_targets,
+        Some(t) if t.is_empty() => return Err(format!("{what}: `targets` is empty")),
+        Some(t) => t.iter().map(|t| selector(t, kind, nodes, &what)).collect::<Result<_, _>>()?,
+    };
+    Ok(Rule {
+        kind,
+        every_ns,
+        duration_ns: dur_range(&r.duration, &format!("{what}: duration"))?,
+        targets,
+        among: r.among.as_ref().map(|a| nodes.all(a, &what)).transpose()?.unwrap_or_default(),
+        one_way: chance(r.one_way, &format!("{what}: one_way"))?,
+        probability,
+        delay_ns,
+        torn: chance(r.torn, &format!("{what}: torn"))?,
+        stays_down: chance(r.stays_down, &format!("{what}: stays_down"))?,
+    })
+}
+
+fn selector(t: &TargetFile, kind: DrawnKind, nodes: &Nodes, what: &str) -> Result<Selector, String> {
+    let s = match t {
+        TargetFile::Name(name) => match name.as_str() {
+            "one" => Selector::One,
+            "minority" => Selector::Minority,
+            "majority" => Selector::Majority,
+            "all" => Selector::All,
+            "ring" => Selector::Ring,
+            other => match other.strip_prefix("split").map(|k| k.trim().parse::<u16>()) {
+                Some(Ok(k)) if k >= 2 => Selector::Split(k),
+                _ => {
+                    return Err(format!(
+                        "{what}: unknown target {other:?} (one, minority, majority, all, ring, split K with K >= 2, \
+                         a list of nodes, or {{ groups = [...] }})"
+                    ))
+                }
+            },
+        },
+        TargetFile::Nodes(list) => Selector::Nodes(nodes.all(list, what)?),
+        TargetFile::Groups { groups } if groups.len() >= 2 => {
+            Selector::Groups(groups.iter().map(|g| nodes.all(g, what)).collect::<Result<_, _>>()?)
+        }
+        TargetFile::Groups { .. } => return Err(format!("{what}: `groups` needs two groups or more")),
+    };
+    let cut_only = matches!(s, Selector::Split(_) | Selector::Ring | Selector::Groups(_));
+    if cut_only && !kind.cuts() {
+        return Err(format!("{what}: split, ring and groups apply to partition and clog only"));
+    }
+    if s == Selector::All && kind.cuts() {
+        return Err(format!("{what}: `all` cuts nothing: name a side (one, minority, majority, nodes)"));
+    }
+    Ok(s)
 }
 
 /// Parses a size like `128M`, `1G`, `512K`, `2MiB` or `4096` (bytes).
@@ -492,7 +553,18 @@ impl FaultPlan {
                 }
             }
         }
-        Ok(FaultPlan { network, disk, crashes })
+        let rules = file
+            .draw
+            .fault
+            .iter()
+            .enumerate()
+            .map(|(i, r)| rule(r, &nodes, &format!("draw.fault[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !rules.is_empty() && nodes.count == 0 {
+            return Err("draw: drawn faults need nodes".into());
+        }
+        let draw = Draw { rules, before_setup: file.draw.before_setup, swarm: file.draw.swarm.unwrap_or(true) };
+        Ok(FaultPlan { network, disk, crashes, draw })
     }
 
     /// The fault kinds this plan switches on (those that can land).
@@ -523,54 +595,14 @@ impl FaultPlan {
         on(d.quota.is_some(), "disk.enospc");
         on(self.crashes.iter().any(|c| !c.torn), "disk.crash_lost");
         on(self.crashes.iter().any(|c| c.torn), "disk.crash_torn");
+        on(!self.crashes.is_empty(), "node.crash");
+        for r in &self.draw.rules {
+            if !k.contains(&r.kind.landing()) {
+                k.push(r.kind.landing());
+            }
+        }
         k
     }
-}
-
-/// How many packets or requests each fault kind touched.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Landed(pub BTreeMap<String, u64>);
-
-impl Landed {
-    pub fn hit(&mut self, kind: &str) {
-        tracing::debug!(fault = kind, "fault landed");
-        *self.0.entry(kind.to_owned()).or_insert(0) += 1;
-    }
-
-    pub fn add(&mut self, kind: &str, n: u64) {
-        if n > 0 {
-            *self.0.entry(kind.to_owned()).or_insert(0) += n;
-        }
-    }
-
-    pub fn get(&self, kind: &str) -> u64 {
-        self.0.get(kind).copied().unwrap_or(0)
-    }
-
-    pub fn merge(&mut self, other: &Landed) {
-        for (k, v) in &other.0 {
-            *self.0.entry(k.clone()).or_insert(0) += v;
-        }
-    }
-}
-
-/// One line of landing evidence for the summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FaultReport {
-    pub kind: String,
-    pub landed: u64,
-    /// "landed", or "not landed": configured but touched nothing.
-    pub status: String,
-}
-
-impl FaultReport {
-    pub fn new(kind: &str, landed: u64) -> FaultReport {
-        FaultReport { kind: kind.to_owned(), landed, status: if landed > 0 { "landed" } else { "not landed" }.into() }
-    }
-}
-
-pub fn report(plan: &FaultPlan, landed: &Landed) -> Vec<FaultReport> {
-    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind))).collect()
 }
 
 #[cfg(test)]
@@ -681,6 +713,100 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, ["chaos.toml", "disk-crash.toml", "partition.toml"]);
+    }
+
+    const DRAW: &str = r#"
+        [draw]
+        swarm = false
+        [[draw.fault]]
+        kind = "partition"
+        every = ["1s", "5s"]
+        duration = ["100ms", "2s"]
+        targets = ["minority", "ring", "split 3", ["db1"], { groups = [["db1"], ["db2", "client"]] }]
+        one_way = 0.25
+        [[draw.fault]]
+        kind = "drop"
+        every = "2s"
+        duration = "500ms"
+        probability = [0.1, 0.5]
+        among = ["db1", "db2"]
+        [[draw.fault]]
+        kind = "crash"
+        every = "10s"
+        duration = ["1s", "3s"]
+        targets = ["one", "majority"]
+        torn = 0.5
+        stays_down = 0.1
+        [[draw.fault]]
+        kind = "stall"
+        every = "3s"
+        duration = "1s"
+        probability = 0.2
+        delay = ["10ms", "50ms"]
+    "#;
+
+    #[test]
+    fn draw_rules_are_ranges_left_to_each_timeline() {
+        let names = ["db1".to_owned(), "db2".to_owned(), "client".to_owned()];
+        let plan = FaultPlan::parse_named(DRAW, 1, 3, &names).unwrap();
+        assert_eq!(plan, FaultPlan::parse_named(DRAW, 2, 3, &names).unwrap(), "nothing drawn from the plan's seed");
+        let d = &plan.draw;
+        assert!(!d.swarm && !d.before_setup);
+        let p = &d.rules[0];
+        assert_eq!(
+            (p.kind, p.every_ns, p.duration_ns),
+            (DrawnKind::Partition, [1_000_000_000, 5_000_000_000], [100_000_000, 2_000_000_000])
+        );
+        assert_eq!(
+            p.targets,
+            [
+                Selector::Minority,
+                Selector::Ring,
+                Selector::Split(3),
+                Selector::Nodes(vec![0]),
+                Selector::Groups(vec![vec![0], vec![1, 2]])
+            ]
+        );
+        assert_eq!(p.one_way, 0.25);
+        assert_eq!((d.rules[1].probability, d.rules[1].among.clone()), ([0.1, 0.5], vec![0, 1]));
+        assert_eq!(d.rules[1].targets, [Selector::One], "one node by default");
+        assert_eq!((d.rules[2].torn, d.rules[2].stays_down), (0.5, 0.1));
+        assert_eq!(d.rules[3].delay_ns, [10_000_000, 50_000_000]);
+        let configured = plan.configured();
+        for kind in ["net.partition", "net.drop", "node.crash", "disk.stall"] {
+            assert!(configured.contains(&kind), "{configured:?}");
+        }
+        // Swarm testing is on unless a plan says otherwise.
+        let plain =
+            FaultPlan::parse("[[draw.fault]]\nkind = \"clog\"\nevery = \"1s\"\nduration = \"1s\"\n", 1, 3).unwrap();
+        assert!(plain.draw.swarm);
+        assert_eq!(plain.draw.rules[0].targets, [Selector::One, Selector::Minority, Selector::Majority]);
+    }
+
+    #[test]
+    fn bad_draw_rules_say_what_is_wrong() {
+        let rule = |body: &str| format!("[[draw.fault]]\nevery = \"1s\"\nduration = \"1s\"\n{body}");
+        for (body, needle) in [
+            ("kind = \"meteor\"", "unknown kind \"meteor\" (the kinds are partition, clog, drop"),
+            ("kind = \"drop\"", "draw.fault[0] (drop): give a `probability`"),
+            ("kind = \"latency\"", "give a `delay`"),
+            ("kind = \"partition\"\nprobability = 0.5", "`probability` does not apply"),
+            ("kind = \"crash\"\none_way = 0.5", "`one_way` does not apply"),
+            ("kind = \"drop\"\nprobability = 0.1\ntargets = [\"ring\"]", "apply to partition and clog only"),
+            ("kind = \"partition\"\ntargets = [\"all\"]", "`all` cuts nothing"),
+            ("kind = \"partition\"\ntargets = [\"split 1\"]", "unknown target \"split 1\""),
+            ("kind = \"partition\"\ntargets = [[7]]", "node 7 does not exist"),
+            ("kind = \"crash\"\ntorn = 2.0", "not between 0 and 1"),
+            ("kind = \"crash\"\nsometimes = 1", "unknown field `sometimes`"),
+        ] {
+            let e = FaultPlan::parse(&rule(body), 1, 3).unwrap_err();
+            assert!(e.contains(needle), "{body}: {e}");
+        }
+        let e =
+            FaultPlan::parse("[[draw.fault]]\nkind = \"clog\"\nevery = \"0s\"\nduration = \"1s\"\n", 1, 3).unwrap_err();
+        assert!(e.contains("every must be more than 0s"), "{e}");
+        let e = FaultPlan::parse(&rule("kind = \"clog\""), 1, 0).unwrap_err();
+        assert!(e.contains("drawn faults need nodes"), "{e}");
     }
 
     #[test]

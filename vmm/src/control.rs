@@ -1,0 +1,91 @@
+//! The few guest messages the machine itself acts on, at the exit that
+//! carries them (so that every execution of a timeline acts on them at the
+//! same point): every message still goes on to whoever reads them (the
+//! explorer), these are only also acted on.
+//!
+//! - `{"antithesis_setup": {"status": "complete", ...}}` (the SDKs'
+//!   setup complete): drawn faults are armed (`faults/schedule.rs`), and a
+//!   guest that asked for it (`hc::caps::SETUP`) gets `hc::event::SETUP`.
+//! - `{"hvsim_faults": {"pause": "10s"}}` pauses every fault for that much
+//!   virtual time (`"pause": null`: until resumed), what
+//!   `$ANTITHESIS_STOP_FAULTS 10` does in hvsim's guest;
+//!   `{"hvsim_faults": {"resume": true}}` ends a pause.
+//!
+//! Messages are untrusted: anything else, or a malformed one of these, is
+//! not a control message (the explorer counts garbage).
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    SetupComplete,
+    /// Pause faults for this many nanoseconds (`None`: until resumed).
+    PauseFaults(Option<u64>),
+    ResumeFaults,
+}
+
+/// The top-level keys of control messages.
+const SETUP: &str = "antithesis_setup";
+const FAULTS: &str = "hvsim_faults";
+
+/// What `message` asks of the machine, if anything. Only a message that
+/// starts with one of the control keys is parsed at all.
+pub fn recognize(message: &[u8]) -> Option<Control> {
+    let text = std::str::from_utf8(message).ok()?.trim_start();
+    let key = text.strip_prefix('{')?.trim_start();
+    if !key.starts_with(&format!("\"{SETUP}\"")) && !key.starts_with(&format!("\"{FAULTS}\"")) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    let object = value.as_object().filter(|o| o.len() == 1)?;
+    if let Some(setup) = object.get(SETUP) {
+        return (setup.get("status")?.as_str()? == "complete").then_some(Control::SetupComplete);
+    }
+    let faults = object.get(FAULTS)?.as_object().filter(|o| o.len() == 1)?;
+    match (faults.get("pause"), faults.get("resume")) {
+        (Some(Value::Null), None) => Some(Control::PauseFaults(None)),
+        (Some(Value::String(d)), None) => {
+            let d = humantime::parse_duration(d).ok()?;
+            Some(Control::PauseFaults(Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))))
+        }
+        (Some(Value::Number(n)), None) => {
+            let seconds = n.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
+            Some(Control::PauseFaults(Some((seconds * 1e9).min(u64::MAX as f64) as u64)))
+        }
+        (None, Some(Value::Bool(true))) => Some(Control::ResumeFaults),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_messages_and_everything_else() {
+        let r = |s: &str| recognize(s.as_bytes());
+        assert_eq!(r(r#"{"antithesis_setup":{"status":"complete","details":null}}"#), Some(Control::SetupComplete));
+        assert_eq!(
+            r(r#" { "antithesis_setup" : {"details":{"n":3},"status":"complete"}}"#),
+            Some(Control::SetupComplete)
+        );
+        assert_eq!(r(r#"{"antithesis_setup":{"status":"starting"}}"#), None);
+        assert_eq!(r(r#"{"hvsim_faults":{"pause":"1.5s"}}"#), Some(Control::PauseFaults(Some(1_500_000_000))));
+        assert_eq!(r(r#"{"hvsim_faults":{"pause":2}}"#), Some(Control::PauseFaults(Some(2_000_000_000))));
+        assert_eq!(r(r#"{"hvsim_faults":{"pause":null}}"#), Some(Control::PauseFaults(None)));
+        assert_eq!(r(r#"{"hvsim_faults":{"resume":true}}"#), Some(Control::ResumeFaults));
+        for other in [
+            r#"{"hvsim_faults":{"pause":-1}}"#,
+            r#"{"hvsim_faults":{"pause":"soon"}}"#,
+            r#"{"hvsim_faults":{"pause":"1s","resume":true}}"#,
+            r#"{"hvsim_faults":{"pause":"1s"},"x":1}"#,
+            r#"{"antithesis_assert":{"id":"antithesis_setup"}}"#,
+            r#"{"antithesis_setup":"#,
+            "not json",
+            "",
+        ] {
+            assert_eq!(r(other), None, "{other}");
+        }
+        assert_eq!(recognize(&[0xff, 0xfe]), None);
+    }
+}

@@ -1,0 +1,74 @@
+//! Faults: what a run injects, and the evidence of what landed.
+//!
+//! - [`plan`]: the plan file (TOML, see examples/faults/): faults written
+//!   down (rates, links, partitions and crashes at fixed times) and the
+//!   rules of faults a timeline draws;
+//! - [`schedule`]: the per-timeline schedule of drawn faults: generators,
+//!   swarm testing, pausing, and what struck;
+//! - [`network`], [`disk`], [`node`]: what each kind does, as the switch,
+//!   the disks and the node power schedule apply it.
+//!
+//! Every fault that touches a packet, a request or a node is counted by
+//! kind ([`Landed`]): a kind a plan switches on that touched nothing is
+//! reported as not landed.
+
+pub mod disk;
+pub mod network;
+pub mod node;
+pub mod plan;
+pub mod schedule;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use disk::DiskFaults;
+pub use network::{Burst, Cut, LinkDelay, NetFaults, Partition, Span};
+pub use node::Crash;
+pub use plan::{parse_size, FaultPlan};
+
+/// How many packets or requests each fault kind touched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Landed(pub BTreeMap<String, u64>);
+
+impl Landed {
+    pub fn hit(&mut self, kind: &str) {
+        tracing::debug!(fault = kind, "fault landed");
+        *self.0.entry(kind.to_owned()).or_insert(0) += 1;
+    }
+
+    pub fn add(&mut self, kind: &str, n: u64) {
+        if n > 0 {
+            *self.0.entry(kind.to_owned()).or_insert(0) += n;
+        }
+    }
+
+    pub fn get(&self, kind: &str) -> u64 {
+        self.0.get(kind).copied().unwrap_or(0)
+    }
+
+    pub fn merge(&mut self, other: &Landed) {
+        for (k, v) in &other.0 {
+            *self.0.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+}
+
+/// One line of landing evidence for the summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultReport {
+    pub kind: String,
+    pub landed: u64,
+    /// "landed", or "not landed": configured but touched nothing.
+    pub status: String,
+}
+
+impl FaultReport {
+    pub fn new(kind: &str, landed: u64) -> FaultReport {
+        FaultReport { kind: kind.to_owned(), landed, status: if landed > 0 { "landed" } else { "not landed" }.into() }
+    }
+}
+
+pub fn report(plan: &FaultPlan, landed: &Landed) -> Vec<FaultReport> {
+    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind))).collect()
+}

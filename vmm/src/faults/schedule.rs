@@ -1,0 +1,744 @@
+//! The per-timeline fault schedule: the faults a plan's `[[draw]]` rules let
+//! a timeline draw, as opposed to those the plan writes down.
+//!
+//! Each rule is a generator: a kind of fault, how often one starts (a gap
+//! drawn from `every` after the previous one's start), how long it lasts,
+//! and whom it may hit (a target selector drawn per fault). Everything is
+//! drawn from the schedule's own stream, `fault-draw`, which a branch
+//! re-seeds: the faults in force at a snapshot carry on in every branch of
+//! it to their drawn ends (a partition heals, a crashed node restarts), and
+//! each branch draws what comes after from its own seed, so two branches
+//! of one snapshot suffer different faults at different times. Faults may
+//! overlap.
+//!
+//! **Swarm testing.** A line of descent switches on a random half of the
+//! rules (at least one) at its first branch from the root, and its
+//! descendants inherit the choice: a timeline with partitions only can find
+//! what one with every fault at once drowns. Before that first branch (the
+//! root, `hvsim run`) every rule is on.
+//!
+//! **Arming.** Nothing is drawn until the schedule is armed: when the guest
+//! reports setup complete (or at the run's start with `before_setup`).
+//!
+//! **Pausing.** The guest can pause every fault for a while (see
+//! `control.rs`): the faults in force end at once (the network heals,
+//! crashed nodes come back), explicit faults hold off too, and drawn ones
+//! resume by themselves when the pause ends.
+//!
+//! What struck is kept (`struck`): kind, times, effect and what it touched,
+//! so a bug record holds the schedule that led to it.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::disk::DiskEffect;
+use super::network::{Cut, LinkEffect};
+use crate::entropy::Stream;
+
+/// The kinds of fault a rule may draw: every fault hvsim has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrawnKind {
+    Partition,
+    Clog,
+    Drop,
+    Duplicate,
+    Reorder,
+    Latency,
+    ReadError,
+    WriteError,
+    Corrupt,
+    Misdirect,
+    Stall,
+    LyingFlush,
+    Enospc,
+    Crash,
+}
+
+impl DrawnKind {
+    pub const ALL: [DrawnKind; 14] = [
+        DrawnKind::Partition,
+        DrawnKind::Clog,
+        DrawnKind::Drop,
+        DrawnKind::Duplicate,
+        DrawnKind::Reorder,
+        DrawnKind::Latency,
+        DrawnKind::ReadError,
+        DrawnKind::WriteError,
+        DrawnKind::Corrupt,
+        DrawnKind::Misdirect,
+        DrawnKind::Stall,
+        DrawnKind::LyingFlush,
+        DrawnKind::Enospc,
+        DrawnKind::Crash,
+    ];
+
+    /// As a plan writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DrawnKind::Partition => "partition",
+            DrawnKind::Clog => "clog",
+            DrawnKind::Drop => "drop",
+            DrawnKind::Duplicate => "duplicate",
+            DrawnKind::Reorder => "reorder",
+            DrawnKind::Latency => "latency",
+            DrawnKind::ReadError => "read_error",
+            DrawnKind::WriteError => "write_error",
+            DrawnKind::Corrupt => "corrupt",
+            DrawnKind::Misdirect => "misdirect",
+            DrawnKind::Stall => "stall",
+            DrawnKind::LyingFlush => "lying_flush",
+            DrawnKind::Enospc => "enospc",
+            DrawnKind::Crash => "crash",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DrawnKind> {
+        DrawnKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Its name in landing evidence (shared with the plan's fixed faults).
+    pub fn landing(self) -> &'static str {
+        match self {
+            DrawnKind::Partition => "net.partition",
+            DrawnKind::Clog => "net.clog",
+            DrawnKind::Drop => "net.drop",
+            DrawnKind::Duplicate => "net.duplicate",
+            DrawnKind::Reorder => "net.reorder",
+            DrawnKind::Latency => "net.latency",
+            DrawnKind::Crash => "node.crash",
+            k => k.disk_effect(0).expect("the rest are disk kinds").landing(),
+        }
+    }
+
+    /// A cut between groups of nodes (rather than faults on a set of them).
+    pub fn cuts(self) -> bool {
+        matches!(self, DrawnKind::Partition | DrawnKind::Clog)
+    }
+
+    /// Per packet or request, with a probability drawn per fault.
+    pub fn has_probability(self) -> bool {
+        matches!(self, DrawnKind::Drop | DrawnKind::Duplicate | DrawnKind::Reorder)
+            || self.disk_effect(0).is_some_and(|e| e != DiskEffect::Enospc)
+    }
+
+    /// With a delay drawn per fault: added latency, the reorder window, the
+    /// stall.
+    pub fn has_delay(self) -> bool {
+        matches!(self, DrawnKind::Latency | DrawnKind::Reorder | DrawnKind::Stall)
+    }
+
+    /// What a disk kind does, with `delay_ns` for a stall.
+    pub fn disk_effect(self, delay_ns: u64) -> Option<DiskEffect> {
+        Some(match self {
+            DrawnKind::ReadError => DiskEffect::ReadError,
+            DrawnKind::WriteError => DiskEffect::WriteError,
+            DrawnKind::Corrupt => DiskEffect::Corrupt,
+            DrawnKind::Misdirect => DiskEffect::Misdirect,
+            DrawnKind::Stall => DiskEffect::Stall { stall_ns: delay_ns },
+            DrawnKind::LyingFlush => DiskEffect::LyingFlush,
+            DrawnKind::Enospc => DiskEffect::Enospc,
+            _ => return None,
+        })
+    }
+}
+
+/// Whom a drawn fault hits, among the nodes its rule allows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selector {
+    /// One node (a cut: it against the rest).
+    One,
+    /// A strict minority, (n-1)/2 nodes (at least one).
+    Minority,
+    /// A majority, n/2+1 nodes.
+    Majority,
+    /// Every node (not for cuts).
+    All,
+    /// A random split into this many groups (cuts only).
+    Split(u16),
+    /// A ring of overlapping majorities: each node reaches those near it on
+    /// a random ring, a majority, and no two the same one (cuts only).
+    Ring,
+    /// These nodes (a cut: them against the rest).
+    Nodes(Vec<u16>),
+    /// These groups (cuts only).
+    Groups(Vec<Vec<u16>>),
+}
+
+/// One kind of fault a timeline may draw, and its ranges (`[min, max]`,
+/// drawn uniformly per fault).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    pub kind: DrawnKind,
+    /// From one fault's start to the next's.
+    pub every_ns: [u64; 2],
+    pub duration_ns: [u64; 2],
+    /// One is drawn per fault.
+    pub targets: Vec<Selector>,
+    /// The nodes it may hit; every node if empty.
+    pub among: Vec<u16>,
+    /// Cuts: the chance that one is one-way (the targets cannot send to
+    /// the rest, but hear them).
+    pub one_way: f64,
+    pub probability: [f64; 2],
+    pub delay_ns: [u64; 2],
+    /// Crashes: the chance that unflushed writes tear rather than vanish,
+    /// and that the node stays down.
+    pub torn: f64,
+    pub stays_down: f64,
+}
+
+/// What a drawn fault does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Effect {
+    Links(LinkEffect),
+    Disks {
+        nodes: Vec<u16>,
+        effect: DiskEffect,
+        probability: f64,
+    },
+    /// The nodes lose power, and get it back when the fault ends.
+    Crash {
+        nodes: Vec<u16>,
+        torn: bool,
+    },
+}
+
+impl Effect {
+    /// The nodes it hits (a cut: every node on either side).
+    pub fn nodes(&self) -> Vec<u16> {
+        match self {
+            Effect::Links(l) => match l {
+                LinkEffect::Partition(c) | LinkEffect::Clog(c) => c.nodes(),
+                LinkEffect::Drop { nodes, .. }
+                | LinkEffect::Duplicate { nodes, .. }
+                | LinkEffect::Reorder { nodes, .. }
+                | LinkEffect::Latency { nodes, .. } => nodes.clone(),
+            },
+            Effect::Disks { nodes, .. } | Effect::Crash { nodes, .. } => nodes.clone(),
+        }
+    }
+}
+
+/// A drawn fault: what, when, whom, and (once it ended) what it touched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// Its number in its timeline: a branch goes on from its snapshot's.
+    pub id: u64,
+    pub kind: DrawnKind,
+    pub start_ns: u64,
+    /// When it ends, as drawn; `u64::MAX` for a node that stays down.
+    pub end_ns: u64,
+    pub effect: Effect,
+    /// Packets or requests it touched (a crash: the nodes it took down).
+    pub landed: u64,
+    /// When it really ended, if it has: earlier than `end_ns` if faults
+    /// were paused.
+    pub ended_ns: Option<u64>,
+}
+
+/// Whether faults are paused, and until when.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Pause {
+    #[default]
+    Off,
+    Until(u64),
+    /// Until the guest resumes them.
+    Indefinite,
+}
+
+/// What the devices do, in order, when the schedule says so.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Start(Episode),
+    /// The fault ends: the devices undo it and report what it touched
+    /// ([`Schedule::close`]).
+    End(Episode),
+    /// Every fault stops: the network heals, nodes come back.
+    Pause,
+    Resume,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Schedule {
+    pub rules: Vec<Rule>,
+    /// Draw from the run's start instead of from setup complete.
+    pub before_setup: bool,
+    pub swarm: bool,
+    nodes: u16,
+    /// The rules this line of descent switched on; `None` before its first
+    /// branch: every rule.
+    on: Option<Vec<bool>>,
+    armed: bool,
+    /// When each rule's next fault starts.
+    next_ns: Vec<Option<u64>>,
+    active: Vec<Episode>,
+    ended: Vec<Episode>,
+    next_id: u64,
+    stream: Stream,
+    pause: Pause,
+}
+
+/// A uniform draw from `[lo, hi]`.
+fn between(stream: &mut Stream, [lo, hi]: [u64; 2]) -> u64 {
+    debug_assert!(lo <= hi, "plans check their ranges");
+    lo + match (hi - lo).checked_add(1) {
+        Some(n) => stream.below(n),
+        None => stream.next_u64(),
+    }
+}
+
+fn between_f(stream: &mut Stream, [lo, hi]: [f64; 2]) -> f64 {
+    lo + (hi - lo) * ((stream.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+/// `items` in a random order.
+fn shuffled(stream: &mut Stream, mut items: Vec<u16>) -> Vec<u16> {
+    for i in (1..items.len()).rev() {
+        let j = stream.below(i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
+    items
+}
+
+impl Schedule {
+    pub fn new(rules: Vec<Rule>, before_setup: bool, swarm: bool, nodes: u16, seed: u64) -> Schedule {
+        let n = rules.len();
+        Schedule {
+            rules,
+            before_setup,
+            swarm,
+            nodes,
+            on: None,
+            armed: false,
+            next_ns: vec![None; n],
+            active: Vec::new(),
+            ended: Vec::new(),
+            next_id: 0,
+            stream: Stream::new(seed, "fault-draw"),
+            pause: Pause::Off,
+        }
+    }
+
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    pub fn paused(&self) -> bool {
+        self.pause != Pause::Off
+    }
+
+    /// The rules switched on in this line of descent.
+    pub fn on(&self) -> Vec<DrawnKind> {
+        (0..self.rules.len()).filter(|&i| self.enabled(i)).map(|i| self.rules[i].kind).collect()
+    }
+
+    fn enabled(&self, i: usize) -> bool {
+        self.on.as_ref().is_none_or(|on| on[i])
+    }
+
+    /// Starts drawing, from `now` (once).
+    pub fn arm(&mut self, now: u64) {
+        if self.armed || self.rules.is_empty() {
+            return;
+        }
+        self.armed = true;
+        for i in 0..self.rules.len() {
+            self.next_ns[i] = self.draw_next(i, now);
+        }
+    }
+
+    /// A branch: what comes after `now` is drawn from `seed`; the faults in
+    /// force go on. The first branch of a line of descent picks its rules.
+    pub fn reseed(&mut self, seed: u64, now: u64) {
+        self.stream.reseed(seed);
+        if self.rules.is_empty() {
+            return;
+        }
+        if self.swarm && self.on.is_none() {
+            let mut on: Vec<bool> = (0..self.rules.len()).map(|_| self.stream.chance(0.5)).collect();
+            if !on.contains(&true) {
+                let n = on.len() as u64;
+                on[self.stream.below(n) as usize] = true;
+            }
+            self.on = Some(on);
+        }
+        if self.armed && !self.paused() {
+            for i in 0..self.rules.len() {
+                self.next_ns[i] = self.draw_next(i, now);
+            }
+        }
+    }
+
+    fn draw_next(&mut self, i: usize, from: u64) -> Option<u64> {
+        if !self.enabled(i) {
+            return None;
+        }
+        let every = self.rules[i].every_ns;
+        Some(from.saturating_add(between(&mut self.stream, every).max(1)))
+    }
+
+    /// When the schedule next has something to do.
+    pub fn deadline(&self) -> Option<u64> {
+        match self.pause {
+            Pause::Until(t) => return Some(t),
+            Pause::Indefinite => return None,
+            Pause::Off => {}
+        }
+        let ends = self.active.iter().map(|e| e.end_ns).filter(|&t| t != u64::MAX);
+        let starts = self.next_ns.iter().flatten().copied();
+        ends.chain(starts).min()
+    }
+
+    /// What is due at `now`: a pause ending, faults ending (first), faults
+    /// starting. `down` are the nodes without power (a crash takes only
+    /// nodes that have it).
+    pub fn due(&mut self, now: u64, down: &BTreeSet<u16>) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if matches!(self.pause, Pause::Until(t) if t <= now) {
+            steps.extend(self.resume(now));
+        }
+        if self.paused() {
+            return steps;
+        }
+        self.active.sort_by_key(|e| (e.end_ns, e.id));
+        while self.active.first().is_some_and(|e| e.end_ns <= now) {
+            let mut e = self.active.remove(0);
+            e.ended_ns = Some(e.end_ns);
+            steps.push(Step::End(e));
+        }
+        let mut down = down.clone();
+        for i in 0..self.rules.len() {
+            while let Some(t) = self.next_ns[i].filter(|&t| t <= now) {
+                if let Some(e) = self.draw(i, t, &down) {
+                    if let Effect::Crash { nodes, .. } = &e.effect {
+                        down.extend(nodes);
+                    }
+                    self.active.push(e.clone());
+                    steps.push(Step::Start(e));
+                }
+                self.next_ns[i] = self.draw_next(i, t);
+            }
+        }
+        steps
+    }
+
+    /// Pauses every fault from `now` until `until` (`None`: until resumed).
+    /// A pause already in force lasts until the later of the two.
+    pub fn pause(&mut self, now: u64, until: Option<u64>) -> Vec<Step> {
+        let was = self.pause;
+        self.pause = match (was, until) {
+            (Pause::Indefinite, _) | (_, None) => Pause::Indefinite,
+            (Pause::Until(a), Some(b)) => Pause::Until(a.max(b)),
+            (Pause::Off, Some(b)) => Pause::Until(b),
+        };
+        if was != Pause::Off {
+            return Vec::new();
+        }
+        let mut steps = vec![Step::Pause];
+        self.active.sort_by_key(|e| e.id);
+        for mut e in std::mem::take(&mut self.active) {
+            e.ended_ns = Some(now);
+            steps.push(Step::End(e));
+        }
+        steps
+    }
+
+    /// Ends a pause: drawing resumes from `now`.
+    pub fn resume(&mut self, now: u64) -> Vec<Step> {
+        if self.pause == Pause::Off {
+            return Vec::new();
+        }
+        self.pause = Pause::Off;
+        if self.armed {
+            for i in 0..self.rules.len() {
+                if self.next_ns[i].is_none_or(|t| t < now) {
+                    self.next_ns[i] = self.draw_next(i, now);
+                }
+            }
+        }
+        vec![Step::Resume]
+    }
+
+    /// Keeps an ended fault with what it touched.
+    pub fn close(&mut self, mut e: Episode, landed: u64) {
+        debug_assert!(e.ended_ns.is_some(), "only ended faults are closed");
+        e.landed = landed;
+        self.ended.push(e);
+    }
+
+    /// Every drawn fault that struck in this timeline, in the order they
+    /// started: those that ended, then those in force (with what they
+    /// touched so far left to the devices to fill in).
+    pub fn struck(&self) -> Vec<Episode> {
+        let mut all: Vec<Episode> = self.ended.iter().chain(&self.active).cloned().collect();
+        all.sort_by_key(|e| e.id);
+        all
+    }
+
+    /// The faults in force.
+    pub fn active(&self) -> &[Episode] {
+        &self.active
+    }
+
+    /// Draws rule `i`'s fault starting at `t`; none if it can hit nobody.
+    fn draw(&mut self, i: usize, t: u64, down: &BTreeSet<u16>) -> Option<Episode> {
+        let rule = self.rules[i].clone();
+        let s = &mut self.stream;
+        let duration = between(s, rule.duration_ns);
+        let mut end_ns = t.saturating_add(duration).max(t + 1);
+        let mut candidates: Vec<u16> =
+            if rule.among.is_empty() { (0..self.nodes).collect() } else { rule.among.clone() };
+        if rule.kind == DrawnKind::Crash {
+            candidates.retain(|n| !down.contains(n));
+        }
+        let selector = rule.targets[s.below(rule.targets.len() as u64) as usize].clone();
+        let effect = if rule.kind.cuts() {
+            let cut = draw_cut(s, &selector, &candidates, rule.one_way)?;
+            Effect::Links(if rule.kind == DrawnKind::Partition {
+                LinkEffect::Partition(cut)
+            } else {
+                LinkEffect::Clog(cut)
+            })
+        } else {
+            let nodes = draw_set(s, &selector, &candidates)?;
+            let probability = if rule.kind.has_probability() { between_f(s, rule.probability) } else { 1.0 };
+            let delay_ns = if rule.kind.has_delay() { between(s, rule.delay_ns) } else { 0 };
+            match rule.kind {
+                DrawnKind::Drop => Effect::Links(LinkEffect::Drop { nodes, probability }),
+                DrawnKind::Duplicate => Effect::Links(LinkEffect::Duplicate { nodes, probability }),
+                DrawnKind::Reorder => Effect::Links(LinkEffect::Reorder { nodes, probability, delay_ns }),
+                DrawnKind::Latency => Effect::Links(LinkEffect::Latency { nodes, delay_ns }),
+                DrawnKind::Crash => {
+                    let torn = s.chance(rule.torn);
+                    if s.chance(rule.stays_down) {
+                        end_ns = u64::MAX;
+                    }
+                    Effect::Crash { nodes, torn }
+                }
+                k => Effect::Disks {
+                    nodes,
+                    effect: k.disk_effect(delay_ns).expect("every other kind is a disk kind"),
+                    probability,
+                },
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        tracing::debug!(id, kind = rule.kind.name(), start = t, end = end_ns, "drawn fault");
+        Some(Episode { id, kind: rule.kind, start_ns: t, end_ns, effect, landed: 0, ended_ns: None })
+    }
+}
+
+/// The nodes a selector picks among `candidates`; none if it picks nobody.
+fn draw_set(s: &mut Stream, selector: &Selector, candidates: &[u16]) -> Option<Vec<u16>> {
+    let n = candidates.len();
+    let take = |s: &mut Stream, k: usize| {
+        let mut picked: Vec<u16> = shuffled(s, candidates.to_vec()).into_iter().take(k).collect();
+        picked.sort_unstable();
+        picked
+    };
+    let set = match selector {
+        Selector::One => take(s, 1),
+        Selector::Minority => take(s, ((n.saturating_sub(1)) / 2).max(1)),
+        Selector::Majority => take(s, (n / 2 + 1).min(n)),
+        Selector::All => candidates.to_vec(),
+        Selector::Nodes(nodes) => nodes.iter().copied().filter(|x| candidates.contains(x)).collect(),
+        Selector::Split(_) | Selector::Ring | Selector::Groups(_) => {
+            unreachable!("plans allow these selectors for cuts only")
+        }
+    };
+    (!set.is_empty()).then_some(set)
+}
+
+/// The cut a selector makes among `candidates`; none if it cuts nothing.
+fn draw_cut(s: &mut Stream, selector: &Selector, candidates: &[u16], one_way: f64) -> Option<Cut> {
+    let cut = match selector {
+        Selector::Split(k) => {
+            let k = usize::from(*k).min(candidates.len());
+            let mut groups = vec![Vec::new(); k];
+            for (i, node) in shuffled(s, candidates.to_vec()).into_iter().enumerate() {
+                groups[i % k].push(node);
+            }
+            groups.iter_mut().for_each(|g| g.sort_unstable());
+            Cut::Groups(groups)
+        }
+        Selector::Ring => {
+            let ring = shuffled(s, candidates.to_vec());
+            let n = ring.len();
+            // Each node reaches those within `reach` on the ring: with
+            // itself, a majority.
+            let reach = (n / 2).div_ceil(2);
+            let mut pairs = Vec::new();
+            for i in 0..n {
+                for j in i + 1..n {
+                    let d = (j - i).min(n - (j - i));
+                    if d > reach {
+                        let (a, b) = (ring[i].min(ring[j]), ring[i].max(ring[j]));
+                        pairs.push((a, b));
+                    }
+                }
+            }
+            pairs.sort_unstable();
+            Cut::Pairs(pairs)
+        }
+        Selector::Groups(groups) => Cut::Groups(groups.clone()),
+        _ => {
+            let side = draw_set(s, selector, candidates)?;
+            let rest: Vec<u16> = candidates.iter().copied().filter(|n| !side.contains(n)).collect();
+            if rest.is_empty() {
+                return None;
+            }
+            if s.chance(one_way) {
+                Cut::OneWay { from: side, to: rest }
+            } else {
+                Cut::Groups(vec![side, rest])
+            }
+        }
+    };
+    let cuts_something = match &cut {
+        Cut::Groups(g) => g.iter().filter(|g| !g.is_empty()).count() >= 2,
+        Cut::Pairs(p) => !p.is_empty(),
+        Cut::OneWay { .. } => true,
+    };
+    cuts_something.then_some(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(kind: DrawnKind, targets: Vec<Selector>) -> Rule {
+        Rule {
+            kind,
+            every_ns: [1_000, 2_000],
+            duration_ns: [100, 500],
+            targets,
+            among: Vec::new(),
+            one_way: 0.0,
+            probability: [0.1, 0.2],
+            delay_ns: [10, 20],
+            torn: 0.5,
+            stays_down: 0.0,
+        }
+    }
+
+    fn run(s: &mut Schedule, until: u64) -> Vec<Step> {
+        let mut steps = Vec::new();
+        while let Some(t) = s.deadline().filter(|&t| t <= until) {
+            steps.extend(s.due(t, &BTreeSet::new()));
+        }
+        steps
+    }
+
+    fn starts(steps: &[Step]) -> Vec<(u64, u64)> {
+        steps.iter().filter_map(|s| if let Step::Start(e) = s { Some((e.start_ns, e.end_ns)) } else { None }).collect()
+    }
+
+    #[test]
+    fn nothing_is_drawn_until_armed_and_a_seed_always_draws_the_same() {
+        let rules = vec![rule(DrawnKind::Partition, vec![Selector::Minority, Selector::Ring])];
+        let mut a = Schedule::new(rules.clone(), false, false, 5, 1);
+        assert_eq!(a.deadline(), None, "not armed");
+        a.arm(10_000);
+        let mut b = a.clone();
+        let (sa, sb) = (run(&mut a, 50_000), run(&mut b, 50_000));
+        assert_eq!(sa, sb);
+        let first = starts(&sa);
+        assert!(first.len() >= 15 && first.iter().all(|&(s, e)| s >= 11_000 && e > s), "{first:?}");
+    }
+
+    #[test]
+    fn two_branches_of_one_snapshot_draw_differently_and_keep_what_is_in_force() {
+        let rules = vec![rule(DrawnKind::Partition, vec![Selector::Minority])];
+        let mut root = Schedule::new(rules, false, false, 5, 1);
+        root.arm(0);
+        run(&mut root, 5_000);
+        let in_force = root.active().to_vec();
+        let (mut a, mut b) = (root.clone(), root.clone());
+        a.reseed(11, 5_000);
+        b.reseed(12, 5_000);
+        assert_eq!(a.active(), in_force.as_slice(), "the partition in force carries on");
+        let (sa, sb) = (run(&mut a, 20_000), run(&mut b, 20_000));
+        assert_ne!(starts(&sa), starts(&sb));
+        // What was in force ends when it was drawn to, in both.
+        for e in &in_force {
+            for steps in [&sa, &sb] {
+                assert!(steps
+                    .iter()
+                    .any(|s| matches!(s, Step::End(x) if x.id == e.id && x.ended_ns == Some(e.end_ns))));
+            }
+        }
+        let mut a2 = root.clone();
+        a2.reseed(11, 5_000);
+        assert_eq!(run(&mut a2, 20_000), sa, "the same branch seed draws the same");
+    }
+
+    #[test]
+    fn swarm_switches_on_a_subset_per_line_of_descent() {
+        let rules: Vec<Rule> = DrawnKind::ALL.iter().map(|&k| rule(k, vec![Selector::One])).collect();
+        let mut root = Schedule::new(rules, false, true, 3, 1);
+        root.arm(0);
+        assert_eq!(root.on().len(), 14, "every rule before the first branch");
+        let mut seen = BTreeSet::new();
+        for seed in 0..20 {
+            let mut child = root.clone();
+            child.reseed(seed, 0);
+            let on = child.on();
+            assert!(!on.is_empty() && on.len() < 14, "{on:?}");
+            let mut grandchild = child.clone();
+            grandchild.reseed(seed + 100, 10);
+            assert_eq!(grandchild.on(), on, "descendants inherit the choice");
+            seen.insert(on);
+        }
+        assert!(seen.len() > 10, "lines of descent differ: {seen:?}");
+    }
+
+    #[test]
+    fn a_pause_ends_what_is_in_force_and_drawing_resumes_after_it() {
+        let rules = vec![rule(DrawnKind::Crash, vec![Selector::One])];
+        let mut s = Schedule::new(rules, false, false, 3, 1);
+        s.arm(0);
+        let before = run(&mut s, 1_999);
+        assert!(!starts(&before).is_empty());
+        let mut s2 = s.clone();
+        while s2.active().is_empty() {
+            let t = s2.deadline().unwrap();
+            s2.due(t, &BTreeSet::new());
+        }
+        let now = s2.active()[0].start_ns;
+        let steps = s2.pause(now, Some(now + 10_000));
+        assert_eq!(steps[0], Step::Pause);
+        assert!(steps[1..].iter().all(|st| matches!(st, Step::End(e) if e.ended_ns == Some(now))), "{steps:?}");
+        assert_eq!(s2.deadline(), Some(now + 10_000), "nothing until the pause ends");
+        let after = run(&mut s2, now + 20_000);
+        assert_eq!(after[0], Step::Resume);
+        assert!(starts(&after).iter().all(|&(start, _)| start >= now + 10_000), "{after:?}");
+        assert!(!starts(&after).is_empty(), "drawing resumed");
+    }
+
+    #[test]
+    fn selectors_pick_what_they_say() {
+        let mut s = Stream::new(1, "test");
+        let five: Vec<u16> = (0..5).collect();
+        assert_eq!(draw_set(&mut s, &Selector::One, &five).unwrap().len(), 1);
+        assert_eq!(draw_set(&mut s, &Selector::Minority, &five).unwrap().len(), 2);
+        assert_eq!(draw_set(&mut s, &Selector::Majority, &five).unwrap().len(), 3);
+        assert_eq!(draw_set(&mut s, &Selector::Nodes(vec![1, 9]), &five).unwrap(), [1]);
+        let Some(Cut::Groups(g)) = draw_cut(&mut s, &Selector::Split(3), &five, 0.0) else { panic!() };
+        assert_eq!((g.len(), g.iter().map(Vec::len).sum::<usize>()), (3, 5));
+        let Some(Cut::OneWay { from, to }) = draw_cut(&mut s, &Selector::Minority, &five, 1.0) else { panic!() };
+        assert_eq!((from.len(), to.len()), (2, 3));
+        let Some(ring @ Cut::Pairs(_)) = draw_cut(&mut s, &Selector::Ring, &five, 0.0) else { panic!() };
+        // Each node reaches a majority (itself and two others), and no two
+        // reach the same set.
+        let reach: Vec<Vec<u16>> =
+            five.iter().map(|&a| five.iter().copied().filter(|&b| !ring.blocks(a, b)).collect()).collect();
+        assert!(reach.iter().all(|r| r.len() == 3), "{reach:?}");
+        let distinct: BTreeSet<&Vec<u16>> = reach.iter().collect();
+        assert_eq!(distinct.len(), 5);
+        assert_eq!(draw_cut(&mut s, &Selector::All, &five, 0.0), None, "nobody on the other side");
+    }
+}
