@@ -253,7 +253,8 @@ impl Session {
                 }
             );
             for f in &summary.faults {
-                eprintln!("hvsim: fault {:<18} {:<11} ({} touched)", f.kind, f.status, f.landed);
+                let drawn = if f.drawn > 0 { format!(", {} drawn faults", f.drawn) } else { String::new() };
+                eprintln!("hvsim: fault {:<18} {:<11} ({} touched{drawn})", f.kind, f.status, f.landed);
             }
             for d in &summary.devices {
                 if let Some(reason) = &d.broken {

@@ -502,3 +502,170 @@ fn linux_branches_run_on_two_machines_as_on_one() {
         assert_eq!(v["reproduced"], true, "{v}");
     }
 }
+
+/// A ping from node 1 to node 0, then the virtual time, on one line.
+const PING_ONCE: &str = r#"ping_once() { if hvsim-node 1 ping -c 1 -W 1 10.0.0.1 >/dev/null 2>&1; then r=ok; else r=lost; fi; stamp; echo "ping $r at $up"; }
+"#;
+
+/// Partitions of one node from the other, drawn every 50 ms and lasting
+/// 10 s: once drawing starts, the nodes are always cut off.
+const ALWAYS_PARTITIONED: &str = r#"
+[[draw.fault]]
+kind = "partition"
+every = "50ms"
+duration = "10s"
+targets = ["one"]
+"#;
+
+const SETUP: &str = r#"echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+stamp; echo "setup at $up"
+"#;
+
+/// The pings' results, in order.
+fn pings(v: &Value) -> Vec<String> {
+    lines(v).iter().filter_map(|l| l.strip_prefix("ping ")?.split(" at ").next().map(str::to_owned)).collect()
+}
+
+/// Drawn faults start at setup complete (or at the run's start where the
+/// plan opts in), a stop-faults request heals the network at once for its
+/// virtual time, and drawn faults resume after it by themselves; every
+/// one that struck is in the summary, and one the pause cut short says so.
+#[test]
+fn drawn_faults_start_at_setup_complete_and_stop_faults_heals_for_its_time() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "drawn.toml", ALWAYS_PARTITIONED);
+    let script = format!(
+        "{LIB}{PING_ONCE}ping_once\n{SETUP}pause 0.2\nping_once\n$ANTITHESIS_STOP_FAULTS 3\nstamp; echo \"paused at $up\"\nping_once\npause 3.5\nping_once\n"
+    );
+    let v = nodes_run(Some(&plan), &[], &script);
+    assert_eq!(pings(&v), ["ok", "lost", "ok", "lost"], "{:#?}", lines(&v));
+    let at = |what: &str| -> f64 {
+        lines(&v).iter().find_map(|l| l.strip_prefix(&format!("{what} at "))?.trim().parse().ok()).unwrap()
+    };
+    let (setup_s, paused_s) = (at("setup"), at("paused"));
+    let drawn = v["drawn_faults"].as_array().unwrap();
+    let seconds = |f: &Value, k: &str| f[k].as_u64().unwrap() as f64 / 1e9;
+    assert!(drawn.len() >= 3, "{drawn:#?}");
+    for f in drawn {
+        assert_eq!(f["kind"], "partition");
+        let start = seconds(f, "start_ns");
+        assert!(start >= setup_s - 0.01, "a drawn fault before setup complete: {f}");
+        assert!(!(paused_s + 0.01..paused_s + 2.99).contains(&start), "a drawn fault during the pause: {f}");
+    }
+    let cut_short: Vec<&Value> =
+        drawn.iter().filter(|f| f["ended_ns"].as_u64().is_some_and(|e| e < f["end_ns"].as_u64().unwrap())).collect();
+    assert!(!cut_short.is_empty() && cut_short.iter().all(|f| (seconds(f, "ended_ns") - paused_s).abs() < 0.05));
+    assert!(drawn.iter().any(|f| seconds(f, "start_ns") >= paused_s + 3.0), "drawing resumed: {drawn:#?}");
+    assert!(drawn.iter().map(|f| f["landed"].as_u64().unwrap()).sum::<u64>() > 0);
+    let partition = fault(&v, "net.partition");
+    assert!(partition["drawn"].as_u64() >= Some(3) && partition["status"] == "landed", "{partition}");
+
+    // Opted in, they strike from the run's start.
+    let early = write(dir.path(), "early.toml", &format!("[draw]\nbefore_setup = true\n{ALWAYS_PARTITIONED}"));
+    let v = nodes_run(Some(&early), &[], &format!("{LIB}{PING_ONCE}pause 0.2\nping_once\n"));
+    assert_eq!(pings(&v), ["lost"]);
+}
+
+/// A plan's faults written down run exactly as they did without drawn
+/// ones: drawn rules that never arm (the guest never reports setup
+/// complete) leave the run the same, every exit and memory.
+#[test]
+fn drawn_rules_that_never_draw_leave_an_explicit_plan_as_it_was() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let explicit =
+        "[[network.partition]]\nstart = \"1s\"\nheal = \"60s\"\ngroups = [[0], [1]]\n[network]\ndrop = 0.1\n";
+    let plain = write(dir.path(), "plain.toml", explicit);
+    let with_rules = write(dir.path(), "rules.toml", &format!("{explicit}{ALWAYS_PARTITIONED}"));
+    let script = format!("{LIB}{PING_ONCE}ping_once\npause 1.5\nping_once\n");
+    let (a, b) = (nodes_run(Some(&plain), &[], &script), nodes_run(Some(&with_rules), &[], &script));
+    assert_eq!(pings(&a), ["ok", "lost"]);
+    for field in ["trace_hash", "memory_hash", "exits", "vtime_ns", "console"] {
+        assert_eq!(a[field], b[field], "{field}");
+    }
+    assert_eq!(b["drawn_faults"], Value::Array(vec![]));
+}
+
+/// Branches of one snapshot (a replay of it with a new seed) draw their
+/// own faults from their seeds: the same seed the same schedule, another
+/// seed another; a fault in force at the snapshot goes on in both to its
+/// drawn end.
+#[test]
+fn branches_of_one_snapshot_draw_their_own_faults_and_inherit_those_in_force() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "drawn.toml",
+        "[[draw.fault]]\nkind = \"partition\"\nevery = [\"100ms\", \"1s\"]\nduration = [\"300ms\", \"2s\"]\n\
+         targets = [\"one\"]\n\n[[draw.fault]]\nkind = \"drop\"\nevery = [\"200ms\", \"1s\"]\nduration = \"500ms\"\n\
+         probability = [0.2, 0.8]\n",
+    );
+    let snap = dir.path().join("drawn.snap");
+    let script = format!("{LIB}{SETUP}pause 6\ntrue\n");
+    let at = 3_000_000_000u64;
+    nodes_run(Some(&plan), &["--snapshot-at", "3s", "--save-snapshot", snap.to_str().unwrap()], &script);
+    let branch = |seed: &str| -> Vec<Value> {
+        let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap(), "--seed", seed]);
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+        v["drawn_faults"].as_array().unwrap().clone()
+    };
+    let (a, again, b) = (branch("1"), branch("1"), branch("2"));
+    assert_eq!(a, again, "the same branch seed draws the same schedule");
+    let after =
+        |s: &[Value]| -> Vec<Value> { s.iter().filter(|f| f["start_ns"].as_u64().unwrap() >= at).cloned().collect() };
+    assert!(!after(&a).is_empty() && !after(&b).is_empty());
+    assert_ne!(after(&a), after(&b), "another seed draws another schedule");
+    let before = |s: &[Value]| -> Vec<Value> {
+        s.iter().filter(|f| f["start_ns"].as_u64().unwrap() < at).map(|f| f["end_ns"].clone()).collect()
+    };
+    assert!(!before(&a).is_empty(), "faults struck before the snapshot: {a:#?}");
+    assert_eq!(before(&a), before(&b), "what was drawn before the snapshot ends when it was drawn to, in both");
+}
+
+/// A bug that only a drawn partition reveals, which no plan names: found by
+/// exploring, its record lists the drawn faults that struck before it, and
+/// it replays.
+#[test]
+fn explore_finds_a_bug_under_a_drawn_partition_and_its_record_lists_it() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Partitions come and go; the ping, 50 ms after setup complete, is lost
+    // in the timelines where one is in force then.
+    let plan = write(
+        dir.path(),
+        "drawn.toml",
+        "[[draw.fault]]\nkind = \"partition\"\nevery = [\"10ms\", \"80ms\"]\nduration = [\"20ms\", \"60ms\"]\n\
+         targets = [\"one\", \"majority\"]\n",
+    );
+    let out = dir.path().join("out");
+    let script = format!("{LIB}{}", PING.replacen("\nif ", "\npause 0.05\nif ", 1));
+    let plan = plan.to_str().unwrap();
+    let args = ["--linux", "--nodes", "2", "--fault-plan", plan, "--init-cmd", &script, "--branches", "6"];
+    let r = explore_json(&args, &out);
+    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
+    let bug = bug.unwrap_or_else(|| panic!("no drawn partition broke the ping in 6 branches: {}", r["summary"]));
+    let partition = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "net.partition").unwrap().clone();
+    assert!(partition["drawn"].as_u64() > Some(0) && partition["landed"].as_u64() > Some(0), "{partition}");
+    let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
+    let struck = record["faults"].as_array().unwrap();
+    let failed_at = record["at"]["vtime_ns"].as_u64().unwrap();
+    assert!(
+        struck.iter().any(|f| f["kind"] == "partition" && f["start_ns"].as_u64().unwrap() <= failed_at),
+        "{struck:#?}"
+    );
+    assert!(bug["faults"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().starts_with("partition ")), "{bug}");
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+}

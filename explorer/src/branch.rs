@@ -18,13 +18,15 @@
 use std::time::{Duration, Instant};
 
 use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
+use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
 use crate::coverage::FreshBits;
-use crate::engine::{is_crash, point, FaultTally, Knowledge};
+use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
+use crate::faults::FaultTally;
 use crate::timeline::{Point, Timeline};
 
 /// A branch to run: from which snapshot, with which seed.
@@ -47,6 +49,8 @@ pub(crate) struct Failure {
     pub console_tail: Vec<String>,
     /// The console's length there.
     pub console_bytes: usize,
+    /// The drawn faults that struck in the timeline up to there.
+    pub faults: Vec<Episode>,
 }
 
 impl Failure {
@@ -56,6 +60,7 @@ impl Failure {
             fingerprint: Fingerprint::of(m),
             console_tail: bug::console_tail(m.console()),
             console_bytes: m.console().len(),
+            faults: m.state().devices.virtio.struck(),
         }
     }
 }
@@ -115,7 +120,7 @@ pub(crate) fn run(
     let restore = started.elapsed();
     machine.reseed(job.seed)?;
     let mut known = known.clone();
-    let before = FaultTally::landed(machine);
+    let before = FaultTally::mark(machine);
     let from = machine.now();
     let deadline = Vtime(from.nanos().saturating_add(rules.slice.nanos()));
     let mut stops = Vec::new();

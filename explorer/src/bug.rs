@@ -14,6 +14,7 @@ use std::path::Path;
 
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::world::World;
+use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::summary::Replayable;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
@@ -106,6 +107,11 @@ pub struct BugRecord {
     /// The machine at the failure; `None` in records written before then.
     #[serde(default)]
     pub failure: Option<Fingerprint>,
+    /// The drawn faults that struck in its timeline before the failure
+    /// (`hvsim_vmm::faults::schedule`), with what each touched: the
+    /// schedule that led to it. (Its seeds reproduce them in a replay.)
+    #[serde(default)]
+    pub faults: Vec<Episode>,
     /// What failed after it in the same timeline (a service exiting with
     /// an error, another assertion): consequences of the bug, not bugs of
     /// their own.
@@ -234,6 +240,7 @@ impl BugRecord {
             console_tail: Vec::new(),
             world,
             failure: Some(failure),
+            faults: Vec::new(),
             after: Vec::new(),
             console_after: Vec::new(),
             reproduction,

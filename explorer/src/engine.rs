@@ -31,7 +31,6 @@ use hvsim_guest_image::host::Host;
 use hvsim_guest_image::world::World;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::entropy::Stream;
-use hvsim_vmm::faults::FaultReport;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
@@ -42,6 +41,7 @@ use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
+use crate::faults::FaultTally;
 use crate::sdk::{self, SdkMessage};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
@@ -260,38 +260,6 @@ pub struct Exploration {
     /// With `--profile-guest`: the samples of the root run and every branch.
     #[serde(skip)]
     pub guest_profile: Option<GuestProfile>,
-}
-
-/// Landing evidence summed over every timeline: per configured fault kind,
-/// how many packets or requests it touched in the root run and in all
-/// branches (each branch counts only what it did after its snapshot).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct FaultTally(pub BTreeMap<String, u64>);
-
-impl FaultTally {
-    pub(crate) fn landed(m: &Machine) -> Vec<FaultReport> {
-        m.state().devices.virtio.fault_report()
-    }
-
-    /// Adds what happened between the `before` report and now.
-    pub(crate) fn add(&mut self, before: &[FaultReport], m: &Machine) {
-        for now in Self::landed(m) {
-            let was = before.iter().find(|b| b.kind == now.kind).map_or(0, |b| b.landed);
-            debug_assert!(now.landed >= was, "fault counters only grow within a timeline");
-            *self.0.entry(now.kind).or_insert(0) += now.landed.saturating_sub(was);
-        }
-    }
-
-    /// Adds another tally (a branch's).
-    pub(crate) fn merge(&mut self, other: &FaultTally) {
-        for (kind, landed) in &other.0 {
-            *self.0.entry(kind.clone()).or_insert(0) += landed;
-        }
-    }
-
-    pub fn reports(&self) -> Vec<FaultReport> {
-        self.0.iter().map(|(kind, &landed)| FaultReport::new(kind, landed)).collect()
-    }
 }
 
 /// A view of the exploration so far, for progress displays.
@@ -607,7 +575,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     machine.set_stop_on_message(true);
 
     // The root: run until setup complete.
-    let before = FaultTally::landed(&machine);
+    let before = FaultTally::mark(&machine);
     let setup_started = Instant::now();
     let setup = setup(&mut machine, config, &cx, &mut state, watch);
     state.phases.setup_ms = ms(setup_started.elapsed());

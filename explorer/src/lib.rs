@@ -20,6 +20,7 @@ mod bugs;
 pub mod coverage;
 pub mod engine;
 pub mod error;
+pub mod faults;
 pub mod report;
 pub mod sdk;
 pub mod timeline;

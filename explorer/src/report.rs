@@ -57,6 +57,8 @@ pub struct BugSummary {
     pub replayable_reasons: Vec<String>,
     /// What failed after it in the same timeline.
     pub after: Vec<Later>,
+    /// The drawn faults that struck in its timeline, one line each.
+    pub faults: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -130,6 +132,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
                 replayable: bug.replayable,
                 replayable_reasons: bug.replayable_reasons.clone(),
                 after: bug.after.clone(),
+                faults: bug.faults.iter().map(|e| e.describe(&|n| node_name(&exp.target, n))).collect(),
             }
         })
         .collect();
@@ -200,6 +203,12 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
     }
 }
 
+/// Node `n` of `target` as people know it: its service's name in a
+/// compose project.
+pub fn node_name(target: &crate::Target, n: u16) -> String {
+    target.containers().get(usize::from(n)).map_or_else(|| format!("node{n}"), |c| c.name.clone())
+}
+
 /// How to replay the record at `file`.
 pub fn replay_command(file: &Path) -> String {
     format!("hvsim replay {}", file.display())
@@ -263,6 +272,12 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
             },
             b.replay_command
         );
+        if !b.faults.is_empty() {
+            let _ = writeln!(m, "  - drawn faults in its timeline:");
+            for f in &b.faults {
+                let _ = writeln!(m, "    - {f}");
+            }
+        }
         for later in &b.after {
             let _ = writeln!(
                 m,
@@ -296,10 +311,10 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     }
     if !r.faults.is_empty() {
         let _ = writeln!(m, "\n## Faults\n");
-        let _ = writeln!(m, "| fault | touched (all timelines) | |");
-        let _ = writeln!(m, "| --- | --- | --- |");
+        let _ = writeln!(m, "| fault | drawn faults that struck | touched (all timelines) | |");
+        let _ = writeln!(m, "| --- | --- | --- | --- |");
         for f in &r.faults {
-            let _ = writeln!(m, "| {} | {} | {} |", f.kind, f.landed, f.status);
+            let _ = writeln!(m, "| {} | {} | {} | {} |", f.kind, f.drawn, f.landed, f.status);
         }
     }
     if !r.events.is_empty() {

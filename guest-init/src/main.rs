@@ -13,8 +13,9 @@
 //! (falling back to an ordinary power-off outside hvsim).
 //!
 //! Run as any other PID it is a small tool box: as `hvsim-node I CMD...` it
-//! runs a command on node I; as `/init rdtsc N` it prints N readings of the
-//! time-stamp counter.
+//! runs a command on node I; as `stop-faults SECONDS`
+//! (`$ANTITHESIS_STOP_FAULTS`) it pauses every fault; as `/init rdtsc N` it
+//! prints N readings of the time-stamp counter.
 
 mod bench;
 mod container;
@@ -31,8 +32,10 @@ fn main() -> ExitCode {
     if std::process::id() != 1 {
         let mut args = std::env::args();
         let argv0 = args.next().unwrap_or_default();
-        if argv0.rsplit('/').next() == Some("hvsim-node") {
-            return tools::node(args.collect());
+        match argv0.rsplit('/').next() {
+            Some("hvsim-node") => return tools::node(args.collect()),
+            Some("stop-faults") => return tools::stop_faults(args.collect()),
+            _ => {}
         }
         return tools::main(args.collect());
     }

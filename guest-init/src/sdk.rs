@@ -14,9 +14,22 @@ use std::io;
 /// Where SDKs write.
 pub const SDK_PATH: &str = "/run/hvsim/sdk";
 const CHANNEL: &str = "/run/hvsim/channel";
+/// `$ANTITHESIS_STOP_FAULTS`, in the guest and in every container: this
+/// init as `stop-faults SECONDS` (see `tools::stop_faults`).
+pub const STOP_FAULTS: &str = "/run/hvsim/stop-faults";
 
-/// Mounts the file system and links the SDK path to its file.
+/// Mounts the file system and links the SDK path to its file, and the
+/// stop-faults command to this init.
 pub fn setup() -> io::Result<()> {
     crate::sys::mount("hvsim", CHANNEL, "hvsim")?;
-    std::os::unix::fs::symlink("channel/sdk", SDK_PATH)
+    std::os::unix::fs::symlink("channel/sdk", SDK_PATH)?;
+    std::os::unix::fs::symlink("/init", STOP_FAULTS)
+}
+
+/// Sends one message (a line) on the channel.
+pub fn send(message: &str) -> io::Result<()> {
+    use std::io::Write;
+    debug_assert!(!message.contains('\n'), "one line");
+    let mut f = std::fs::OpenOptions::new().append(true).open(SDK_PATH)?;
+    f.write_all(format!("{message}\n").as_bytes())
 }

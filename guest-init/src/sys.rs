@@ -47,13 +47,15 @@ pub fn umount(target: &str, detach: bool) -> io::Result<()> {
 }
 
 /// Starts `cmd` with the environment guest commands get (PATH, HOME, the
-/// SDK path under both names, none of hvsim's boot parameters) and SIGCHLD
+/// SDK path under both names, the stop-faults command, none of hvsim's
+/// boot parameters) and SIGCHLD
 /// unblocked (init blocks it to read it from a signalfd).
 pub fn spawn(cmd: &mut Command) -> io::Result<std::process::Child> {
     cmd.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         .env("HOME", "/root")
         .env("HVSIM_SDK_OUTPUT", SDK_PATH)
         .env("ANTITHESIS_SDK_LOCAL_OUTPUT", SDK_PATH)
+        .env("ANTITHESIS_STOP_FAULTS", crate::sdk::STOP_FAULTS)
         .env_remove("hvsim_nodes");
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {

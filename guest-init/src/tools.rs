@@ -26,6 +26,25 @@ pub fn main(args: Vec<String>) -> ExitCode {
     }
 }
 
+/// `$ANTITHESIS_STOP_FAULTS SECONDS` (`/run/hvsim/stop-faults`): every
+/// fault pauses for SECONDS of virtual time, as in Antithesis: the network
+/// heals, crashed nodes come back, drawn faults resume after it. A message
+/// the VMM acts on where it arrives (`hvsim_vmm::control`).
+pub fn stop_faults(args: Vec<String>) -> ExitCode {
+    let seconds = args.first().and_then(|s| s.parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0);
+    let (Some(seconds), 1) = (seconds, args.len()) else {
+        eprintln!("usage: $ANTITHESIS_STOP_FAULTS SECONDS");
+        return ExitCode::from(2);
+    };
+    match crate::sdk::send(&format!(r#"{{"hvsim_faults":{{"pause":{seconds}}}}}"#)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stop-faults: cannot reach hvsim's channel at {}: {e}", crate::sdk::SDK_PATH);
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// `hvsim-node I CMD [ARGS...]`: runs CMD (an applet, a program, or a shell
 /// builtin) in node I's network and UTS namespaces, with `HVSIM_NODE` and
 /// `HVSIM_DISK` (the node's disk) in its environment.

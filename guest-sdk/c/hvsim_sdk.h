@@ -174,6 +174,18 @@ static inline void hvsim_setup_complete(const char *details) {
     hvsim__send(&b);
 }
 
+/* Pauses every fault for `seconds` of virtual time (the network heals,
+ * crashed nodes come back): what `$ANTITHESIS_STOP_FAULTS SECONDS` does. */
+static inline void hvsim_stop_faults(unsigned seconds) {
+    struct hvsim__buf b = {0};
+    char n[24];
+    snprintf(n, sizeof n, "%u", seconds);
+    hvsim__puts(&b, "{\"hvsim_faults\":{\"pause\":");
+    hvsim__puts(&b, n);
+    hvsim__puts(&b, "}}");
+    hvsim__send(&b);
+}
+
 /* A named event, counted in the report. */
 static inline void hvsim_send_event(const char *name, const char *details) {
     struct hvsim__buf b = {0};

@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
     HVSIM_SOMETIMES(0, "c test: sometimes", NULL);
     HVSIM_ALWAYS_GREATER_THAN(3, 5, "c test: three above five", NULL);
     hvsim_send_event("c_test_event", "{\"n\":2}");
+    hvsim_stop_faults(5);
     if (argc > 100) unreached();
     (void)argv;
     CHECK(hvsim_random_choice(10) < 10);
@@ -25,7 +26,7 @@ int main(int argc, char **argv) {
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     char line[4096];
-    int n = 0, registered_unreached = 0, setup = 0, quoted = 0, numeric = 0, event = 0;
+    int n = 0, registered_unreached = 0, setup = 0, quoted = 0, numeric = 0, event = 0, stop = 0;
     while (f && fgets(line, sizeof line, f)) {
         n++;
         if (strstr(line, "\"hit\":false") && strstr(line, "c test: never reached") && strstr(line, "\"Unreachable\""))
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
             quoted = 1;
         if (strstr(line, "\"guidance_type\":\"numeric\"") && strstr(line, "\"left\":3")) numeric = 1;
         if (strstr(line, "{\"c_test_event\":{\"n\":2}}")) event = 1;
+        if (strcmp(line, "{\"hvsim_faults\":{\"pause\":5}}\n") == 0) stop = 1;
     }
     if (f) fclose(f);
     unlink(path);
@@ -45,6 +47,7 @@ int main(int argc, char **argv) {
     CHECK(quoted);
     CHECK(numeric);
     CHECK(event);
+    CHECK(stop);
     if (failures) return 1;
     printf("C SDK: %d lines checked\n", n);
     return 0;

@@ -209,6 +209,12 @@ def setup_complete(details=None):
     emit({"antithesis_setup": {"status": "complete", "details": details}})
 
 
+def stop_faults(seconds):
+    """Pauses every fault for `seconds` of virtual time (the network heals,
+    crashed nodes come back): what `$ANTITHESIS_STOP_FAULTS SECONDS` does."""
+    emit({"hvsim_faults": {"pause": float(seconds)}})
+
+
 def send_event(name, details=None):
     """A named event, counted in the report."""
     emit({name: details})

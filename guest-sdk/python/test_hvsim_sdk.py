@@ -25,6 +25,7 @@ class SdkTest(unittest.TestCase):
             sdk.sometimes(False, "py test: sometimes", {"why": "testing"})
             sdk.always_greater_than(3, 5, "py test: three above five")
             sdk.sometimes_all({"a": True, "b": False}, "py test: all")
+            sdk.stop_faults(2.5)
             sdk.send_event("py_test_event", {"n": 1})
             self.assertIn(sdk.random_choice([1, 2, 3]), [1, 2, 3])
             self.assertIsNone(sdk.random_choice([]))
@@ -51,7 +52,7 @@ class SdkTest(unittest.TestCase):
         self.assertEqual(n["location"]["function"], "test_lines_registration_and_shapes")
         self.assertTrue(any(l.get("antithesis_guidance", {}).get("guidance_type") == "numeric" for l in lines))
         self.assertFalse(hit("py test: all")["condition"])
-        self.assertEqual(lines[-1], {"py_test_event": {"n": 1}})
+        self.assertEqual(lines[-2:], [{"hvsim_faults": {"pause": 2.5}}, {"py_test_event": {"n": 1}}])
 
 
 if __name__ == "__main__":

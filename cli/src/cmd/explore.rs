@@ -255,7 +255,8 @@ fn print_summary(report: &Report, run: &RunDir) {
         eprintln!("  {}: {} ({})\n    replay: {}", b.id, b.summary, b.reproduction, b.replay_command);
     }
     for f in &report.faults {
-        eprintln!("hvsim: fault {:<18} {:<11} ({} touched over all timelines)", f.kind, f.status, f.landed);
+        let drawn = if f.drawn > 0 { format!(", {} drawn faults", f.drawn) } else { String::new() };
+        eprintln!("hvsim: fault {:<18} {:<11} ({} touched over all timelines{drawn})", f.kind, f.status, f.landed);
     }
     if let Ending::Failed { .. } = &s.ending {
         eprintln!("hvsim: error: exploration {}", s.ending.describe());

@@ -93,6 +93,10 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             p.muted { "The console's last lines:" }
                             pre { (b.console_tail.join("\n")) }
                         }
+                        @if !b.faults.is_empty() {
+                            p { "Drawn faults in its timeline:" }
+                            ul { @for f in &b.faults { li { (f) } } }
+                        }
                         @if !b.after.is_empty() {
                             p { "After it, in the same timeline (consequences, not bugs of their own):" }
                             ul { @for later in &b.after { li { (point(later.at)) ": " (later.what) } } }
@@ -108,9 +112,9 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                 @if !r.faults.is_empty() {
                     h2 { "Faults" }
                     table {
-                        tr { th { "fault" } th { "touched, all timelines" } th { "" } }
+                        tr { th { "fault" } th { "drawn faults that struck" } th { "touched, all timelines" } th { "" } }
                         @for f in &r.faults {
-                            tr { td { code { (f.kind) } } td { (f.landed) }
+                            tr { td { code { (f.kind) } } td { (f.drawn) } td { (f.landed) }
                                  td class=(if f.landed > 0 { "good" } else { "bad" }) { (f.status) } }
                         }
                     }

@@ -104,6 +104,7 @@ pub(super) fn container_env(spec: &Spec, home: &str) -> Vec<String> {
     // otherwise).
     set("HVSIM_SDK_OUTPUT", crate::sdk::SDK_PATH, true);
     set("ANTITHESIS_SDK_LOCAL_OUTPUT", crate::sdk::SDK_PATH, true);
+    set("ANTITHESIS_STOP_FAULTS", crate::sdk::STOP_FAULTS, true);
     for e in &spec.env {
         let (k, v) = e.split_once('=').unwrap_or((e, ""));
         set(k, v, true);

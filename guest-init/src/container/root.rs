@@ -140,6 +140,8 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     if Path::new(VOIDSTAR).exists() {
         binds.push((open_path(VOIDSTAR)?, VOIDSTAR.to_owned(), true, false));
     }
+    // `$ANTITHESIS_STOP_FAULTS`: this init, static, runs in any image.
+    binds.push((open_path("/init")?, crate::sdk::STOP_FAULTS.to_owned(), true, false));
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),

@@ -216,6 +216,12 @@ pub fn setup_complete(details: &Value) {
     emit(&json!({"antithesis_setup": {"status": "complete", "details": details}}));
 }
 
+/// Pauses every fault for `seconds` of virtual time (the network heals,
+/// crashed nodes come back; what `$ANTITHESIS_STOP_FAULTS SECONDS` does).
+pub fn stop_faults(seconds: f64) {
+    emit(&json!({"hvsim_faults": {"pause": seconds}}));
+}
+
 /// A named event with details, counted in the report.
 pub fn send_event(name: &str, details: &Value) {
     emit(&json!({ name: details }));

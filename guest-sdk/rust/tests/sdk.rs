@@ -21,6 +21,7 @@ fn writes_antithesis_shaped_lines_and_registers_every_site() {
     hvsim_sdk::assert_sometimes!(false, "sdk test: sometimes", &serde_json::json!({"why": "testing"}));
     hvsim_sdk::assert_always_greater_than!(3, 5, "sdk test: three above five");
     hvsim_sdk::assert_sometimes_all!(&[("a", true), ("b", false)], "sdk test: all");
+    hvsim_sdk::stop_faults(2.5);
     hvsim_sdk::send_event("sdk_test_event", &serde_json::json!({"n": 1}));
     if std::env::var_os("NEVER_SET_IN_TESTS").is_some() {
         never_called();
@@ -49,6 +50,7 @@ fn writes_antithesis_shaped_lines_and_registers_every_site() {
     assert_eq!((n["condition"].as_bool(), n["details"]["left"].as_f64()), (Some(false), Some(3.0)));
     assert!(v.iter().any(|l| l["antithesis_guidance"]["guidance_type"] == "numeric"));
     assert_eq!(hit("sdk test: all")["condition"], false);
+    assert_eq!(v[v.len() - 2], serde_json::json!({"hvsim_faults": {"pause": 2.5}}));
     assert_eq!(v.last().unwrap()["sdk_test_event"]["n"], 1);
     assert!(hvsim_sdk::random_choice(&[1, 2, 3]).is_some());
     assert!(hvsim_sdk::random_choice::<u8>(&[]).is_none());

@@ -61,14 +61,21 @@ pub struct FaultReport {
     pub landed: u64,
     /// "landed", or "not landed": configured but touched nothing.
     pub status: String,
+    /// Drawn faults of this kind that struck.
+    #[serde(default)]
+    pub drawn: u64,
 }
 
 impl FaultReport {
-    pub fn new(kind: &str, landed: u64) -> FaultReport {
-        FaultReport { kind: kind.to_owned(), landed, status: if landed > 0 { "landed" } else { "not landed" }.into() }
+    pub fn new(kind: &str, landed: u64, drawn: u64) -> FaultReport {
+        let status = if landed > 0 { "landed" } else { "not landed" }.into();
+        FaultReport { kind: kind.to_owned(), landed, status, drawn }
     }
 }
 
-pub fn report(plan: &FaultPlan, landed: &Landed) -> Vec<FaultReport> {
-    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind))).collect()
+/// Landing evidence for every kind `plan` switches on, with the drawn
+/// faults of each kind that `struck`.
+pub fn report(plan: &FaultPlan, landed: &Landed, struck: &[schedule::Episode]) -> Vec<FaultReport> {
+    let drawn = |kind: &str| struck.iter().filter(|e| e.kind.landing() == kind).count() as u64;
+    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind), drawn(kind))).collect()
 }

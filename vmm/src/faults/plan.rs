@@ -712,7 +712,7 @@ mod tests {
             seen.push(path.file_name().unwrap().to_string_lossy().into_owned());
         }
         seen.sort();
-        assert_eq!(seen, ["chaos.toml", "disk-crash.toml", "partition.toml"]);
+        assert_eq!(seen, ["chaos.toml", "disk-crash.toml", "drawn.toml", "partition.toml"]);
     }
 
     const DRAW: &str = r#"

@@ -239,6 +239,44 @@ pub struct Episode {
     pub ended_ns: Option<u64>,
 }
 
+impl Episode {
+    /// One line for people: what, whom, when, and what it touched; `name`
+    /// names a node.
+    pub fn describe(&self, name: &dyn Fn(u16) -> String) -> String {
+        let list = |nodes: &[u16]| nodes.iter().map(|&n| name(n)).collect::<Vec<_>>().join(" ");
+        let cut = |c: &Cut| match c {
+            Cut::Groups(groups) => groups.iter().map(|g| list(g)).collect::<Vec<_>>().join(" | "),
+            Cut::OneWay { from, to } => format!("{} -> {} (one way)", list(from), list(to)),
+            Cut::Pairs(pairs) => {
+                let p: Vec<String> = pairs.iter().map(|&(a, b)| format!("{}-{}", name(a), name(b))).collect();
+                format!("ring, cut {}", p.join(" "))
+            }
+        };
+        let whom = match &self.effect {
+            Effect::Links(LinkEffect::Partition(c) | LinkEffect::Clog(c)) => cut(c),
+            Effect::Links(
+                LinkEffect::Drop { nodes, probability }
+                | LinkEffect::Duplicate { nodes, probability }
+                | LinkEffect::Reorder { nodes, probability, .. },
+            ) => format!("links of {} (p={probability:.2})", list(nodes)),
+            Effect::Links(LinkEffect::Latency { nodes, delay_ns }) => {
+                format!("links of {} (+{:?})", list(nodes), std::time::Duration::from_nanos(*delay_ns))
+            }
+            Effect::Disks { nodes, probability, .. } => format!("disks of {} (p={probability:.2})", list(nodes)),
+            Effect::Crash { nodes, torn } => {
+                format!("{}{}", list(nodes), if *torn { ", unflushed writes torn" } else { "" })
+            }
+        };
+        let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
+        let until = match (self.ended_ns, self.end_ns) {
+            (Some(e), planned) if e < planned => format!("{} (cut short by a pause)", t(e)),
+            (_, u64::MAX) => "never (stays down)".to_owned(),
+            (_, planned) => t(planned),
+        };
+        format!("{} {whom}, {} to {until}: touched {}", self.kind.name(), t(self.start_ns), self.landed)
+    }
+}
+
 /// Whether faults are paused, and until when.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Pause {

@@ -537,7 +537,7 @@ impl Virtio {
     }
 
     pub fn fault_report(&self) -> Vec<FaultReport> {
-        crate::faults::report(&self.plan, &self.landed())
+        crate::faults::report(&self.plan, &self.landed(), &self.struck())
     }
 
     /// Every device's counters, then the switch's.
