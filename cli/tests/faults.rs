@@ -363,7 +363,7 @@ fn every_fault_kind_lands_on_guest_traffic() {
     let file = faultload(dir.path());
     let v = nodes_run(Some(&plan), &["--guest-file", &file], &chaos_script(202, 100_000, 125));
     let kinds: Vec<&str> = v["faults"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 18, "every kind is configured: {kinds:?}");
+    assert_eq!(kinds.len(), 19, "every kind is configured (crashes: node.crash too): {kinds:?}");
     for f in v["faults"].as_array().unwrap() {
         assert!(
             f["landed"].as_u64().unwrap() > 0 && f["status"] == "landed",
