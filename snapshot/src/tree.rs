@@ -15,6 +15,14 @@
 //! are first [`Delta`]s, taken through `&self`; [`SnapshotTree::insert`]
 //! adds them later, in an order the caller chooses (the explorer's branch
 //! order, which does not depend on which worker ran what).
+//!
+//! A node keeps only the pages whose contents differ from its parent's
+//! (`insert` drops the rest of a delta: a page the dirty log reported but
+//! that holds what it held), so what the tree holds is a function of the
+//! snapshots' contents, not of how the machines got there: its size
+//! ([`SnapshotTree::memory_bytes`]) can decide what to keep. A leaf can be
+//! evicted: its pages and machine state go, and only the numbers of its
+//! pages stay, for machines that derive from it to reset from.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -30,7 +38,19 @@ struct Node {
     depth: usize,
     /// Pages that differ from the parent (the root: none; it is `base`).
     pages: HashMap<usize, Box<[u8]>>,
-    machine: MachineSnapshot,
+    /// `None` once evicted.
+    machine: Option<MachineSnapshot>,
+    /// Of an evicted node, the pages it had: a machine that derives from
+    /// it may differ from its parent in them.
+    evicted_pages: Vec<usize>,
+    children: usize,
+}
+
+impl Node {
+    /// The pages in which this node may differ from its parent.
+    fn page_numbers(&self) -> impl Iterator<Item = usize> + '_ {
+        self.pages.keys().copied().chain(self.evicted_pages.iter().copied())
+    }
 }
 
 pub struct SnapshotTree {
@@ -82,14 +102,21 @@ impl SnapshotTree {
         let snap = machine.capture()?;
         let tree = SnapshotTree {
             base: machine.ram().as_slice().to_vec(),
-            nodes: vec![Node { parent: None, depth: 0, pages: HashMap::new(), machine: snap }],
+            nodes: vec![Node {
+                parent: None,
+                depth: 0,
+                pages: HashMap::new(),
+                machine: Some(snap),
+                evicted_pages: Vec::new(),
+                children: 0,
+            }],
         };
         Ok((tree, Cursor { node: 0, pending: BTreeSet::new() }))
     }
 
     /// Another machine, in the root's state, run with `host`'s settings.
     pub fn machine_at_root(&self, host: &HostSettings) -> hvsim_vmm::Result<(Machine, Cursor)> {
-        let mut machine = Machine::restore(&self.nodes[0].machine, host)?;
+        let mut machine = Machine::restore(self.machine_snapshot(0), host)?;
         let ram = machine.ram();
         assert_eq!(ram.pages() * PAGE_SIZE, self.base.len(), "a machine of the root's shape");
         for (page, bytes) in self.base.chunks_exact(PAGE_SIZE).enumerate() {
@@ -112,14 +139,38 @@ impl SnapshotTree {
     }
 
     pub fn machine_snapshot(&self, id: NodeId) -> &MachineSnapshot {
-        &self.nodes[id].machine
+        self.nodes[id].machine.as_ref().unwrap_or_else(|| panic!("snapshot node {id} was evicted"))
+    }
+
+    /// Whether node `id` holds a snapshot (it was not evicted).
+    pub fn is_live(&self, id: NodeId) -> bool {
+        self.nodes[id].machine.is_some()
+    }
+
+    /// Whether node `id` is live and no live node derives from it.
+    pub fn is_leaf(&self, id: NodeId) -> bool {
+        self.is_live(id) && self.nodes[id].children == 0
+    }
+
+    /// Drops leaf `id`'s pages and state (not the root's). Its parent is a
+    /// leaf again if `id` was its last child.
+    pub fn evict(&mut self, id: NodeId) {
+        assert!(id != self.root() && self.is_leaf(id), "only a leaf other than the root is evicted");
+        let node = &mut self.nodes[id];
+        node.evicted_pages = node.pages.drain().map(|(p, _)| p).collect();
+        node.evicted_pages.sort_unstable();
+        node.machine = None;
+        let parent = node.parent.expect("a non-root node has a parent");
+        self.nodes[parent].children -= 1;
+        tracing::debug!(node = id, "snapshot evicted");
     }
 
     pub fn parent(&self, id: NodeId) -> Option<NodeId> {
         self.nodes[id].parent
     }
 
-    /// Bytes of page contents the tree holds (root copy included).
+    /// Bytes of page contents the tree holds (root copy included): a
+    /// function of the snapshots' contents (see the module's comment).
     pub fn memory_bytes(&self) -> usize {
         self.base.len() + self.nodes.iter().map(|n| n.pages.len() * PAGE_SIZE).sum::<usize>()
     }
@@ -147,27 +198,38 @@ impl SnapshotTree {
     }
 
     /// Adds `delta` as a child of `parent` (which must be the node or delta
-    /// it was captured after).
+    /// it was captured after), keeping only the pages that differ from the
+    /// parent's.
     pub fn insert(&mut self, parent: NodeId, delta: Delta) -> NodeId {
-        assert!(parent < self.nodes.len(), "no snapshot node {parent}");
+        assert!(self.is_live(parent), "no live snapshot node {parent}");
         let id = self.nodes.len();
         let depth = self.nodes[parent].depth + 1;
-        tracing::debug!(node = id, parent, pages = delta.pages.len(), "snapshot taken");
-        self.nodes.push(Node { parent: Some(parent), depth, pages: delta.pages, machine: delta.machine });
+        let Delta { mut pages, machine } = delta;
+        pages.retain(|&p, bytes| self.page(parent, p) != &bytes[..]);
+        tracing::debug!(node = id, parent, pages = pages.len(), "snapshot taken");
+        self.nodes[parent].children += 1;
+        self.nodes.push(Node {
+            parent: Some(parent),
+            depth,
+            pages,
+            machine: Some(machine),
+            evicted_pages: Vec::new(),
+            children: 0,
+        });
         id
     }
 
     /// Puts `machine` (standing at `cursor`) back into node `target`'s
     /// state, RAM included.
     pub fn reset(&self, cursor: &mut Cursor, machine: &mut Machine, target: NodeId) -> hvsim_vmm::Result<ResetStats> {
-        assert!(target < self.nodes.len(), "no snapshot node {target}");
+        assert!(self.is_live(target), "no live snapshot node {target}");
         let mut touched: BTreeSet<usize> = machine.take_dirty_pages()?.into_iter().collect();
         touched.append(&mut cursor.pending);
         // Pages in deltas between the cursor's node and `target` may differ too.
         let (mut a, mut b) = (cursor.node, target);
         while a != b {
             let deeper = if self.nodes[a].depth >= self.nodes[b].depth { &mut a } else { &mut b };
-            touched.extend(self.nodes[*deeper].pages.keys().copied());
+            touched.extend(self.nodes[*deeper].page_numbers());
             *deeper = self.nodes[*deeper].parent.expect("a non-root node has a parent");
         }
         let ram = machine.ram();
@@ -175,7 +237,7 @@ impl SnapshotTree {
             ram.restore_page(page, self.page(target, page));
         }
         machine.pages_restored()?;
-        machine.reset_to(&self.nodes[target].machine)?;
+        machine.reset_to(self.machine_snapshot(target))?;
         tracing::debug!(node = target, pages = touched.len(), "snapshot restored");
         cursor.node = target;
         Ok(ResetStats { pages_copied: touched.len() })

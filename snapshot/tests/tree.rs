@@ -145,3 +145,46 @@ fn machines_sharing_a_tree_reach_each_others_snapshots() {
         assert!(result(&mut other, end) == straight);
     }
 }
+
+/// A leaf can be evicted: its memory goes, the nodes it derives from stay
+/// exact, and a machine that stood on it resets anywhere exactly. A node
+/// keeps only pages that differ from its parent's, so a snapshot of an
+/// unchanged machine holds no page.
+#[test]
+fn evicted_leaves_free_their_pages_and_resets_stay_exact() {
+    if !kvm_available() {
+        return;
+    }
+    let (mut m, _) = machine("entropy", 3);
+    let (mut tree, mut at) = SnapshotTree::new(&mut m).unwrap();
+    let root = tree.root();
+    let end = Vtime::from_secs(1);
+    m.reseed(10).unwrap();
+    assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
+    let a = tree.snapshot(&mut at, &mut m).unwrap();
+    let from_a = result(&mut m, end);
+    tree.reset(&mut at, &mut m, a).unwrap();
+    let same = tree.snapshot(&mut at, &mut m).unwrap();
+    assert_eq!(tree.parent(same), Some(a));
+    let with_same = tree.memory_bytes();
+    assert!(!tree.is_leaf(a) && tree.is_leaf(same));
+    m.reseed(30).unwrap();
+    assert_eq!(m.run_until(Vtime(40_000)).unwrap(), Stop::Deadline);
+    let b = tree.snapshot(&mut at, &mut m).unwrap();
+    result(&mut m, end);
+    let before = tree.memory_bytes();
+    assert!(before > with_same, "b's pages");
+    // The machine stands on b (its last snapshot), which goes.
+    tree.evict(b);
+    assert!(!tree.is_live(b) && tree.memory_bytes() < before);
+    tree.evict(same);
+    assert!(tree.is_leaf(a), "a lost its last child");
+    assert_eq!(tree.memory_bytes(), with_same, "a snapshot of an unchanged machine held no page");
+    for _ in 0..3 {
+        tree.reset(&mut at, &mut m, a).unwrap();
+        assert!(result(&mut m, end) == from_a);
+        tree.reset(&mut at, &mut m, root).unwrap();
+        m.reseed(10).unwrap();
+        assert_eq!(m.run_until(Vtime(20_000)).unwrap(), Stop::Deadline);
+    }
+}
