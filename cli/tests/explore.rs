@@ -202,3 +202,61 @@ fn a_target_that_never_reports_setup_complete_is_rooted_at_the_limit_and_phases_
     assert!(md.contains("- wall time: start "), "{md}");
     assert!(md.contains("setup never reported"), "{md}");
 }
+
+/// The default batch is a fixed number: giving more workers, and nothing
+/// else, explores the same timelines.
+#[test]
+fn more_workers_alone_never_change_the_exploration() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |workers: &str| {
+        let r = explore(&["--seed", "9", "--branches", "120", "--workers", workers], &dir.path().join(workers));
+        exploration_digest(&r, true)
+    };
+    let difference = first_difference(&run("2"), &run("1"));
+    assert!(difference.is_none(), "two workers explored otherwise than one, at {difference:?}");
+}
+
+/// Beyond its memory budget the snapshot tree evicts the least promising
+/// snapshots between rounds, decided from the tree's contents and the
+/// nodes' energy: the exploration stays the same with any number of
+/// workers, and the report says what the tree held.
+#[test]
+fn a_snapshot_memory_budget_evicts_and_never_depends_on_the_workers() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The demo's RAM, 32 MiB, is the root's copy: 1 MiB more for the rest.
+    let args = ["--seed", "9", "--branches", "200", "--snapshot-memory", "33M"];
+    let run = |workers: &str| {
+        let r = explore(&[&args[..], &["--workers", workers]].concat(), &dir.path().join(workers));
+        let tree = r["summary"]["tree"].clone();
+        (exploration_digest(&r, true), tree)
+    };
+    let ((one, tree), (two, tree2)) = (run("1"), run("2"));
+    assert!(first_difference(&one, &two).is_none());
+    assert_eq!(tree, tree2);
+    assert!(tree["evicted"].as_u64() > Some(0), "{tree}");
+    assert!(tree["bytes"].as_u64() <= Some(33 << 20) && tree["budget_bytes"] == 33 << 20, "{tree}");
+    assert!(tree["peak_bytes"].as_u64() > tree["bytes"].as_u64(), "{tree}");
+}
+
+/// `--time` holds within a branch: the machines stop when it is spent,
+/// whatever they are in the middle of (here the first round's branches,
+/// each of which would run for minutes), and the exploration has finished.
+#[test]
+fn a_wall_time_budget_holds_within_a_branch() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let r = explore(&["--time", "2s", "--timeline-limit", "1000s", "--snapshot-every", "0s"], &dir.path().join("t"));
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "a round of 1000 s timelines ran: {took:?}");
+    let s = &r["summary"];
+    assert_eq!((s["ending"]["how"].as_str(), s["branches"].as_u64()), (Some("finished"), Some(0)), "{s}");
+}

@@ -234,3 +234,29 @@ fn clock_reads_come_from_the_clock_page_and_a_spinning_reader_sees_time_move() {
     // from the page for each.
     assert!(reads > 10_000, "{line}: most reads should come from the clock page");
 }
+
+/// A workload that runs for seconds and checks at its end (the shape of a
+/// Jepsen test) is checked in every timeline: branches run to the end of
+/// their timeline (the guest's end here), where `--slice` stops them
+/// first and the check is never reached.
+#[test]
+fn whole_timelines_reach_a_check_at_the_end_of_a_long_workload() {
+    if !kvm_available() {
+        return;
+    }
+    let script = r#"mkfifo /tmp/p
+echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+i=0; while [ $i -lt 30 ]; do read -t 0.1 _ <> /tmp/p; i=$((i + 1)); done
+echo '{"antithesis_assert":{"id":"the final check passes","message":"the final check passes","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}' > $HVSIM_SDK_OUTPUT
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = explore_json(&["--linux", "--init-cmd", script, "--branches", "2"], &dir.path().join("whole"));
+    let s = &whole["summary"];
+    assert_eq!(s["bugs"], 1, "{s}");
+    assert_eq!((s["timelines"]["ended"].as_u64(), s["timelines"]["at_limit"].as_u64()), (Some(2), Some(0)), "{s}");
+    let sliced =
+        explore_json(&["--linux", "--init-cmd", script, "--branches", "2", "--slice", "500ms"], &dir.path().join("sliced"));
+    let s = &sliced["summary"];
+    assert_eq!(s["bugs"], 0, "{s}");
+    assert_eq!(s["timelines"]["at_limit"], 2, "{s}");
+}

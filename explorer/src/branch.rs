@@ -1,13 +1,16 @@
 //! One branch as a worker runs it: reset the machine to the snapshot the
-//! branch starts from, re-seed it, run a slice of virtual time, and write
-//! down all the explorer needs to merge the branch into the exploration:
-//! each stop's messages and fresh coverage, a snapshot (as a delta) where
-//! something was new, the machine's fingerprint where something failed.
+//! branch starts from, re-seed it, run it to the end of its timeline (the
+//! guest's end, or the timeline's limit of virtual time from the root; or,
+//! with `--slice`, a slice from its snapshot), and write down all the
+//! explorer needs to merge the branch into the exploration: each stop's
+//! messages and fresh coverage, a snapshot (as a delta) where something
+//! was new and at every interval of virtual time, the machine's
+//! fingerprint where something failed.
 //!
 //! The branch's first failure is its bug (see `bugs.rs`): the branch runs
-//! on to the end of its slice so that what follows is on record, but it
-//! takes no snapshot from there on, since nothing after a bug is a place
-//! to explore from.
+//! on to its end so that what follows is on record, but it takes no
+//! snapshot from there on, since nothing after a bug is a place to explore
+//! from.
 //!
 //! What is new here is judged against the [`Knowledge`] the exploration
 //! had when the branch's round began, plus the branch's own findings. The
@@ -18,6 +21,7 @@
 use std::time::{Duration, Instant};
 
 use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
+use serde::{Deserialize, Serialize};
 use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
@@ -65,7 +69,7 @@ impl Failure {
     }
 }
 
-/// The machine stopped with messages.
+/// The machine stopped with messages, or at an interval.
 pub(crate) struct StopRecord {
     pub at: Point,
     /// Coverage the guest's map showed that was new to the branch.
@@ -74,8 +78,12 @@ pub(crate) struct StopRecord {
     /// Where a message here was the branch's first failure (an always-type
     /// assertion, say).
     pub failure: Option<Failure>,
-    /// The machine here, if something was new to the branch.
+    /// The machine here, if something was new to the branch or this is an
+    /// interval stop.
     pub snapshot: Option<Delta>,
+    /// A stop at an interval of virtual time (`Rules::every`), not at a
+    /// message.
+    pub interval: bool,
 }
 
 pub(crate) struct BranchRun {
@@ -99,11 +107,44 @@ pub(crate) struct BranchRun {
     pub run: Duration,
 }
 
+/// How far a branch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Span {
+    /// To the end of its timeline: until the guest ends, or the timeline
+    /// has run `limit` of virtual time since the root.
+    Whole { limit: Vtime },
+    /// This much virtual time from its snapshot.
+    Slice(Vtime),
+}
+
 /// How branches are run, the same for every worker.
 pub(crate) struct Rules {
-    pub slice: Vtime,
+    pub span: Span,
+    /// Snapshots at every multiple of this much virtual time since the
+    /// root, whether or not something was new there.
+    pub every: Option<Vtime>,
+    /// Where timelines start.
+    pub root: Vtime,
     /// Whether to take snapshots where something is new.
     pub snapshots: bool,
+}
+
+impl Rules {
+    /// Where a branch starting at `from` ends, at the latest.
+    pub fn deadline(&self, from: Vtime) -> Vtime {
+        match self.span {
+            Span::Whole { limit } => Vtime(self.root.nanos().saturating_add(limit.nanos())).max(from),
+            Span::Slice(slice) => Vtime(from.nanos().saturating_add(slice.nanos())),
+        }
+    }
+
+    /// The first interval point after `now`.
+    fn next_interval(&self, now: Vtime) -> Option<Vtime> {
+        let every = self.every.filter(|e| e.nanos() > 0 && self.snapshots)?.nanos();
+        let k = now.nanos().saturating_sub(self.root.nanos()) / every + 1;
+        Some(Vtime(self.root.nanos().saturating_add(k.saturating_mul(every))))
+    }
 }
 
 /// Runs `job` on `machine` (standing at `cursor` in `tree`).
@@ -122,13 +163,20 @@ pub(crate) fn run(
     let mut known = known.clone();
     let before = FaultTally::mark(machine);
     let from = machine.now();
-    let deadline = Vtime(from.nanos().saturating_add(rules.slice.nanos()));
+    let deadline = rules.deadline(from);
     let mut stops = Vec::new();
     let mut snapshot = Duration::ZERO;
     // The console's length at the branch's first failure.
     let mut failed_at: Option<usize> = None;
+    let mut capture = |machine: &mut Machine, cursor: &mut Cursor| -> Result<Delta> {
+        let taken = Instant::now();
+        let delta = tree.capture(cursor, machine)?;
+        snapshot += taken.elapsed();
+        Ok(delta)
+    };
     let (end, end_coverage) = loop {
-        match machine.run_until(deadline)? {
+        let interval = rules.next_interval(machine.now()).filter(|&t| t < deadline);
+        match machine.run_until(interval.unwrap_or(deadline))? {
             Stop::Message => {
                 let at = point(machine);
                 let coverage = known.new_coverage(machine);
@@ -144,17 +192,30 @@ pub(crate) fn run(
                 if let Some(f) = &failure {
                     failed_at = Some(f.console_bytes);
                 }
-                let delta = if new_here > 0 && rules.snapshots && failed_at.is_none() {
-                    let taken = Instant::now();
-                    let delta = tree.capture(cursor, machine)?;
-                    snapshot += taken.elapsed();
-                    Some(delta)
-                } else {
-                    None
-                };
-                stops.push(StopRecord { at, coverage, messages, failure, snapshot: delta });
+                let snap = new_here > 0 && rules.snapshots && failed_at.is_none();
+                let delta = if snap { Some(capture(machine, cursor)?) } else { None };
+                stops.push(StopRecord { at, coverage, messages, failure, snapshot: delta, interval: false });
             }
-            Stop::Deadline => break (None, known.new_coverage(machine)),
+            Stop::Deadline if interval.is_some() && machine.now() < deadline => {
+                // A place a later branch can start the rest of the timeline
+                // from, under other faults.
+                let coverage = known.new_coverage(machine);
+                let delta = if failed_at.is_none() { Some(capture(machine, cursor)?) } else { None };
+                let at = point(machine);
+                stops.push(StopRecord { at, coverage, messages: Vec::new(), failure: None, snapshot: delta, interval: true });
+            }
+            Stop::Deadline => {
+                let coverage = known.new_coverage(machine);
+                // Edges found after the last message are a place to go on
+                // from, where the branch had more to run.
+                if matches!(rules.span, Span::Slice(_)) && coverage.count() > 0 && rules.snapshots && failed_at.is_none() {
+                    let delta = Some(capture(machine, cursor)?);
+                    let at = point(machine);
+                    stops.push(StopRecord { at, coverage, messages: Vec::new(), failure: None, snapshot: delta, interval: false });
+                    break (None, FreshBits::default());
+                }
+                break (None, coverage);
+            }
             Stop::Ended(end) => break (Some(end), known.new_coverage(machine)),
         }
     };

@@ -3,7 +3,9 @@
 //! Boot the target with the master seed and run it until it reports setup
 //! complete: that is the root snapshot. Then, branch after branch: pick a
 //! snapshot (weighted by energy), reset the machine to it, re-seed every
-//! stream from (master seed, branch number), and run a slice of virtual
+//! stream from (master seed, branch number), and run it to its timeline's
+//! end (see `branch.rs`: the guest's end or the timeline's limit; or a
+//! slice of virtual time with `--slice`), snapshotting at intervals of virtual
 //! time. Each SDK message is checked for something new (an assertion state
 //! never seen, a better numeric or boolean watermark, a coverage edge) and
 //! for a bug (an always-type assertion failing, an unreachable point
@@ -36,7 +38,7 @@ use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
-use crate::branch::{BranchJob, BranchRun, Failure, Rules};
+use crate::branch::{BranchJob, BranchRun, Failure, Rules, Span};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::coverage::{Coverage, FreshBits};
@@ -64,7 +66,14 @@ pub struct ExploreConfig {
     pub seed: u64,
     pub budget: Budget,
     /// Virtual time each branch runs.
-    pub slice: Vtime,
+    /// How far each branch runs.
+    pub span: Span,
+    /// Snapshots at every multiple of this much virtual time from the root
+    /// (`None`: only where something is new).
+    pub snapshot_every: Option<Vtime>,
+    /// The snapshot tree's page memory: above it, the least promising
+    /// leaves are evicted between rounds (`u64::MAX`: no bound).
+    pub snapshot_memory: u64,
     /// How long (virtual) to wait for setup complete before taking the root
     /// snapshot anyway.
     pub setup_limit: Vtime,
@@ -183,6 +192,16 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// How an exploration whose machines were interrupted for `reason`
+    /// ended: its wall-time budget was spent, or it was interrupted.
+    fn interrupted(reason: usize) -> Ending {
+        if reason == TIME_UP {
+            Ending::Finished
+        } else {
+            Ending::Interrupted { reason }
+        }
+    }
+
     /// One line for humans.
     pub fn describe(&self) -> String {
         match self {
@@ -229,7 +248,15 @@ pub struct Exploration {
     pub target: Target,
     pub seed: u64,
     pub budget: Budget,
-    pub slice_ns: u64,
+    pub span: Span,
+    #[serde(default)]
+    pub snapshot_every_ns: Option<u64>,
+    /// How timelines ended: at the guest's end or at their limit.
+    #[serde(default)]
+    pub timelines: TimelineEnds,
+    /// What the snapshot tree held.
+    #[serde(default)]
+    pub tree: TreeMemory,
     pub branch_from_snapshots: bool,
     /// Branches per round, and the workers that ran them (see
     /// [`ExploreConfig::batch`]).
@@ -453,6 +480,44 @@ fn pick(nodes: &[Node], stream: &mut Stream) -> usize {
 
 const NEW_NODE_ENERGY: f64 = 1.0;
 const ENERGY_PER_SIGNAL: f64 = 2.0;
+/// An interval snapshot where nothing was new: worth less than a new one.
+const INTERVAL_ENERGY: f64 = 0.25;
+
+impl Exploration {
+    /// How far branches ran, and the snapshot intervals, for people.
+    pub fn describe_span(&self) -> String {
+        let d = |ns: u64| format!("{:?}", Duration::from_nanos(ns));
+        let every = self.snapshot_every_ns.map_or(String::new(), |e| format!(", snapshots every {}", d(e)));
+        match self.span {
+            Span::Whole { limit } => format!("whole timelines of up to {} from the root{every}", d(limit.nanos())),
+            Span::Slice(slice) => format!("slices of {} from their snapshots{every}", d(slice.nanos())),
+        }
+    }
+}
+
+/// How branches ended.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct TimelineEnds {
+    /// The guest ended (its test is over: every service exited, or the
+    /// program powered off).
+    pub ended: u64,
+    /// The timeline's limit (or the slice) ran out first.
+    pub at_limit: u64,
+}
+
+/// The snapshot tree's page memory.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct TreeMemory {
+    pub bytes: u64,
+    pub peak_bytes: u64,
+    pub budget_bytes: u64,
+    /// Snapshots evicted to stay within the budget.
+    pub evicted: u64,
+}
+
+/// The reason the explorer's timer raises its machines' interrupt with
+/// when the wall-time budget is spent: the exploration has finished.
+const TIME_UP: usize = usize::MAX - 1;
 const ENERGY_DECAY: f64 = 0.8;
 const MIN_ENERGY: f64 = 0.05;
 
@@ -469,6 +534,8 @@ struct State {
     first_bug: Option<(u64, u64)>,
     phases: Phases,
     faults: FaultTally,
+    timelines: TimelineEnds,
+    tree: TreeMemory,
     ending: Ending,
 }
 
@@ -478,7 +545,10 @@ impl State {
             target: config.target.clone(),
             seed: config.seed,
             budget: config.budget,
-            slice_ns: config.slice.nanos(),
+            span: config.span,
+            snapshot_every_ns: config.snapshot_every.map(Vtime::nanos),
+            timelines: self.timelines,
+            tree: self.tree,
             branch_from_snapshots: config.branch_from_snapshots,
             batch: config.batch,
             workers: config.workers,
@@ -511,7 +581,7 @@ impl State {
             return;
         }
         self.ending = match interrupt.reason() {
-            Some(reason) => Ending::Interrupted { reason },
+            Some(reason) => Ending::interrupted(reason),
             None => Ending::Failed { during, error: e.to_string() },
         };
         interrupt.raise(ENDED_BY_ERROR);
@@ -554,6 +624,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     // The explorer raises it too, to end every machine's run on an error.
     let interrupt = config.start.interrupt.clone().unwrap_or_default();
     let start = StartOptions { interrupt: Some(interrupt.clone()), ..config.start.clone() };
+    let _timer = config.budget.wall.map(|wall| WallTimer::start(wall, interrupt.clone()));
     let mut state = State {
         started: Instant::now(),
         known: Knowledge::default(),
@@ -566,6 +637,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         first_bug: None,
         phases: Phases::default(),
         faults: FaultTally::default(),
+        timelines: TimelineEnds::default(),
+        tree: TreeMemory { budget_bytes: config.snapshot_memory, ..TreeMemory::default() },
         ending: Ending::Running,
     };
     let world = World::of(target, host)?;
@@ -611,7 +684,12 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     state.phases.snapshot_ms += ms(taken.elapsed());
     let shared = Shared {
         tree: RwLock::new(tree),
-        rules: Rules { slice: config.slice, snapshots: config.branch_from_snapshots },
+        rules: Rules {
+            span: config.span,
+            every: config.snapshot_every,
+            root: Vtime(state.root.point.vtime_ns),
+            snapshots: config.branch_from_snapshots,
+        },
         memory_may_differ: bug::memory_may_differ(target, host),
     };
     let settings = MachineSettings {
@@ -734,7 +812,7 @@ fn branch_rounds(
     };
     while state.ending == Ending::Running && !exhausted(state) {
         if let Some(reason) = interrupt.reason() {
-            state.ending = Ending::Interrupted { reason };
+            state.ending = Ending::interrupted(reason);
             break;
         }
         let remaining = config.budget.branches.map_or(u64::MAX, |b| b - state.branches);
@@ -794,11 +872,74 @@ fn branch_rounds(
             }
             state.phases.reexecution_wait_ms += ms(waiting.elapsed());
         }
+        evict(state, shared);
         if checkpointed.elapsed() >= CHECKPOINT_EVERY && state.ending == Ending::Running {
             checkpointed = Instant::now();
             if let Err(e) = watch.checkpoint(&state.exploration(config, None)) {
                 state.fail(interrupt, "writing the report".into(), e);
             }
+        }
+    }
+}
+
+/// Keeps the snapshot tree within its budget, between rounds: evicts the
+/// leaves with the least energy (the oldest first among equals), and the
+/// deltas that only led to them. Decided from the tree's contents and the
+/// nodes' energy alone, so it never changes with the workers or the host.
+fn evict(state: &mut State, shared: &Shared) {
+    let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
+    let bytes = tree.memory_bytes() as u64;
+    state.tree.peak_bytes = state.tree.peak_bytes.max(bytes);
+    let root = tree.root();
+    while tree.memory_bytes() as u64 > state.tree.budget_bytes {
+        let victim = state
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.tree_id != root && tree.is_leaf(n.tree_id))
+            .min_by(|(i, a), (j, b)| a.energy.total_cmp(&b.energy).then(i.cmp(j)))
+            .map(|(i, _)| i);
+        let Some(i) = victim else { break };
+        let node = state.nodes.remove(i);
+        tree.evict(node.tree_id);
+        state.tree.evicted += 1;
+        // Deltas that were only on the way to it.
+        let mut up = tree.parent(node.tree_id);
+        while let Some(id) = up.filter(|&id| id != root && tree.is_leaf(id)) {
+            if state.nodes.iter().any(|n| n.tree_id == id) {
+                break;
+            }
+            tree.evict(id);
+            up = tree.parent(id);
+        }
+    }
+    state.tree.bytes = tree.memory_bytes() as u64;
+}
+
+/// The wall-time budget: when it is spent, the machines stop at their
+/// next exit, whatever they are in the middle of (`TIME_UP`).
+struct WallTimer {
+    done: Option<crossbeam_channel::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WallTimer {
+    fn start(wall: Duration, interrupt: Interrupt) -> WallTimer {
+        let (done, wait) = crossbeam_channel::bounded::<()>(0);
+        let thread = std::thread::spawn(move || {
+            if wait.recv_timeout(wall) == Err(crossbeam_channel::RecvTimeoutError::Timeout) {
+                interrupt.raise(TIME_UP);
+            }
+        });
+        WallTimer { done: Some(done), thread: Some(thread) }
+    }
+}
+
+impl Drop for WallTimer {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -810,6 +951,11 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     state.phases.branches_ms += ms(run.run);
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
+    if run.end.is_some() {
+        state.timelines.ended += 1;
+    } else {
+        state.timelines.at_limit += 1;
+    }
     let branch = run.job.branch;
     let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.nodes, shared, cx);
     if state.first_bug.is_none() && !state.bugs.records.is_empty() {
@@ -886,7 +1032,7 @@ fn merge(
                 "branch {branch}: new to the exploration but not to the branch"
             );
         }
-        stops.push((timeline, new_here, stop.snapshot));
+        stops.push((timeline, new_here, stop.snapshot, stop.interval));
     }
     new_edges += known.merge_coverage(&run.end_coverage);
     if let Some(end) = run.end.filter(is_crash) {
@@ -907,18 +1053,23 @@ fn merge(
     if let Some((filed, _)) = first.filter(|(f, _)| f.new) {
         bugs.records[filed.index].console_after = run.console_after;
     }
-    // Snapshots after the branch's last new one before its first failure
-    // are of no use.
+    // A stop is a place to branch from if something was new there, or it
+    // is an interval stop; snapshots after the branch's last such place
+    // before its first failure are of no use.
     let before_failure = first.map_or(stops.len(), |(_, at)| at);
-    let kept =
-        stops[..before_failure].iter().rposition(|(_, new, snap)| *new > 0 && snap.is_some()).map_or(0, |i| i + 1);
+    let node_here = |new: u64, snap: bool, interval: bool| snap && (new > 0 || interval);
+    let kept = stops[..before_failure]
+        .iter()
+        .rposition(|(_, new, snap, interval)| node_here(*new, snap.is_some(), *interval))
+        .map_or(0, |i| i + 1);
     let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
     let mut parent = tree_id;
-    for (timeline, new_here, snapshot) in stops.into_iter().take(kept) {
+    for (timeline, new_here, snapshot, interval) in stops.into_iter().take(kept) {
         let Some(delta) = snapshot else { continue };
         parent = tree.insert(parent, delta);
-        if new_here > 0 {
-            let energy = NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64;
+        if new_here > 0 || interval {
+            let energy =
+                if new_here > 0 { NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64 } else { INTERVAL_ENERGY };
             nodes.push(Node { timeline, energy, picks: 0, tree_id: parent });
         }
     }

@@ -26,8 +26,10 @@ pub mod sdk;
 pub mod timeline;
 mod workers;
 
+pub use branch::Span;
 pub use engine::{
-    explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, Phases, Progress, Watch, CHECKPOINT_EVERY,
+    explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, Phases, Progress, TimelineEnds, TreeMemory,
+    Watch, CHECKPOINT_EVERY,
 };
 pub use error::{ExploreError, Result};
 pub use hvsim_guest_image::target::{StartOptions, System, Target};

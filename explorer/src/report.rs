@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::assertions::Verdict;
 use crate::bug::Later;
-use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint};
+use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
@@ -67,6 +67,11 @@ pub struct Summary {
     pub seed: u64,
     /// Why it ended (`running` in a report written while it runs).
     pub ending: Ending,
+    /// How far branches ran ("whole timelines of up to 20ms", "slices of
+    /// 5ms"), and snapshot intervals.
+    pub span: String,
+    pub timelines: TimelineEnds,
+    pub tree: TreeMemory,
     pub branches: u64,
     /// Branches per round (the exploration depends on it), and the
     /// workers that ran them (it does not).
@@ -178,6 +183,9 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
             target: exp.target.name(),
             seed: exp.seed,
             ending: exp.ending.clone(),
+            span: exp.describe_span(),
+            timelines: exp.timelines,
+            tree: exp.tree,
             branches: exp.branches,
             batch: exp.batch,
             workers: exp.workers,
@@ -223,12 +231,25 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let _ = writeln!(m, "- {}", s.ending.describe());
     let _ = writeln!(
         m,
-        "- {} branches of {} ms of virtual time from {} snapshots; {} new signals; {:.1} s",
+        "- {} branches ({}) from {} snapshots; {} new signals; {:.1} s",
         s.branches,
-        exp.slice_ns / 1_000_000,
+        s.span,
         s.snapshots,
         s.signals,
         s.wall_ms as f64 / 1000.0
+    );
+    let _ = writeln!(
+        m,
+        "- timelines: {} ran to the guest's end, {} to their limit",
+        s.timelines.ended, s.timelines.at_limit
+    );
+    let _ = writeln!(
+        m,
+        "- snapshot tree: {} MiB now, {} MiB at most, budget {} MiB; {} snapshots evicted",
+        s.tree.bytes >> 20,
+        s.tree.peak_bytes >> 20,
+        s.tree.budget_bytes >> 20,
+        s.tree.evicted
     );
     let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
     let _ = writeln!(

@@ -4,7 +4,9 @@
 //! result, and `Exploration::ending` says why it stopped. KVM is needed.
 
 use hvsim_explorer::bug::BugRecord;
-use hvsim_explorer::{explore, Budget, Ending, ExploreConfig, Interrupt, Progress, StartOptions, Target, Watch};
+use hvsim_explorer::{
+    explore, Budget, Ending, ExploreConfig, Interrupt, Progress, Span, StartOptions, Target, Watch,
+};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 
@@ -25,7 +27,9 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         target: Target::Raw { guest: "demo".into() },
         seed: 1,
         budget: Budget { branches: Some(1_000_000), ..Budget::default() },
-        slice: Vtime(5_000_000),
+        span: Span::Slice(Vtime(5_000_000)),
+        snapshot_every: None,
+        snapshot_memory: u64::MAX,
         setup_limit: ExploreConfig::default_setup_limit(false),
         branch_from_snapshots: true,
         stop_at_first_bug: false,

@@ -12,7 +12,9 @@ use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::report::{Report, RunDir};
-use hvsim_explorer::{explore, Budget, Ending, Exploration, ExploreConfig, Progress, StartOptions, Target, Watch};
+use hvsim_explorer::{
+    explore, Budget, Ending, Exploration, ExploreConfig, Progress, Span, StartOptions, Target, Watch,
+};
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::inputs;
 use hvsim_vmm::Vtime;
@@ -47,9 +49,26 @@ pub struct Args {
     /// Budget: total virtual time across branches.
     #[arg(long, value_parser = util::parse_duration)]
     vtime: Option<Duration>,
-    /// Virtual time each branch runs (default 5ms; 2s for Linux).
+    /// Virtual time a timeline may run, counted from the root (default
+    /// 20ms; 60s for Linux): each branch runs to its timeline's end, when
+    /// the guest ends (every service exited, the program powered off) or
+    /// this is reached.
+    #[arg(long, value_parser = util::parse_duration, conflicts_with = "slice")]
+    timeline_limit: Option<Duration>,
+    /// Instead of whole timelines: each branch runs this much virtual time
+    /// from its snapshot.
     #[arg(long, value_parser = util::parse_duration)]
     slice: Option<Duration>,
+    /// Snapshot every timeline at each multiple of this much virtual time
+    /// from the root, so that later branches run the rest of a timeline
+    /// under other faults (default: a tenth of --timeline-limit; none with
+    /// --slice). 0s: only where something is new.
+    #[arg(long, value_parser = util::parse_duration)]
+    snapshot_every: Option<Duration>,
+    /// Memory for the snapshot tree's pages: beyond it, the snapshots with
+    /// the least energy are evicted between rounds.
+    #[arg(long, value_parser = util::parse_size, default_value = "4G")]
+    snapshot_memory: usize,
     /// Virtual time to wait for setup complete before taking the root anyway
     /// (default 10s; 60s for Linux).
     #[arg(long, value_parser = util::parse_duration)]
@@ -83,10 +102,12 @@ pub struct Args {
     /// explore the same timelines with any number of workers.
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
-    /// Branches per round (default: --workers): each round's branches start
-    /// from the snapshots taken before the round, and are merged in order.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    batch: Option<u16>,
+    /// Branches per round: each round's branches start from the snapshots
+    /// taken before the round, and are merged in order. A fixed number, so
+    /// that --workers never changes what is explored; more workers than
+    /// --batch wait.
+    #[arg(long, default_value = "4", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: u16,
     #[command(flatten)]
     guest_profile: ProfileArgs,
 }
@@ -194,17 +215,25 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     let run = RunDir::create(&args.out, &label(&args, &target))?;
     inputs::save(&target, &run.inputs()).context("cannot keep the run's files with its records")?;
+    let limit = args.timeline_limit.unwrap_or(if linux { Duration::from_secs(60) } else { Duration::from_millis(20) });
+    let (span, snapshot_every) = match args.slice {
+        Some(slice) => (Span::Slice(vtime(slice)), args.snapshot_every),
+        None => (Span::Whole { limit: vtime(limit) }, Some(args.snapshot_every.unwrap_or(limit / 10))),
+    };
+    let snapshot_every = snapshot_every.filter(|d| !d.is_zero()).map(vtime);
     let config = ExploreConfig {
         target,
         seed: args.seed,
         budget: Budget { branches: Some(args.branches), wall: args.time, vtime: args.vtime.map(vtime) },
-        slice: vtime(args.slice.unwrap_or(if linux { Duration::from_secs(2) } else { Duration::from_millis(5) })),
+        span,
+        snapshot_every,
+        snapshot_memory: args.snapshot_memory as u64,
         setup_limit: args.setup_limit.map_or(ExploreConfig::default_setup_limit(linux), vtime),
         branch_from_snapshots: !args.no_snapshots,
         stop_at_first_bug: false,
         reexecutions: args.reexecute,
         start,
-        batch: usize::from(args.batch.unwrap_or(args.workers)),
+        batch: usize::from(args.batch),
         workers: usize::from(args.workers),
     };
     let bar = ProgressBar::new(args.branches);

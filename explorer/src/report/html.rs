@@ -51,7 +51,9 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         (s.ending.describe())
                     }
                     span { "master seed " (s.seed) }
-                    span { (s.branches) " branches of " (exp.slice_ns / 1_000_000) " ms" }
+                    span { (s.branches) " branches: " (s.span) }
+                    span { (s.timelines.ended) " timelines ran to the end, " (s.timelines.at_limit) " to their limit" }
+                    span { "snapshot tree " (s.tree.peak_bytes >> 20) " MiB at most" @if s.tree.evicted > 0 { ", " (s.tree.evicted) " evicted" } }
                     span { (s.snapshots) " snapshots" }
                     span { (s.signals) " signals" }
                     @if s.coverage_edges > 0 { span { (s.coverage_edges) " coverage edges" } }
@@ -310,7 +312,10 @@ mod tests {
             target: Target::Raw { guest: HOSTILE.into() },
             seed: 1,
             budget: Default::default(),
-            slice_ns: 5_000_000,
+            span: crate::branch::Span::Slice(hvsim_vmm::Vtime(5_000_000)),
+            snapshot_every_ns: None,
+            timelines: Default::default(),
+            tree: Default::default(),
             branch_from_snapshots: true,
             batch: 1,
             workers: 1,

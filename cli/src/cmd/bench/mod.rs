@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use hvsim_explorer::{explore, Budget, ExploreConfig, Target};
+use hvsim_explorer::{explore, Budget, ExploreConfig, Span, Target};
 use hvsim_guest_image::raw;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
@@ -321,7 +321,9 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
                 target: target.clone(),
                 seed,
                 budget: Budget { branches: Some(max_branches), ..Budget::default() },
-                slice,
+                span: Span::Slice(slice),
+            snapshot_every: None,
+            snapshot_memory: u64::MAX,
                 setup_limit: ExploreConfig::default_setup_limit(linux),
                 branch_from_snapshots: snapshots,
                 stop_at_first_bug: true,

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Target};
+use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Span, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 
@@ -39,7 +39,9 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             target: target.clone(),
             seed: 1,
             budget: Budget { branches: Some(branches), ..Budget::default() },
-            slice,
+            span: Span::Slice(slice),
+            snapshot_every: None,
+            snapshot_memory: u64::MAX,
             setup_limit: ExploreConfig::default_setup_limit(linux),
             branch_from_snapshots: true,
             stop_at_first_bug: false,
