@@ -254,8 +254,10 @@ echo '{"antithesis_assert":{"id":"the final check passes","message":"the final c
     let s = &whole["summary"];
     assert_eq!(s["bugs"], 1, "{s}");
     assert_eq!((s["timelines"]["ended"].as_u64(), s["timelines"]["at_limit"].as_u64()), (Some(2), Some(0)), "{s}");
-    let sliced =
-        explore_json(&["--linux", "--init-cmd", script, "--branches", "2", "--slice", "500ms"], &dir.path().join("sliced"));
+    let sliced = explore_json(
+        &["--linux", "--init-cmd", script, "--branches", "2", "--slice", "500ms"],
+        &dir.path().join("sliced"),
+    );
     let s = &sliced["summary"];
     assert_eq!(s["bugs"], 0, "{s}");
     assert_eq!(s["timelines"]["at_limit"], 2, "{s}");

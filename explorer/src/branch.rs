@@ -21,9 +21,9 @@
 use std::time::{Duration, Instant};
 
 use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
-use serde::{Deserialize, Serialize};
 use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
+use serde::{Deserialize, Serialize};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
@@ -202,16 +202,34 @@ pub(crate) fn run(
                 let coverage = known.new_coverage(machine);
                 let delta = if failed_at.is_none() { Some(capture(machine, cursor)?) } else { None };
                 let at = point(machine);
-                stops.push(StopRecord { at, coverage, messages: Vec::new(), failure: None, snapshot: delta, interval: true });
+                stops.push(StopRecord {
+                    at,
+                    coverage,
+                    messages: Vec::new(),
+                    failure: None,
+                    snapshot: delta,
+                    interval: true,
+                });
             }
             Stop::Deadline => {
                 let coverage = known.new_coverage(machine);
                 // Edges found after the last message are a place to go on
                 // from, where the branch had more to run.
-                if matches!(rules.span, Span::Slice(_)) && coverage.count() > 0 && rules.snapshots && failed_at.is_none() {
+                if matches!(rules.span, Span::Slice(_))
+                    && coverage.count() > 0
+                    && rules.snapshots
+                    && failed_at.is_none()
+                {
                     let delta = Some(capture(machine, cursor)?);
                     let at = point(machine);
-                    stops.push(StopRecord { at, coverage, messages: Vec::new(), failure: None, snapshot: delta, interval: false });
+                    stops.push(StopRecord {
+                        at,
+                        coverage,
+                        messages: Vec::new(),
+                        failure: None,
+                        snapshot: delta,
+                        interval: false,
+                    });
                     break (None, FreshBits::default());
                 }
                 break (None, coverage);

@@ -436,6 +436,17 @@ fn follow_timeline(
             Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
             Stop::Message => unreachable!("not stopping on messages before the last segment"),
         }
+        // A point the explorer stopped at on the clock (an interval, the
+        // end of a slice, the setup limit) may lie after its last exit: the
+        // guest was halted and the clock ran on to it, exit-less. The same
+        // wait here; an exit on the way means the timeline went elsewhere.
+        if m.now().nanos() < until.vtime_ns {
+            match m.run_until(Vtime(until.vtime_ns))? {
+                Stop::Deadline if m.trace_state().events == until.events => {}
+                Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
+                _ => return Ok(outcome(None, m)),
+            }
+        }
     }
     if let Some(seed) = last_seed {
         m.reseed(seed)?;

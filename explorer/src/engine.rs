@@ -508,6 +508,9 @@ pub struct TimelineEnds {
 /// The snapshot tree's page memory.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct TreeMemory {
+    /// The root's copy of guest RAM (part of `bytes`).
+    #[serde(default)]
+    pub root_bytes: u64,
     pub bytes: u64,
     pub peak_bytes: u64,
     pub budget_bytes: u64,
@@ -682,6 +685,9 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
     state.phases.snapshot_ms += ms(taken.elapsed());
+    state.tree.root_bytes = tree.memory_bytes() as u64;
+    state.tree.bytes = state.tree.root_bytes;
+    state.tree.peak_bytes = state.tree.root_bytes;
     let shared = Shared {
         tree: RwLock::new(tree),
         rules: Rules {

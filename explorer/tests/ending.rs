@@ -4,9 +4,7 @@
 //! result, and `Exploration::ending` says why it stopped. KVM is needed.
 
 use hvsim_explorer::bug::BugRecord;
-use hvsim_explorer::{
-    explore, Budget, Ending, ExploreConfig, Interrupt, Progress, Span, StartOptions, Target, Watch,
-};
+use hvsim_explorer::{explore, Budget, Ending, ExploreConfig, Interrupt, Progress, Span, StartOptions, Target, Watch};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 

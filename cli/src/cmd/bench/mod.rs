@@ -314,29 +314,29 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
     } else {
         (Target::Raw { guest: "demo".into() }, Vtime(5_000_000))
     };
+    let config = |seed: u64, branches: u64, mode: &str| ExploreConfig {
+        target: target.clone(),
+        seed,
+        budget: Budget { branches: Some(branches), ..Budget::default() },
+        span: if mode == "whole" { Span::Whole { limit: limit(linux) } } else { Span::Slice(slice) },
+        snapshot_every: (mode == "whole").then(|| Vtime(limit(linux).nanos() / 10)),
+        snapshot_memory: u64::MAX,
+        setup_limit: ExploreConfig::default_setup_limit(linux),
+        branch_from_snapshots: mode != "from-root",
+        stop_at_first_bug: true,
+        reexecutions: 3,
+        start: Default::default(),
+        batch: 1,
+        workers: 1,
+    };
     let mut rows = Vec::new();
     for seed in 1..=seeds {
-        for snapshots in [true, false] {
-            let config = ExploreConfig {
-                target: target.clone(),
-                seed,
-                budget: Budget { branches: Some(max_branches), ..Budget::default() },
-                span: Span::Slice(slice),
-            snapshot_every: None,
-            snapshot_memory: u64::MAX,
-                setup_limit: ExploreConfig::default_setup_limit(linux),
-                branch_from_snapshots: snapshots,
-                stop_at_first_bug: true,
-                reexecutions: 3,
-                start: Default::default(),
-                batch: 1,
-                workers: 1,
-            };
-            let e = explore(&config, &host, &mut ())?;
+        for mode in ["snapshots", "from-root", "whole"] {
+            let e = explore(&config(seed, max_branches, mode), &host, &mut ())?;
             let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));
             rows.push(serde_json::json!({
                 "seed": seed,
-                "mode": if snapshots { "snapshots" } else { "from-root" },
+                "mode": mode,
                 "branches": e.branches,
                 "timelines_per_sec": e.branches as f64 / (e.wall_ms.max(1) as f64 / 1000.0),
                 "branches_to_first_bug": branches_to_bug,
@@ -347,6 +347,26 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
             }));
         }
     }
+    // Throughput and memory over a fixed number of branches (no stop at the
+    // first bug): whole timelines with interval snapshots against slices.
+    let fixed = if linux { 40 } else { 1000 };
+    let mut modes = Vec::new();
+    for mode in ["whole", "snapshots"] {
+        let e = explore(&ExploreConfig { stop_at_first_bug: false, ..config(1, fixed, mode) }, &host, &mut ())?;
+        let run_ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms).max(1);
+        let delta = e.tree.peak_bytes.saturating_sub(e.tree.root_bytes);
+        modes.push(serde_json::json!({
+            "mode": if mode == "whole" { "whole timelines" } else { "slices" },
+            "span": e.describe_span(),
+            "branches": e.branches,
+            "branches_per_sec": e.branches as f64 / (run_ms as f64 / 1000.0),
+            "vtime_per_branch_ms": e.vtime_ns as f64 / e.branches.max(1) as f64 / 1e6,
+            "tree_bytes_per_1000_branches": delta as f64 * 1000.0 / e.branches.max(1) as f64,
+            "snapshots": e.snapshots,
+            "timelines_ended": e.timelines.ended,
+            "bugs": e.bugs.len(),
+        }));
+    }
     let med = |mode: &str, key: &str| -> Option<f64> {
         let v: Vec<f64> = rows.iter().filter(|r| r["mode"] == mode).filter_map(|r| r[key].as_f64()).collect();
         (!v.is_empty()).then(|| median(v))
@@ -354,6 +374,8 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
     let sum = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>();
     let reexecution_share = sum("reexecution_ms") / sum("wall_ms").max(1.0);
     let summary = serde_json::json!({
+        "whole_ms_to_first_bug": med("whole", "ms_to_first_bug"),
+        "whole_branches_to_first_bug": med("whole", "branches_to_first_bug"),
         "snapshots_ms_to_first_bug": med("snapshots", "ms_to_first_bug"),
         "from_root_ms_to_first_bug": med("from-root", "ms_to_first_bug"),
         "snapshots_branches_to_first_bug": med("snapshots", "branches_to_first_bug"),
@@ -364,7 +386,10 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
         "reexecution_share": reexecution_share,
     });
     if json {
-        println!("{}", serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary }));
+        println!(
+            "{}",
+            serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary, "timelines": modes })
+        );
     } else {
         println!(
             "explore {} to its first bug, branching from snapshots vs from the root every time:",
@@ -390,9 +415,10 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
             _ => String::new(),
         };
         println!(
-            "  median time to first bug: snapshots {}, from the root {}{ratio}",
+            "  median time to first bug: snapshots {}, from the root {}{ratio}; whole timelines {}",
             ms("snapshots_ms_to_first_bug"),
-            ms("from_root_ms_to_first_bug")
+            ms("from_root_ms_to_first_bug"),
+            ms("whole_ms_to_first_bug")
         );
         let reproduced: Vec<&str> = rows.iter().filter_map(|r| r["reproduced"].as_str()).collect();
         println!(
@@ -402,7 +428,32 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
             reproduced.join(", ")
         );
     }
+    println!("{fixed} branches of seed 1, whole timelines against slices (how branches ran before):");
+    for m in &modes {
+        println!(
+                "  {:<15} {:>7.1} branches/s, {:>7.2} ms of virtual time each, {:>8.1} MiB of snapshot pages per 1000 branches, {} snapshots, {} timelines ended ({})",
+                m["mode"].as_str().unwrap(),
+                m["branches_per_sec"].as_f64().unwrap(),
+                m["vtime_per_branch_ms"].as_f64().unwrap(),
+                m["tree_bytes_per_1000_branches"].as_f64().unwrap() / f64::from(1 << 20),
+                m["snapshots"],
+                m["timelines_ended"],
+                m["span"].as_str().unwrap()
+            );
+    }
+    let (w, sl) = (&modes[0], &modes[1]);
+    println!(
+        "  whole/slices: {:.2}x the branches per second, {:.2}x the snapshot memory per branch",
+        w["branches_per_sec"].as_f64().unwrap() / sl["branches_per_sec"].as_f64().unwrap().max(1e-9),
+        w["tree_bytes_per_1000_branches"].as_f64().unwrap()
+            / sl["tree_bytes_per_1000_branches"].as_f64().unwrap().max(1.0)
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The timeline limit `hvsim explore` gives a target by default.
+fn limit(linux: bool) -> Vtime {
+    Vtime(if linux { 60_000_000_000 } else { 20_000_000 })
 }
 
 fn per_exit(t: Duration, exits: u64) -> f64 {
