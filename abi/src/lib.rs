@@ -156,6 +156,10 @@ pub mod hc {
         /// the generators it keeps in its own memory from `RANDOM` at once.
         /// `node` is 0.
         pub const RESEED: u32 = 3;
+        /// The guest reported setup complete (the SDKs' message); sent
+        /// only in runs that asked for it (a Test Composer template to
+        /// run, see [`crate::linux::COMPOSER`]). `node` is 0.
+        pub const SETUP: u32 = 4;
 
         pub const fn word(kind: u32, node: u16) -> u32 {
             (kind << 16) | node as u32
@@ -185,6 +189,51 @@ pub mod linux {
     /// `CONTAINERS/<i>` (see [`crate::container`]); the node command and
     /// the run's command are then init's own.
     pub const CONTAINERS: &str = "/etc/hvsim/containers";
+    /// With containers whose images hold Test Composer templates: the
+    /// commands, one per line, `template TAB file name TAB node,node,...`
+    /// (the nodes whose containers hold it). Init composes them once
+    /// setup is complete instead of waiting for every service to exit.
+    pub const COMPOSER: &str = "/etc/hvsim/composer";
+}
+
+/// Test Composer (Antithesis's test templates): what a command's file name
+/// says about when and how it runs. The host finds the commands
+/// (`guest-image/src/composer.rs`), init runs them (`guest-init/src/container/composer.rs`).
+pub mod composer {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Kind {
+        First,
+        ParallelDriver,
+        SerialDriver,
+        SingletonDriver,
+        Anytime,
+        Eventually,
+        Finally,
+    }
+
+    const PREFIXES: [(&str, Kind); 7] = [
+        ("first_", Kind::First),
+        ("parallel_driver_", Kind::ParallelDriver),
+        ("serial_driver_", Kind::SerialDriver),
+        ("singleton_driver_", Kind::SingletonDriver),
+        ("anytime_", Kind::Anytime),
+        ("eventually_", Kind::Eventually),
+        ("finally_", Kind::Finally),
+    ];
+
+    impl Kind {
+        /// The kind of a command file's name; `None` for helpers
+        /// (`helper_`) and files without a known prefix: never run.
+        pub fn of(file: &str) -> Option<Kind> {
+            PREFIXES
+                .iter()
+                .find_map(|&(prefix, kind)| file.strip_prefix(prefix).filter(|rest| !rest.is_empty()).map(|_| kind))
+        }
+
+        pub fn is_driver(self) -> bool {
+            matches!(self, Kind::ParallelDriver | Kind::SerialDriver | Kind::SingletonDriver)
+        }
+    }
 }
 
 /// A node's container, as the VMM describes it to init: a list of fields,

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
+use crate::composer::Composition;
 use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
@@ -55,6 +56,8 @@ pub(crate) struct Failure {
     pub console_bytes: usize,
     /// The drawn faults that struck in the timeline up to there.
     pub faults: Vec<Episode>,
+    /// What Test Composer ran in the timeline up to there.
+    pub composer: Option<Composition>,
 }
 
 impl Failure {
@@ -65,6 +68,7 @@ impl Failure {
             console_tail: bug::console_tail(m.console()),
             console_bytes: m.console().len(),
             faults: m.state().devices.virtio.struck(),
+            composer: Composition::of(m.messages()),
         }
     }
 }

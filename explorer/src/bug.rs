@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::composer::Composition;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
@@ -112,6 +113,10 @@ pub struct BugRecord {
     /// schedule that led to it. (Its seeds reproduce them in a replay.)
     #[serde(default)]
     pub faults: Vec<Episode>,
+    /// With Test Composer: the template its timeline ran and the commands
+    /// that had started before the failure, where and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub composer: Option<Composition>,
     /// What failed after it in the same timeline (a service exiting with
     /// an error, another assertion): consequences of the bug, not bugs of
     /// their own.
@@ -241,6 +246,7 @@ impl BugRecord {
             world,
             failure: Some(failure),
             faults: Vec::new(),
+            composer: None,
             after: Vec::new(),
             console_after: Vec::new(),
             reproduction,

@@ -83,6 +83,7 @@ impl Bugs {
         assert_eq!(record.id, id);
         record.console_tail = failure.console_tail.clone();
         record.faults = failure.faults.clone();
+        record.composer = failure.composer.clone();
         let index = self.records.len();
         self.by_id.insert(id, index);
         self.records.push(record);

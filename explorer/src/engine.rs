@@ -41,6 +41,7 @@ use crate::assertions::Assertions;
 use crate::branch::{BranchJob, BranchRun, Failure, Rules, Span};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
+use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::faults::FaultTally;
@@ -273,6 +274,9 @@ pub struct Exploration {
     pub assertions: Assertions,
     pub bugs: Vec<BugRecord>,
     pub events: BTreeMap<String, u64>,
+    /// What Test Composer ran, if the target has templates.
+    #[serde(default)]
+    pub composer: ComposerTally,
     pub garbage: Garbage,
     pub faults: FaultTally,
     pub coverage_edges: usize,
@@ -353,6 +357,7 @@ pub(crate) struct Knowledge {
     assertions: Assertions,
     signals: Signals,
     events: BTreeMap<String, u64>,
+    composer: ComposerTally,
     garbage: Garbage,
     instrumentation: Instrumentation,
 }
@@ -423,6 +428,7 @@ impl Knowledge {
                 self.instrumentation.coverage_modules.insert(name, (edges, base));
             }
             SdkMessage::SetupComplete { .. } => o.setup_complete = true,
+            SdkMessage::Composer(e) => self.composer.add(e),
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
                 if !self.instrumentation.sdks.contains(&info) {
@@ -566,6 +572,7 @@ impl State {
             assertions: self.known.assertions.clone(),
             bugs: self.bugs.records.clone(),
             events: self.known.events.clone(),
+            composer: self.known.composer.clone(),
             garbage: self.known.garbage.clone(),
             faults: self.faults.clone(),
             series: self.series.clone(),

@@ -2,6 +2,7 @@
 //!
 //! - [`sdk`]: the guest's JSON-lines protocol (Antithesis SDK shapes).
 //! - [`assertions`]: the catalog and per-assertion verdicts.
+//! - [`composer`]: what Test Composer ran, in a timeline and over all.
 //! - [`coverage`]: the edges every timeline reached.
 //! - [`engine`]: the exploration loop over the snapshot tree, in rounds of
 //!   branches that `workers` run (one machine per thread) and `branch`
@@ -17,6 +18,7 @@ pub mod assertions;
 mod branch;
 pub mod bug;
 mod bugs;
+pub mod composer;
 pub mod coverage;
 pub mod engine;
 pub mod error;

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::assertions::Verdict;
 use crate::bug::Later;
+use crate::composer::ComposerTally;
 use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
 use crate::sdk::{AssertKind, Location};
@@ -59,6 +60,9 @@ pub struct BugSummary {
     pub after: Vec<Later>,
     /// The drawn faults that struck in its timeline, one line each.
     pub faults: Vec<String>,
+    /// With Test Composer: the template, and the commands that had started
+    /// before it showed, one line each.
+    pub composer: Option<(String, Vec<String>)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -99,6 +103,8 @@ pub struct Report {
     pub assertions: Vec<AssertionReport>,
     pub bugs: Vec<BugSummary>,
     pub events: BTreeMap<String, u64>,
+    /// What Test Composer ran over every timeline.
+    pub composer: ComposerTally,
     /// Landing evidence over every timeline: per configured fault kind, the
     /// packets or requests it touched ("not landed" if none).
     pub faults: Vec<FaultReport>,
@@ -138,6 +144,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
                 replayable_reasons: bug.replayable_reasons.clone(),
                 after: bug.after.clone(),
                 faults: bug.faults.iter().map(|e| e.describe(&|n| node_name(&exp.target, n))).collect(),
+                composer: bug.composer.as_ref().map(|c| (c.template.clone(), c.describe())),
             }
         })
         .collect();
@@ -204,6 +211,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
         assertions,
         bugs,
         events: exp.events.clone(),
+        composer: exp.composer.clone(),
         faults: exp.faults.reports(),
         series,
         instrumentation: exp.instrumentation.clone(),
@@ -299,6 +307,12 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
                 let _ = writeln!(m, "    - {f}");
             }
         }
+        if let Some((template, runs)) = &b.composer {
+            let _ = writeln!(m, "  - Test Composer template `{template}`; commands in its timeline:");
+            for r in runs {
+                let _ = writeln!(m, "    - {r}");
+            }
+        }
         for later in &b.after {
             let _ = writeln!(
                 m,
@@ -336,6 +350,21 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(m, "| --- | --- | --- | --- |");
         for f in &r.faults {
             let _ = writeln!(m, "| {} | {} | {} | {} |", f.kind, f.drawn, f.landed, f.status);
+        }
+    }
+    if !r.composer.is_empty() {
+        let _ = writeln!(m, "\n## Test Composer\n");
+        for (template, n) in &r.composer.templates {
+            let _ = writeln!(m, "- template `{template}`: chosen in {n} timeline(s)");
+        }
+        let _ = writeln!(m, "\n| command | started | exit 0 | failed | ended by a fault | stopped |");
+        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- |");
+        for (c, t) in &r.composer.commands {
+            let _ = writeln!(
+                m,
+                "| {c} | {} | {} | {} | {} | {} |",
+                t.started, t.succeeded, t.failed, t.by_fault, t.stopped
+            );
         }
     }
     if !r.events.is_empty() {

@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::composer::{self, ComposerEvent};
+
 /// What an assertion is, as far as its verdict goes: Antithesis derives it
 /// from `assert_type` and `must_hit` (`display_type` is only a name to show).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -181,6 +183,8 @@ pub enum SdkMessage {
     },
     /// SDK identification (`antithesis_sdk`).
     SdkInfo(Value),
+    /// What init's Test Composer ran (`crate::composer`).
+    Composer(ComposerEvent),
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -229,6 +233,7 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             (Some(name), Some(edges), Some(base)) => SdkMessage::CoverageModule { name, edges, base },
             _ => SdkMessage::Garbage("hvsim_coverage_module without name, edges and base".into()),
         },
+        composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod cache;
 pub mod compose;
+pub mod composer;
 pub mod container;
 pub mod error;
 pub mod host;

@@ -19,6 +19,7 @@ use hvsim_vmm::{Machine, MachineConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::composer::Composer;
 use crate::container::Container;
 use crate::error::{ImageError, Result};
 use crate::host::Host;
@@ -28,6 +29,8 @@ use crate::oci::rootfs::{self, RootFs};
 use crate::oci::store::Store;
 use crate::raw;
 
+// One target per run or exploration: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
@@ -76,6 +79,10 @@ pub struct System {
     /// share a machine shape).
     #[serde(default)]
     pub image_bytes: u64,
+    /// The Test Composer templates the containers hold (init runs them
+    /// once setup is complete).
+    #[serde(default)]
+    pub composer: Composer,
 }
 
 impl System {
@@ -84,10 +91,10 @@ impl System {
     /// root file systems (cached in the image store).
     pub fn with_containers(containers: Vec<Container>, disk_bytes: u64, fault_plan: Option<String>) -> Result<System> {
         let store = Store::open()?;
-        let mut largest = 0;
-        for c in &containers {
-            largest = largest.max(container_rootfs(&store, c)?.fs_bytes);
-        }
+        let rootfs = containers.iter().map(|c| container_rootfs(&store, c)).collect::<Result<Vec<_>>>()?;
+        let largest = rootfs.iter().map(|r| r.fs_bytes).max().unwrap_or(0);
+        let paths: Vec<&Path> = rootfs.iter().map(|r| r.path.as_path()).collect();
+        let composer = Composer::discover(&containers, &paths)?;
         let nodes = u16::try_from(containers.len()).map_err(|_| ImageError::Setup("too many containers".into()))?;
         Ok(System {
             nodes,
@@ -97,6 +104,7 @@ impl System {
             node_cmd: None,
             containers,
             image_bytes: largest.next_power_of_two().max(MIN_IMAGE_DISK),
+            composer,
         })
     }
 
@@ -137,6 +145,9 @@ impl System {
             };
             images.push(Some(base));
             files.extend(c.inbox_files(node as u16, &hosts)?);
+        }
+        if !self.composer.is_empty() {
+            files.push(self.composer.run_file());
         }
         Ok(DiskInputs { disk_base: Some(disk_base), images, files })
     }
@@ -265,7 +276,14 @@ impl Target {
                     }
                     work.files.push(f.clone());
                 }
-                let inputs = RunInputs { seed, inbox: work.inbox()?, faults: system.faults(seed)?, disk_base, images };
+                let inputs = RunInputs {
+                    seed,
+                    inbox: work.inbox()?,
+                    faults: system.faults(seed)?,
+                    disk_base,
+                    images,
+                    announce_setup: !system.composer.is_empty(),
+                };
                 let config = linux_boot(*mem, system, *verbose_boot, host, settings.clone())?;
                 let (mut machine, boot) = if opts.cold_boot {
                     let machine = linux::boot_to_ready(&config)?;

@@ -26,6 +26,16 @@ pub fn down_marker(node: u16) -> String {
     format!("{RUN_DIR}/node{node}.down")
 }
 
+/// Whether node `node` is without power (crashed, not restarted yet).
+pub fn is_down(node: u16) -> bool {
+    std::path::Path::new(&down_marker(node)).exists()
+}
+
+/// One byte per crash of node `node` so far.
+pub fn crash_count_file(node: u16) -> String {
+    format!("{RUN_DIR}/node{node}.crashes")
+}
+
 pub fn disk_link(node: u16) -> String {
     format!("/dev/hvsim-disk{node}")
 }

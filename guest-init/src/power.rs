@@ -77,6 +77,11 @@ impl Power {
             match event::split(word) {
                 (event::NODE_DOWN, node) if node < self.nodes => self.down(node),
                 (event::NODE_UP, node) if node < self.nodes => self.up(node),
+                (event::SETUP, _) => {
+                    if let Err(e) = std::fs::write(crate::container::composer::SETUP_MARKER, "") {
+                        eprintln!("hvsim-init: cannot mark setup complete: {e}");
+                    }
+                }
                 _ => eprintln!("hvsim-init: unknown machine event {word:#x}"),
             }
         }
@@ -93,6 +98,14 @@ impl Power {
     fn down(&mut self, node: u16) {
         if let Err(e) = std::fs::write(nodes::down_marker(node), "") {
             eprintln!("hvsim-init: node {node}: cannot mark it down: {e}");
+        }
+        let counted = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(nodes::crash_count_file(node))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"));
+        if let Err(e) = counted {
+            eprintln!("hvsim-init: node {node}: cannot count its crash: {e}");
         }
         let killed = kill_node(node).unwrap_or_else(|e| {
             eprintln!("hvsim-init: node {node}: cannot list its processes: {e}");

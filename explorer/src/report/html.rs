@@ -99,6 +99,10 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             p { "Drawn faults in its timeline:" }
                             ul { @for f in &b.faults { li { (f) } } }
                         }
+                        @if let Some((template, runs)) = &b.composer {
+                            p { "Test Composer template " code { (template) } "; commands in its timeline:" }
+                            ul { @for run in runs { li { (run) } } }
+                        }
                         @if !b.after.is_empty() {
                             p { "After it, in the same timeline (consequences, not bugs of their own):" }
                             ul { @for later in &b.after { li { (point(later.at)) ": " (later.what) } } }
@@ -118,6 +122,17 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         @for f in &r.faults {
                             tr { td { code { (f.kind) } } td { (f.drawn) } td { (f.landed) }
                                  td class=(if f.landed > 0 { "good" } else { "bad" }) { (f.status) } }
+                        }
+                    }
+                }
+                @if !r.composer.is_empty() {
+                    h2 { "Test Composer" }
+                    @for (template, n) in &r.composer.templates { p { "template " code { (template) } ": chosen in " (n) " timeline(s)" } }
+                    table {
+                        tr { th { "command" } th { "started" } th { "exit 0" } th { "failed" } th { "ended by a fault" } th { "stopped" } }
+                        @for (c, t) in &r.composer.commands {
+                            tr { td { code { (c) } } td { (t.started) } td { (t.succeeded) }
+                                 td class=(if t.failed > 0 { "bad" } else { "" }) { (t.failed) } td { (t.by_fault) } td { (t.stopped) } }
                         }
                     }
                 }
@@ -330,6 +345,7 @@ mod tests {
             events: BTreeMap::from([(HOSTILE.to_owned(), 1)]),
             garbage: crate::engine::Garbage { count: 1, examples: vec![HOSTILE.into()] },
             faults: Default::default(),
+            composer: Default::default(),
             coverage_edges: 0,
             instrumentation: Default::default(),
             series: vec![point(1, 0), point(2, 1)],

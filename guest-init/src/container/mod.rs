@@ -26,6 +26,7 @@
 //! (`<status> <monotonic ns>`) markers, and the mount points the
 //! container's mount namespace uses.
 
+pub mod composer;
 mod health;
 mod process;
 mod relay;
@@ -111,7 +112,7 @@ impl Supervisor {
         let dir = state_dir(node);
         std::fs::create_dir_all(&dir)?;
         // A restarted node starts over: what it said before its crash is stale.
-        for marker in ["started", "healthy", "exit"] {
+        for marker in ["started", "healthy", "exit", "pid"] {
             let _ = std::fs::remove_file(dir.join(marker));
         }
         Ok(Supervisor { node, spec, dir })
@@ -204,6 +205,8 @@ impl Supervisor {
         drop(out_w);
         drop(err_w);
         let pid = pid as libc::pid_t;
+        // Where Test Composer commands enter the container.
+        atomic_write(&self.dir.join("pid"), pid.to_string().as_bytes())?;
         atomic_write(&self.dir.join("started"), b"")?;
         println!("hvsim-init: service {} started", self.spec.name);
         self.relay_and_wait(pid, out_r, err_r)
@@ -281,10 +284,14 @@ pub(super) fn ctx(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// `/init compose-wait`: the run's command with containers. Waits until
+/// `/init compose-wait`: the run's command with containers. With Test
+/// Composer templates, composes them (`composer.rs`); otherwise waits until
 /// every node's service has exited, lists them, and exits with the status
 /// of the first that failed (by time), else 0.
 pub fn wait_all() -> ExitCode {
+    if Path::new(hvsim_abi::linux::COMPOSER).exists() {
+        return composer::run();
+    }
     let n = count();
     let mut exits = Vec::new();
     for node in 0..n {
@@ -323,7 +330,7 @@ pub(super) fn atomic_write(path: &Path, data: &[u8]) -> io::Result<()> {
 }
 
 /// Blocks until `dir/name` exists, without polling (inotify).
-fn wait_for_file(dir: &Path, name: &str) -> io::Result<()> {
+pub(super) fn wait_for_file(dir: &Path, name: &str) -> io::Result<()> {
     // SAFETY: inotify_init1 returns a new descriptor, owned below.
     let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
     if fd < 0 {

@@ -77,6 +77,10 @@ pub struct Hypercall {
     /// The longest message kept: the guest's RAM size.
     #[serde(default = "default_max_message")]
     max_message: usize,
+    /// The run asked to hear of setup complete (`hc::event::SETUP`), and
+    /// has not yet.
+    #[serde(default)]
+    announce_setup: bool,
 }
 
 fn default_max_message() -> usize {
@@ -113,6 +117,7 @@ impl Hypercall {
             caps: 0,
             ready: false,
             max_message: ram,
+            announce_setup: false,
         }
     }
 
@@ -135,6 +140,16 @@ impl Hypercall {
     pub fn set_inbox(&mut self, work: Vec<u8>) {
         self.inbox = work;
         self.inbox_read = 0;
+    }
+
+    /// Whether the run wants `hc::event::SETUP` at setup complete.
+    pub fn set_announce_setup(&mut self, on: bool) {
+        self.announce_setup = on;
+    }
+
+    /// Whether setup complete is to be announced now (once per run).
+    pub fn take_setup_announcement(&mut self) -> bool {
+        std::mem::take(&mut self.announce_setup)
     }
 
     /// Whether the guest handles all of `caps` (`hc::caps`).

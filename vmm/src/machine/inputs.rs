@@ -33,6 +33,9 @@ pub struct RunInputs {
     /// Each node's image disk's contents (by node; a machine with
     /// `VirtioSpec::image_bytes`).
     pub images: Vec<Option<Base>>,
+    /// Tell the guest when it reports setup complete
+    /// (`hc::event::SETUP`: init then runs Test Composer templates).
+    pub announce_setup: bool,
 }
 
 impl Machine {
@@ -50,6 +53,7 @@ impl Machine {
             .begin_run(&inputs.faults, inputs.disk_base, &inputs.images, inputs.seed, now)
             .map_err(Error::Config)?;
         devices.hc.set_inbox(inputs.inbox);
+        devices.hc.set_announce_setup(inputs.announce_setup);
         self.scratch.clear();
         self.scratch.extend_from_slice(&fingerprint);
         self.record(ExitKind::RunStart, 0, None)?;
