@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::composer::Composition;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
+use crate::roots::{RootId, Roots};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
 use crate::timeline::{Point, Timeline};
 use crate::{StartOptions, Target};
@@ -353,15 +354,46 @@ pub struct ReplayOutcome {
     /// With `--profile-guest`: the replay's samples.
     #[serde(skip)]
     pub profile: Option<GuestProfile>,
+    /// It started from a saved root (`roots.rs`).
+    pub from_saved_root: bool,
 }
 
-/// Starts the bug's target and follows its timeline to the failure point.
-/// `limit`, if given, bounds the virtual time the replay may run.
-pub fn replay(bug: &BugRecord, host: &Host, start: &StartOptions, limit: Option<Vtime>) -> Result<ReplayOutcome> {
-    let mut m = bug.target.start(bug.master_seed, host, start)?.machine;
+/// Starts the bug's target, or restores its timeline's root if the root
+/// `root` names was saved and is that root (`roots.rs`: the id is of the
+/// target as explored, before its files were relocated), and follows its
+/// timeline to the failure point. `limit`, if given, bounds the virtual
+/// time the replay may run.
+pub fn replay(
+    bug: &BugRecord,
+    host: &Host,
+    start: &StartOptions,
+    limit: Option<Vtime>,
+    root: Option<&RootId>,
+) -> Result<ReplayOutcome> {
+    let saved = root.and_then(|id| saved_root(bug, id, host, start));
+    let from_saved_root = saved.is_some();
+    let mut m = match saved {
+        Some(m) => m,
+        None => bug.target.start(bug.master_seed, host, start)?.machine,
+    };
     let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit)?;
     outcome.profile = m.take_guest_profile();
+    outcome.from_saved_root = from_saved_root;
     Ok(outcome)
+}
+
+/// The root of the bug's timeline, restored, if `id`'s root was saved and
+/// is that root.
+fn saved_root(bug: &BugRecord, id: &RootId, host: &Host, start: &StartOptions) -> Option<Machine> {
+    if !bug.target.is_linux() || start.cold_boot || start.profiler.is_some() {
+        return None;
+    }
+    let (mut m, saved) = Roots::open().ok()?.get(id, &host.settings(true, start.watchdog))?;
+    if saved.point != bug.timeline.root {
+        return None;
+    }
+    start.prepare(&mut m);
+    Some(m)
 }
 
 /// How far past a recorded point's virtual time a replay may run without
@@ -411,6 +443,7 @@ pub fn follow(
             trace_matches,
             memory_matches,
             profile: None,
+            from_saved_root: false,
         }
     };
     let stop_on_message = m.stop_on_message();

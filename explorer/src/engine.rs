@@ -45,6 +45,7 @@ use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::faults::FaultTally;
+use crate::roots::{RootId, Roots, SavedRoot};
 use crate::sdk::{self, SdkMessage};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
@@ -95,6 +96,11 @@ pub struct ExploreConfig {
     pub batch: usize,
     /// Machines (threads) running a round's branches: speed only.
     pub workers: usize,
+    /// Keep the root of a Linux target on disk, and start from a saved one
+    /// (`roots.rs`).
+    pub saved_roots: bool,
+    /// Run the root even if a saved one exists (and save it again).
+    pub fresh_root: bool,
 }
 
 impl ExploreConfig {
@@ -174,6 +180,9 @@ pub struct RootInfo {
     /// there is no root to branch from.
     #[serde(default)]
     pub ended: Option<String>,
+    /// Restored from a saved root (`roots.rs`) rather than run.
+    #[serde(default)]
+    pub restored: bool,
 }
 
 /// Why an exploration ended.
@@ -298,6 +307,9 @@ pub struct Exploration {
 pub enum Progress {
     /// The root runs and has not reported setup complete yet.
     Setup { vtime: Vtime, limit: Vtime, elapsed: Duration },
+    /// The root was restored from a saved root, which took `made_ms` of
+    /// wall time to make.
+    RootRestored { made_ms: u64 },
     /// A branch ended.
     Branch(BranchProgress),
 }
@@ -639,7 +651,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         started: Instant::now(),
         known: Knowledge::default(),
         bugs: Bugs::new(config.reexecutions),
-        root: RootInfo { point: Point { events: 0, vtime_ns: 0 }, setup_complete: false, ended: None },
+        root: RootInfo { point: Point { events: 0, vtime_ns: 0 }, setup_complete: false, ended: None, restored: false },
         nodes: Vec::new(),
         branches: 0,
         vtime_total: 0,
@@ -653,22 +665,62 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     };
     let world = World::of(target, host)?;
     let cx = BugContext { target, world: &world, seed: config.seed };
-    let mut machine = target.start(config.seed, host, &start)?.machine;
-    state.phases.start_ms = ms(state.started.elapsed());
-    machine.set_stop_on_message(true);
+    // A Linux root is kept (roots.rs): a saved one is restored rather than
+    // made again. Not with a guest profile, which covers the whole run.
+    let roots = match config.saved_roots && target.is_linux() && !start.cold_boot && start.profiler.is_none() {
+        true => Some((Roots::open()?, RootId::new(target, &world, config.seed)?)),
+        false => None,
+    };
+    let restored = roots
+        .as_ref()
+        .filter(|_| !config.fresh_root)
+        .and_then(|(roots, id)| roots.get(id, &host.settings(true, start.watchdog)))
+        .filter(|(_, saved)| saved.point.vtime_ns <= config.setup_limit.nanos());
+    let (mut machine, branchable) = match restored {
+        Some((mut machine, saved)) => {
+            start.prepare(&mut machine);
+            machine.set_stop_on_message(true);
+            restored_root(&mut machine, &saved, &mut state);
+            state.phases.start_ms = ms(state.started.elapsed());
+            watch.progress(Progress::RootRestored { made_ms: saved.wall_ms });
+            (machine, true)
+        }
+        None => {
+            let mut machine = target.start(config.seed, host, &start)?.machine;
+            state.phases.start_ms = ms(state.started.elapsed());
+            machine.set_stop_on_message(true);
+            // Messages before the run (none, or the boot's) are not its own.
+            let first_message = machine.messages().len();
 
-    // The root: run until setup complete.
-    let before = FaultTally::mark(&machine);
-    let setup_started = Instant::now();
-    let setup = setup(&mut machine, config, &cx, &mut state, watch);
-    state.phases.setup_ms = ms(setup_started.elapsed());
-    state.root.point = point(&machine);
-    state.faults.add(&before, &machine);
-    // False: the target ended after a bug, and there is no root.
-    let branchable = setup.unwrap_or_else(|e| {
-        state.fail(&interrupt, "the root's setup".into(), e);
-        false
-    });
+            // The root: run until setup complete.
+            let before = FaultTally::mark(&machine);
+            let setup_started = Instant::now();
+            let setup = setup(&mut machine, config, &cx, &mut state, watch);
+            state.phases.setup_ms = ms(setup_started.elapsed());
+            state.root.point = point(&machine);
+            state.faults.add(&before, &machine);
+            // False: the target ended after a bug, and there is no root.
+            let branchable = setup.unwrap_or_else(|e| {
+                state.fail(&interrupt, "the root's setup".into(), e);
+                false
+            });
+            let clean = branchable && state.root.setup_complete && state.bugs.records.is_empty();
+            if let Some((roots, id)) = roots.as_ref().filter(|_| clean && state.ending == Ending::Running) {
+                let saved = SavedRoot {
+                    id: id.clone(),
+                    point: state.root.point,
+                    faults: state.faults.clone(),
+                    first_message,
+                    wall_ms: state.phases.start_ms + state.phases.setup_ms,
+                };
+                // Losing it costs the next exploration time, nothing else.
+                if let Err(e) = roots.put(&saved, &mut machine) {
+                    tracing::warn!("cannot save the root: {e}");
+                }
+            }
+            (machine, branchable)
+        }
+    };
     // Bugs before the root are re-executed from a fresh start.
     let checking = Instant::now();
     for i in 0..state.bugs.records.len() {
@@ -677,7 +729,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
                 break;
             }
             let took = Instant::now();
-            let outcome = bug::replay(&state.bugs.records[i], host, &start, None);
+            // Before the root: no saved root is of use.
+            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None);
             state.checked(Checked { bug: i, outcome, took: took.elapsed() }, watch, &interrupt);
         }
     }
@@ -736,6 +789,23 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         Ok(pool.finish())
     })?;
     Ok(state.exploration(config, guest_profile))
+}
+
+/// Takes in a saved root as if the exploration had just run it: what its
+/// messages (every one since power-on) and coverage say, and the faults
+/// that landed before it.
+fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
+    state.known.new_coverage(machine);
+    let messages = machine.messages()[saved.first_message..].to_vec();
+    for msg in messages {
+        let o = state.known.process(&msg.bytes);
+        assert!(o.bug.is_none(), "only roots reached without a bug are saved");
+        state.root.setup_complete |= o.setup_complete;
+    }
+    assert!(state.root.setup_complete, "only roots at setup complete are saved");
+    state.root.point = saved.point;
+    state.root.restored = true;
+    state.faults = saved.faults.clone();
 }
 
 /// Runs the root until the target reports setup complete (or the setup

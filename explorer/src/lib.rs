@@ -11,6 +11,7 @@
 //!   the bugs of one exploration, found and then confirmed.
 //! - [`report`]: report.md, report.json, report.html and the bug files, in
 //!   an exploration's own directory ([`report::RunDir`]).
+//! - [`roots`]: saved roots, the machine at setup complete kept on disk.
 //!
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod error;
 pub mod faults;
 pub mod report;
+pub mod roots;
 pub mod sdk;
 pub mod timeline;
 mod workers;

@@ -87,6 +87,8 @@ pub struct Summary {
     pub wall_ms: u64,
     pub vtime_ns: u64,
     pub setup_complete: bool,
+    /// The root came from a saved root (what was explored does not change).
+    pub root_restored: bool,
     pub bugs: usize,
     /// Branch number and milliseconds at which the first bug appeared.
     pub first_bug: Option<(u64, u64)>,
@@ -202,6 +204,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
             wall_ms: exp.wall_ms,
             vtime_ns: exp.vtime_ns,
             setup_complete: exp.root.setup_complete,
+            root_restored: exp.root.restored,
             bugs: exp.bugs.len(),
             first_bug: exp.first_bug,
             verdicts,
@@ -262,10 +265,11 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
     let _ = writeln!(
         m,
-        "- root: {} at virtual time {} ns (event {})",
+        "- root: {} at virtual time {} ns (event {}){}",
         if s.setup_complete { "setup complete" } else { "setup never reported; root taken at the limit" },
         exp.root.point.vtime_ns,
-        exp.root.point.events
+        exp.root.point.events,
+        if s.root_restored { ", restored from a saved root" } else { "" }
     );
     let p = &s.phases;
     let _ = writeln!(

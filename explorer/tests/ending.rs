@@ -35,6 +35,8 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         start: StartOptions { interrupt: Some(interrupt.clone()), ..StartOptions::default() },
         batch: workers,
         workers,
+        saved_roots: false,
+        fresh_root: false,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod inputs;
 pub mod linux;
 pub mod oci;
 pub mod raw;
+pub mod snapshot_store;
 pub mod target;
 pub mod world;
 

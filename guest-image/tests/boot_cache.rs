@@ -163,7 +163,7 @@ fn the_cache_keeps_to_its_bound_least_recently_used_first() {
     let entries = unbounded.entries().unwrap();
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[0].key, shapes[0].key(), "most recently used first");
-    assert_eq!(entries[0].shape.as_ref(), Some(&shapes[0]));
+    assert_eq!(entries[0].description.as_ref(), Some(&shapes[0]));
     let one = entries[0].bytes;
 
     // Room for two entries: saving a third evicts the least recently used.

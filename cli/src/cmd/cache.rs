@@ -1,10 +1,12 @@
 //! `hvsim cache`: the boot cache of Linux machines booted to init's ready
-//! point (see `hvsim_guest_image::linux::boot_cache`).
+//! point (see `hvsim_guest_image::linux::boot_cache`), and the explorer's
+//! saved roots, machines at setup complete (`hvsim_explorer::roots`).
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
+use hvsim_explorer::roots::Roots;
 use hvsim_guest_image::linux::boot_cache::BootCache;
 
 #[derive(clap::Args)]
@@ -15,20 +17,23 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum What {
-    /// List the cached machines, most recently used first.
+    /// List the cached machines and the saved roots, most recently used first.
     Ls {
         #[arg(long)]
         json: bool,
     },
-    /// Remove every cached machine (the next Linux run of each shape boots).
+    /// Remove every cached machine (the next Linux run of each shape boots)
+    /// and every saved root.
     Clear,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
     let cache = BootCache::open()?;
+    let roots = Roots::open()?;
     match args.what {
         What::Ls { json } => {
             let entries = cache.entries()?;
+            let saved = roots.entries()?;
             if json {
                 println!(
                     "{}",
@@ -36,6 +41,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
                         "dir": cache.dir(),
                         "max_bytes": cache.max_bytes(),
                         "entries": entries,
+                        "roots": {
+                            "dir": roots.store().dir(),
+                            "max_bytes": roots.store().max_bytes(),
+                            "entries": saved,
+                        },
                     }))?
                 );
                 return Ok(ExitCode::SUCCESS);
@@ -45,7 +55,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 println!("  key              |      size | last used | machine");
             }
             for e in &entries {
-                let machine = e.shape.as_ref().map_or("(description unreadable)".to_owned(), |s| {
+                let machine = e.description.as_ref().map_or("(description unreadable)".to_owned(), |s| {
                     let v = &s.spec.virtio;
                     let nodes = if v.nodes > 0 {
                         format!(", {} nodes with {} MiB disks", v.nodes, v.disk_bytes >> 20)
@@ -60,10 +70,34 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 });
                 println!("  {} | {:>6} MiB | {:>9} | {machine}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
             }
+            let bytes: u64 = saved.iter().map(|e| e.bytes).sum();
+            println!(
+                "saved roots: {} roots, {} MiB of {} MiB allowed, in {}",
+                saved.len(),
+                mib(bytes),
+                mib(roots.store().max_bytes()),
+                roots.store().dir().display()
+            );
+            if !saved.is_empty() {
+                println!("  key              |      size | last used | root");
+            }
+            for e in &saved {
+                let root = e.description.as_ref().map_or("(description unreadable)".to_owned(), |r| {
+                    format!(
+                        "seed {}, setup complete at {:.3} s (virtual), {:.0} s to make",
+                        r.id.seed,
+                        r.point.vtime_ns as f64 / 1e9,
+                        r.wall_ms as f64 / 1000.0
+                    )
+                });
+                println!("  {} | {:>6} MiB | {:>9} | {root}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
+            }
         }
         What::Clear => {
             let (n, bytes) = cache.clear()?;
             println!("removed {n} cached machines ({} MiB) from {}", mib(bytes), cache.dir().display());
+            let (n, bytes) = roots.store().clear()?;
+            println!("removed {n} saved roots ({} MiB) from {}", mib(bytes), roots.store().dir().display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -108,6 +108,11 @@ pub struct Args {
     /// --batch wait.
     #[arg(long, default_value = "4", value_parser = clap::value_parser!(u16).range(1..=1024))]
     batch: u16,
+    /// Run a Linux target to its root (setup complete) even where an
+    /// earlier exploration of the same target, world and seed saved it, and
+    /// save it again (docs/snapshots.md#saved-roots).
+    #[arg(long)]
+    fresh_root: bool,
     #[command(flatten)]
     guest_profile: ProfileArgs,
 }
@@ -165,6 +170,12 @@ impl Watch for Watcher<'_> {
                     self.bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit)));
                 }
             }
+            Progress::RootRestored { made_ms } => self.bar.suspend(|| {
+                eprintln!(
+                    "hvsim: explore: the root restored from a saved root (it took {:.0} s to make; --fresh-root makes it again)",
+                    made_ms as f64 / 1000.0
+                )
+            }),
             Progress::Branch(p) => {
                 self.bar.set_position(p.branches);
                 let ph = p.phases;
@@ -235,6 +246,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         start,
         batch: usize::from(args.batch),
         workers: usize::from(args.workers),
+        saved_roots: true,
+        fresh_root: args.fresh_root,
     };
     let bar = ProgressBar::new(args.branches);
     bar.set_style(

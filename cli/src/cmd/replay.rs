@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use hvsim_explorer::bug::{self, BugRecord};
+use hvsim_explorer::roots::RootId;
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
@@ -40,6 +41,10 @@ pub struct Args {
     /// differences are reported.
     #[arg(long)]
     force: bool,
+    /// Start the bug's target and run it to its root even where the root
+    /// was saved by the exploration (docs/snapshots.md#saved-roots).
+    #[arg(long, conflicts_with = "snapshot")]
+    fresh_root: bool,
     #[command(flatten)]
     out: Output,
 }
@@ -48,7 +53,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         let mut record = BugRecord::load(path)?;
-        let differences = check_world(path, &record.world, &World::of(&record.target, &host)?, args.force)?;
+        let world = World::of(&record.target, &host)?;
+        let differences = check_world(path, &record.world, &world, args.force)?;
+        // The saved root is keyed by the target as explored: before its
+        // files are relocated below.
+        let root = match args.fresh_root {
+            false => Some(RootId::new(&record.target, &world, record.master_seed)?),
+            true => None,
+        };
         // The exploration kept copies of the files the target reads beside
         // its records: those serve, wherever this runs and whatever became
         // of the originals.
@@ -63,7 +75,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             ..StartOptions::default()
         };
         let limit = args.out.vtime_limit.map(|d| hvsim_vmm::Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
-        let outcome = bug::replay(&record, &host, &start, limit)?;
+        let outcome = bug::replay(&record, &host, &start, limit, root.as_ref())?;
         if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
             p.finish(profile, &format!("hvsim replay: {}", record.id))?;
         }
@@ -81,9 +93,13 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     "expected": outcome.expected,
                     "vtime_ns": outcome.vtime_ns,
                     "events": outcome.at.events,
+                    "from_saved_root": outcome.from_saved_root,
                 }))?
             );
         } else {
+            if outcome.from_saved_root {
+                eprintln!("hvsim: replay: started from the saved root of its timeline (--fresh-root runs it again)");
+            }
             println!(
                 "{}: {} — {} at virtual time {} ns (event {}); {}",
                 record.id,

@@ -92,7 +92,8 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 }
 
 /// What an exploration found, from its report and bug files, without what
-/// depends on the host's speed or on the workers (wall times, file paths):
+/// depends on the host's speed, on the workers or on whether the root was
+/// restored from a saved one (wall times, file paths):
 /// two explorations that agree on this explored the same timelines. Each
 /// bug's failure point carries the hash of its trace and, unless `memory`
 /// is false, of guest memory. How often a bug's re-executions reproduced it
@@ -101,8 +102,9 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 /// differ between executions of the same trace).
 #[allow(dead_code)]
 pub fn exploration_digest(report: &Value, memory: bool) -> Value {
-    const LEFT_OUT: [&str; 8] = [
+    const LEFT_OUT: [&str; 9] = [
         "workers",
+        "root_restored",
         "file",
         "replay_command",
         "first_bug",

@@ -334,7 +334,7 @@ mod tests {
             branch_from_snapshots: true,
             batch: 1,
             workers: 1,
-            root: RootInfo { point: at, setup_complete: true, ended: None },
+            root: RootInfo { point: at, setup_complete: true, ended: None, restored: false },
             branches: 2,
             snapshots: 1,
             signals: 1,

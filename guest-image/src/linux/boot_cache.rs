@@ -20,7 +20,7 @@
 //!   save, the least recently used entries go until it fits.
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use hvsim_snapshot::file;
 use hvsim_vmm::host::open_kvm;
@@ -29,8 +29,9 @@ use hvsim_vmm::{cpuid, Machine, MachineConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::cache::{self, Lock};
+use crate::cache;
 use crate::error::{io, ImageError, Result};
+use crate::snapshot_store::{max_bytes_from_env, SnapshotStore, StoreEntry};
 
 /// The seed every Linux boot runs under, whatever the run's seed: the boot
 /// is shared by all runs of a shape (and can be cached) because its
@@ -114,53 +115,31 @@ pub struct BootReport {
     pub key: Option<String>,
 }
 
-/// One entry, for `hvsim cache ls`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Entry {
-    pub key: String,
-    pub bytes: u64,
-    /// When a run last used it (milliseconds since the Unix epoch).
-    pub last_used_ms: u64,
-    /// The shape, if its description is readable.
-    pub shape: Option<Shape>,
-}
+/// One entry, for `hvsim cache ls`: its description is the machine's shape.
+pub type Entry = StoreEntry<Shape>;
 
 pub struct BootCache {
-    dir: PathBuf,
-    max_bytes: u64,
+    store: SnapshotStore,
 }
 
 impl BootCache {
     /// The cache under hvsim's cache directory, bounded by
     /// `HVSIM_BOOT_CACHE_MAX` (a size such as `2G`).
     pub fn open() -> Result<BootCache> {
-        let max_bytes = match std::env::var(MAX_BYTES_ENV) {
-            Ok(v) => {
-                hvsim_vmm::faults::parse_size(&v).map_err(|e| ImageError::Setup(format!("{MAX_BYTES_ENV}: {e}")))?
-            }
-            Err(_) => DEFAULT_MAX_BYTES,
-        };
+        let max_bytes = max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?;
         Ok(BootCache::at(cache::dir().join("boot"), max_bytes))
     }
 
     pub fn at(dir: PathBuf, max_bytes: u64) -> BootCache {
-        BootCache { dir, max_bytes }
+        BootCache { store: SnapshotStore::new(dir, max_bytes, "the boot cache") }
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.store.dir()
     }
 
     pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
-    }
-
-    fn snapshot_path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.snap"))
-    }
-
-    fn shape_path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.json"))
+        self.store.max_bytes()
     }
 
     /// The machine of `shape`, ready for its run: restored from the cache,
@@ -175,118 +154,32 @@ impl BootCache {
         let start = Instant::now();
         let key = shape.key();
         let report = |kind| BootReport { kind, wall_ms: start.elapsed().as_millis() as u64, key: Some(key.clone()) };
-        if let Some(m) = self.restore(&key, host) {
+        if let Some(m) = self.store.restore(&key, host) {
             return Ok((m, report(BootKind::Cached)));
         }
-        std::fs::create_dir_all(&self.dir).map_err(io("creating the boot cache", &self.dir))?;
         // One booter per entry; whoever waited restores what it saved.
-        let _lock = Lock::acquire(&self.dir.join(format!("{key}.lock")))?;
-        if let Some(m) = self.restore(&key, host) {
+        let _lock = self.store.lock(&key)?;
+        if let Some(m) = self.store.restore(&key, host) {
             return Ok((m, report(BootKind::Cached)));
         }
         let mut machine = boot()?;
-        let kind = match self.save(&key, shape, &mut machine) {
+        let kind = match self.store.save(&key, shape, &mut machine, "linux", shape.boot_seed, &Default::default()) {
             Ok(()) => BootKind::Saved,
             Err(e) => {
                 tracing::warn!("cannot save the booted machine in the boot cache: {e}");
                 BootKind::Cold
             }
         };
-        self.evict(&key);
         Ok((machine, report(kind)))
-    }
-
-    /// The cached machine for `key`, if there is a sound one. A corrupt or
-    /// unusable entry is removed (and then rebuilt by the caller).
-    fn restore(&self, key: &str, host: &HostSettings) -> Option<Machine> {
-        let path = self.snapshot_path(key);
-        if !path.exists() {
-            return None;
-        }
-        let restored = file::load(&path).and_then(|loaded| {
-            tracing::debug!(path = %path.display(), "restoring a booted machine from the boot cache");
-            loaded.restore(host)
-        });
-        match restored {
-            Ok(m) => {
-                // Recently used: the last to be evicted.
-                let _ = std::fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
-                Some(m)
-            }
-            Err(e) => {
-                tracing::warn!("boot cache entry unusable, booting instead: {e}");
-                let _ = std::fs::remove_file(&path);
-                None
-            }
-        }
-    }
-
-    fn save(&self, key: &str, shape: &Shape, machine: &mut Machine) -> Result<()> {
-        let shape_path = self.shape_path(key);
-        let mut tmp =
-            tempfile::NamedTempFile::new_in(&self.dir).map_err(io("writing a boot cache entry", &self.dir))?;
-        serde_json::to_writer_pretty(&mut tmp, shape)
-            .map_err(|e| io("writing a boot cache entry", &shape_path)(e.into()))?;
-        tmp.persist(&shape_path).map_err(|e| io("writing a boot cache entry", &shape_path)(e.error))?;
-        file::save(&self.snapshot_path(key), machine, "linux", shape.boot_seed, &Default::default())
-            .map_err(|e| ImageError::Setup(e.to_string()))?;
-        Ok(())
     }
 
     /// Every entry, most recently used first.
     pub fn entries(&self) -> Result<Vec<Entry>> {
-        let mut out = Vec::new();
-        let dir = match std::fs::read_dir(&self.dir) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(io("reading the boot cache", &self.dir)(e)),
-        };
-        for entry in dir {
-            let entry = entry.map_err(io("reading the boot cache", &self.dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(key) = name.strip_suffix(".snap") else { continue };
-            let Ok(meta) = entry.metadata() else { continue };
-            let last_used_ms = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_millis() as u64);
-            let shape = std::fs::read(self.shape_path(key)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-            out.push(Entry { key: key.to_owned(), bytes: meta.len(), last_used_ms, shape });
-        }
-        out.sort_by(|a, b| b.last_used_ms.cmp(&a.last_used_ms).then_with(|| a.key.cmp(&b.key)));
-        Ok(out)
+        self.store.entries()
     }
 
     /// Removes every entry; returns how many and their bytes.
     pub fn clear(&self) -> Result<(usize, u64)> {
-        let entries = self.entries()?;
-        for e in &entries {
-            self.remove(&e.key);
-        }
-        Ok((entries.len(), entries.iter().map(|e| e.bytes).sum()))
-    }
-
-    /// Removes an entry. Its lock file stays: a run may hold or wait on it.
-    fn remove(&self, key: &str) {
-        for path in [self.snapshot_path(key), self.shape_path(key)] {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-
-    /// Drops least recently used entries (never `keep`) until the cache fits.
-    fn evict(&self, keep: &str) {
-        let Ok(entries) = self.entries() else { return };
-        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
-        for e in entries.iter().rev() {
-            if total <= self.max_bytes {
-                break;
-            }
-            if e.key != keep {
-                tracing::debug!(key = %e.key, bytes = e.bytes, "evicting a boot cache entry");
-                self.remove(&e.key);
-                total -= e.bytes;
-            }
-        }
+        self.store.clear()
     }
 }

@@ -328,6 +328,8 @@ fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Resu
         start: Default::default(),
         batch: 1,
         workers: 1,
+        saved_roots: false,
+        fresh_root: false,
     };
     let mut rows = Vec::new();
     for seed in 1..=seeds {

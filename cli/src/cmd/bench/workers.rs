@@ -49,6 +49,8 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             start: Default::default(),
             batch: workers,
             workers: w,
+            saved_roots: false,
+            fresh_root: false,
         };
         runs.push(explore(&config, &host, &mut ())?);
     }
