@@ -127,10 +127,7 @@ fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_
     let report = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
     assert!(report.contains("## Test Composer") && report.contains("Test Composer template `main`"), "{report}");
 
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    common::replay_reproduces(bug["file"].as_str().unwrap(), &[]);
 }
 
 /// A Redis server and a workload service whose template (a first command,
@@ -173,8 +170,8 @@ fn the_composer_and_drawn_faults_explore_the_same_with_1_2_and_3_workers() {
         &plan,
         r#"[[draw.fault]]
 kind = "partition"
-every = ["20ms", "200ms"]
-duration = ["20ms", "300ms"]
+every = ["100ms", "400ms"]
+duration = ["20ms", "100ms"]
 targets = ["one"]
 "#,
     )
@@ -186,11 +183,17 @@ targets = ["one"]
             "--fault-plan",
             plan.to_str().unwrap(),
             "--branches",
-            "4",
+            "3",
+            "--batch",
+            "3",
             "--workers",
             workers,
             "--reexecute",
             "0",
+            // A client whose SYN a partition dropped waits seconds for
+            // TCP to try again: each timeline gets 5 s from the root.
+            "--timeline-limit",
+            "5s",
         ];
         explore_json(&args, &dir.path().join(workers))
     };
@@ -255,10 +258,52 @@ fn the_counter_example_loses_an_increment_only_under_drawn_partitions() {
     let landed =
         record["faults"].as_array().unwrap().iter().any(|f| f["kind"] == "partition" && f["landed"].as_u64() > Some(0));
     assert!(landed, "no drawn partition touched a frame: {}", record["faults"]);
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    common::replay_reproduces(bug["file"].as_str().unwrap(), &[]);
 }
 
 const FINALLY_FAILED: &str = "assertion failed: Test Composer: counter/finally_counter.sh exits 0";
+
+/// A drawn crash takes the service's node down while a driver runs in it:
+/// the driver's end is context (the tally's `by_fault`), not a failure; no
+/// command starts in a node that is down, and the finally command, with
+/// faults paused, runs once the node's container has started again.
+#[test]
+fn a_command_whose_node_crashed_did_not_fail() {
+    if !kvm_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("test/t");
+    std::fs::create_dir_all(&t).unwrap();
+    write_script(&t, "parallel_driver_sleep.sh", "sleep 1\n");
+    write_script(&t, "finally_done.sh", "echo done\n");
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        r#"services:
+  app:
+    image: hvsim-test/redis:bookworm
+    entrypoint: ["sh", "-c", "echo '{\"antithesis_setup\":{\"status\":\"complete\",\"details\":null}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
+    volumes:
+      - ./test:/opt/antithesis/test/v1:ro
+"#,
+    )
+    .unwrap();
+    // Once drawing starts, the node is down within 200 ms, for 10 s.
+    let plan = dir.path().join("faults.toml");
+    std::fs::write(
+        &plan,
+        "[[draw.fault]]\nkind = \"crash\"\nevery = [\"100ms\", \"200ms\"]\nduration = \"10s\"\ntargets = [\"one\"]\n",
+    )
+    .unwrap();
+    let args = ["--compose", compose.to_str().unwrap(), "--fault-plan", plan.to_str().unwrap(), "--branches", "1"];
+    let r = explore_json(&args, &dir.path().join("out"));
+    assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
+    let sleep = &r["composer"]["commands"]["t/parallel_driver_sleep.sh"];
+    assert!(sleep["by_fault"].as_u64() >= Some(1), "no driver was ended by the crash: {}", r["composer"]);
+    assert_eq!(sleep["failed"], 0, "{}", r["composer"]);
+    assert_eq!(r["composer"]["commands"]["t/finally_done.sh"]["succeeded"], 1, "{}", r["composer"]);
+    let crashes = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "node.crash").cloned();
+    assert!(crashes.is_some_and(|f| f["drawn"].as_u64() >= Some(1)), "{}", r["faults"]);
+}

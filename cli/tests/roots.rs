@@ -8,7 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{exploration_digest, explore_json, first_difference, kvm_available, linux_memory_may_differ, output};
+use common::{
+    exploration_digest, explore_json, first_difference, kvm_available, linux_memory_may_differ, output,
+    replay_reproduces,
+};
 use serde_json::Value;
 
 /// Two nodes, one pinging the other under 30% packet loss: setup complete,
@@ -30,14 +33,6 @@ fn explore(dir: &Path, name: &str, more: &[&str]) -> Value {
     args.extend_from_slice(&["--seed", "3", "--branches", "4", "--reexecute", "1"]);
     args.extend_from_slice(more);
     explore_json(&args, &dir.join(name))
-}
-
-fn replay(bug: &str, more: &[&str]) -> Value {
-    let o = output(&[&["replay", bug, "--json"], more].concat());
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
-    v
 }
 
 /// The saved root of this test's target, from `hvsim cache ls --json`.
@@ -80,9 +75,9 @@ fn a_saved_root_explores_and_replays_as_the_root_it_saved() {
     // A replay starts from the saved root, or with --fresh-root runs the
     // root again; the same failure either way.
     let bug = restored["bugs"][0]["file"].as_str().unwrap();
-    let from_root = replay(bug, &[]);
+    let from_root = replay_reproduces(bug, &[]);
     assert_eq!(from_root["from_saved_root"], true, "{from_root}");
-    let fresh = replay(bug, &["--fresh-root"]);
+    let fresh = replay_reproduces(bug, &["--fresh-root"]);
     assert_eq!(fresh["from_saved_root"], false, "{fresh}");
     assert_eq!(from_root["trace_hash"], fresh["trace_hash"]);
 

@@ -107,6 +107,9 @@ impl Power {
         if let Err(e) = counted {
             eprintln!("hvsim-init: node {node}: cannot count its crash: {e}");
         }
+        // Its container is gone: Test Composer must not enter what is left
+        // of it (a restart writes the new one's).
+        let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
         let killed = kill_node(node).unwrap_or_else(|e| {
             eprintln!("hvsim-init: node {node}: cannot list its processes: {e}");
             0

@@ -164,3 +164,13 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
         _ => (a != b).then(|| format!(": {a} vs {b}")),
     }
 }
+
+/// `hvsim replay FILE --json MORE`: its JSON, once it said the bug was
+/// reproduced (exit status 0).
+pub fn replay_reproduces(file: &str, more: &[&str]) -> Value {
+    let o = output(&[&["replay", file, "--json"], more].concat());
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    v
+}

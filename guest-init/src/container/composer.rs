@@ -47,7 +47,7 @@ use super::process::{become_user, container_env, exec};
 use super::relay::Relay;
 use super::root::chroot;
 use super::spec::Spec;
-use super::{monotonic, pipe, state_dir, status_code};
+use super::{monotonic, pipe, state_dir};
 use crate::nodes;
 use crate::sdk;
 
@@ -260,6 +260,10 @@ impl Composer {
         }
         let node = pick(&up);
         let service = super::name(node);
+        if let Err(e) = wait_running(node) {
+            println!("hvsim-init: composer: {}/{} not run in {service}: {e}", command.template, command.file);
+            return;
+        }
         self.runs += 1;
         let run = self.runs;
         let crashes = crashes(node);
@@ -402,6 +406,21 @@ impl Composer {
     }
 }
 
+/// Waits until node `node`'s container runs: a node that just got its
+/// power back (faults paused for a finally or eventually command) starts
+/// it again. At most a minute, and not while the node is down.
+fn wait_running(node: u16) -> io::Result<()> {
+    let pid = state_dir(node).join("pid");
+    let until = monotonic() + Duration::from_secs(60);
+    while !pid.exists() {
+        if nodes::is_down(node) || monotonic() >= until {
+            return Err(super::bad("its container is not running".into()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
 /// Starts `command` in node `node`'s container: a shim that joins the
 /// container's namespaces and starts the command in its PID namespace,
 /// waits for it, and exits with its status (SIGTERM passed on). Returns
@@ -498,15 +517,5 @@ fn shim_wait(child: libc::pid_t) -> u8 {
     CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill.
     unsafe { libc::signal(libc::SIGTERM, pass_on as *const () as libc::sighandler_t) };
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid on our own child into a local.
-        let r = unsafe { libc::waitpid(child, &mut status, 0) };
-        if r == child {
-            return status_code(status);
-        }
-        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return 255;
-        }
-    }
+    super::wait_status(child)
 }

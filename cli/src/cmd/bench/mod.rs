@@ -16,6 +16,7 @@ mod boot;
 mod guest;
 mod image;
 mod net;
+mod roots;
 mod workers;
 
 #[derive(clap::Args)]
@@ -69,6 +70,19 @@ enum What {
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
         linux: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wall time to an exploration's root, run and saved against restored
+    /// from the saved roots (docs/snapshots.md#saved-roots): on a compose
+    /// project or image (--compose, --image, ...), else on a Linux program
+    /// (guest-sdk/c/vault.c, built with gcc); checking both explored the same.
+    Roots {
+        #[command(flatten)]
+        linux_args: crate::linux_args::LinuxArgs,
+        /// Branches each exploration runs after its root.
+        #[arg(long, default_value = "4", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        branches: u64,
         #[arg(long)]
         json: bool,
     },
@@ -144,6 +158,10 @@ pub fn main(args: Args) -> Result<ExitCode> {
         What::Workers { workers, branches, linux, json } => {
             let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
             workers::bench_workers(workers, branches, linux, json)
+        }
+        What::Roots { linux_args, branches, json } => {
+            let target = if linux_args.implies_linux() { Some(linux_args.target(false)?) } else { None };
+            roots::bench_roots(target, branches, json)
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),
         What::Guest { scale, json } => guest::bench_guest(scale, json),

@@ -11,7 +11,7 @@ use hvsim_vmm::Vtime;
 
 /// What must agree between the two runs: every bug's timeline and failure
 /// point (with its trace and memory hashes), and what was learned.
-fn explored(e: &Exploration) -> serde_json::Value {
+pub(super) fn explored(e: &Exploration) -> serde_json::Value {
     let bugs: Vec<_> = e.bugs.iter().map(|b| serde_json::json!([b.summary, b.timeline, b.failure])).collect();
     serde_json::json!({
         "bugs": bugs,
