@@ -667,9 +667,10 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     let cx = BugContext { target, world: &world, seed: config.seed };
     // A Linux root is kept (roots.rs): a saved one is restored rather than
     // made again. Not with a guest profile, which covers the whole run.
-    let roots = match config.saved_roots && target.is_linux() && !start.cold_boot && start.profiler.is_none() {
-        true => Some((Roots::open()?, RootId::new(target, &world, config.seed)?)),
-        false => None,
+    let roots = if config.saved_roots && target.is_linux() && !start.cold_boot && start.profiler.is_none() {
+        Some((Roots::open()?, RootId::new(target, &world, config.seed)?))
+    } else {
+        None
     };
     let restored = roots
         .as_ref()

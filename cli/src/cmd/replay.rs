@@ -57,10 +57,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         let differences = check_world(path, &record.world, &world, args.force)?;
         // The saved root is keyed by the target as explored: before its
         // files are relocated below.
-        let root = match args.fresh_root {
-            false => Some(RootId::new(&record.target, &world, record.master_seed)?),
-            true => None,
-        };
+        let root = if args.fresh_root { None } else { Some(RootId::new(&record.target, &world, record.master_seed)?) };
         // The exploration kept copies of the files the target reads beside
         // its records: those serve, wherever this runs and whatever became
         // of the originals.

@@ -206,6 +206,7 @@ mod tests {
             "HOSTNAME=db1".into(),
             format!("HVSIM_SDK_OUTPUT={sdk}"),
             format!("ANTITHESIS_SDK_LOCAL_OUTPUT={sdk}"),
+            format!("ANTITHESIS_STOP_FAULTS={}", crate::sdk::STOP_FAULTS),
             "HOME=/srv".into(),
             "EMPTY=".into(),
         ];
