@@ -220,7 +220,7 @@ targets = ["one"]
 /// increment is lost; explored under the plan's drawn partitions (none of
 /// them written down), two increment drivers lose one, found as the
 /// finally check's failure, confirmed by re-execution and replayed.
-/// About 15 minutes here: `--slow` only.
+/// About 18 minutes here: `--slow` only.
 #[test]
 fn the_counter_example_loses_an_increment_only_under_drawn_partitions() {
     if !kvm_available() {
