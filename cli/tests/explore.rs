@@ -49,6 +49,9 @@ fn demo_bug_found_for_five_seeds_and_replays_every_time() {
         };
         assert_eq!(verdict("the vault stays closed"), "failed");
         assert_eq!(verdict("the first digit is right"), "held");
+        // Its digits are draws the explorer made decision points of.
+        let draws = &r["summary"]["draws"];
+        assert!(draws["points"].as_u64() > Some(0) && draws["chosen"].as_u64() > Some(0), "seed {seed}: {draws}");
         assert_eq!(verdict("a digit above 9 came up"), "held");
         if seed == "1" {
             for b in bugs {
@@ -108,7 +111,13 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
         ("trace-hash", &|r| r["failure"]["trace_hash"] = Value::from("0".repeat(64))),
         ("memory-hash", &|r| r["failure"]["memory_hash"] = Value::from("0".repeat(64))),
     ];
-    for (name, edit) in timeline_edits {
+    // The demo's digits are SDK draws: its bug is found through values the
+    // explorer chose, which the timeline carries; another value is another
+    // timeline.
+    let segments = record["timeline"]["segments"].as_array().unwrap();
+    let drawn = segments.iter().rposition(|s| s["draw"].is_u64()).expect("a segment starts at a chosen draw");
+    let draw_edit: Edit = ("draw-value", &|r| bump(&mut r["timeline"]["segments"][drawn]["draw"]));
+    for (name, edit) in timeline_edits.into_iter().chain([draw_edit]) {
         let (code, text) = replay(name, edit, &[]);
         assert_eq!(code, Some(5), "{name}: {text}");
         assert!(text.contains("NOT reproduced"), "{name}: {text}");

@@ -140,29 +140,14 @@ fn a_bug_that_does_not_reproduce_is_reported_flaky() {
     }
 }
 
-/// The example program (`guest-sdk/examples/antithesis-rust`), built
-/// statically with SanitizerCoverage, as a user would build it for hvsim
-/// (docs/sdk-protocol.md). Cached outside the repository.
+/// The example program (`guest-sdk/examples/antithesis-rust`), built by
+/// its `build.sh` as a user would build it for hvsim (statically, with
+/// SanitizerCoverage; cached outside the repository).
 fn vault() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let manifest = root.join("guest-sdk/examples/antithesis-rust/Cargo.toml");
-    let target = hvsim_guest_image::cache::dir().join("examples-target");
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--locked", "--quiet", "--target", "x86_64-unknown-linux-gnu", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .env(
-            "RUSTFLAGS",
-            "-C target-feature=+crt-static -C passes=sancov-module \
-             -C llvm-args=-sanitizer-coverage-level=3 -C llvm-args=-sanitizer-coverage-trace-pc-guard",
-        )
-        .output()
-        .expect("cargo runs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/examples/antithesis-rust/build.sh");
+    let out = Command::new("bash").arg(&script).output().expect("bash runs");
     assert!(out.status.success(), "building the example failed: {}", String::from_utf8_lossy(&out.stderr));
-    target.join("x86_64-unknown-linux-gnu/release/antithesis-vault")
+    PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
 }
 
 #[test]
@@ -202,6 +187,7 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
         "gate 2 opens",
         "gate 3 opens",
         "gate 4 opens",
+        "gate 5 opens",
     ] {
         let a = assertion(&r, held);
         assert_eq!(a["verdict"], "held", "{a}");
@@ -210,9 +196,14 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     let never = assertion(&r, "unreachable: x is never huge");
     assert_eq!((never["kind"].as_str(), never["hits"].as_u64()), (Some("unreachable"), Some(0)));
     assert_eq!(assertion(&r, "numeric: x stays above 1")["display"], "Always");
-    // The bug behind four 1-in-8 random choices, found within 200
-    // branches; it replays.
-    vault_bug_replays(&r);
+    // The bug behind five 1-in-8 random draws, found within 200 branches
+    // (the draws are decision points); it replays.
+    let bug = vault_bug_replays(&r);
+    // Found through draws the explorer chose (libvoidstar announces every
+    // draw of the SDK): the record's timeline carries their values.
+    let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
+    let chosen = record["timeline"]["segments"].as_array().unwrap().iter().filter(|s| s["draw"].is_u64()).count();
+    assert!(chosen > 0 && s["draws"]["points"].as_u64() > Some(0), "{}", record["timeline"]);
     assert_eq!(r["events"]["vault_started"], 1);
     // The SDK said who it is; coverage from the instrumented binary arrived
     // and steered.

@@ -44,6 +44,20 @@ pub(crate) struct BranchJob {
     pub tree_id: NodeId,
     /// The node's timeline, which the branch continues.
     pub base: Timeline,
+    /// The value the draw pending at the snapshot takes (a draw point).
+    pub draw: Option<u64>,
+    /// Make a draw point of the branch's first draw, even before anything
+    /// is new in it (the snapshot has no draw point after it yet).
+    pub arm_draw: bool,
+}
+
+/// A stop at an SDK draw that the branch made a decision point of.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DrawStop {
+    /// How many outcomes the program makes of the value, if its SDK said.
+    pub options: Option<u64>,
+    /// The stop whose novelty armed it (`None`: the branch's start).
+    pub armed_by: Option<usize>,
 }
 
 /// The machine where something failed: what its bug record keeps.
@@ -88,6 +102,8 @@ pub(crate) struct StopRecord {
     /// A stop at an interval of virtual time (`Rules::every`), not at a
     /// message.
     pub interval: bool,
+    /// The stop is at an SDK draw made a decision point.
+    pub draw: Option<DrawStop>,
 }
 
 pub(crate) struct BranchRun {
@@ -132,6 +148,8 @@ pub(crate) struct Rules {
     pub root: Vtime,
     /// Whether to take snapshots where something is new.
     pub snapshots: bool,
+    /// Whether SDK draws are decision points (`schedule.rs`).
+    pub draws: bool,
 }
 
 impl Rules {
@@ -164,7 +182,14 @@ pub(crate) fn run(
     tree.reset(cursor, machine, job.tree_id)?;
     let restore = started.elapsed();
     machine.reseed(job.seed)?;
+    if let Some(value) = job.draw {
+        // A draw point: the snapshot stands at a draw the guest announced.
+        machine.choose_draw(value)?;
+    }
     let mut known = known.clone();
+    // The first draw after something new (or after the start, if the job
+    // says) is a decision point: which stop armed it.
+    let mut armed: Option<Option<usize>> = (rules.draws && job.arm_draw).then_some(None);
     let before = FaultTally::mark(machine);
     let from = machine.now();
     let deadline = rules.deadline(from);
@@ -186,19 +211,36 @@ pub(crate) fn run(
                 let coverage = known.new_coverage(machine);
                 let mut new_here = coverage.count();
                 let mut fails = false;
+                let mut draw_options = None;
+                let mut progress = new_here > 0;
                 let messages: Vec<Vec<u8>> = machine.take_messages().into_iter().map(|m| m.bytes).collect();
                 for msg in &messages {
                     let o = known.process(msg);
                     new_here += o.new_signals;
+                    progress |= o.progress;
                     fails |= o.bug.is_some();
+                    draw_options = o.draw.or(draw_options);
                 }
                 let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine));
                 if let Some(f) = &failure {
                     failed_at = Some(f.console_bytes);
                 }
-                let snap = new_here > 0 && rules.snapshots && failed_at.is_none();
+                let open = rules.snapshots && failed_at.is_none();
+                // What a sometimes-type assertion failing for the first time
+                // arms nothing: the draws after it are those of another try.
+                if progress && rules.draws {
+                    armed = Some(Some(stops.len()));
+                }
+                let draw = match (draw_options, armed) {
+                    (Some(options), Some(armed_by)) if open && machine.draw_pending() => {
+                        armed = None;
+                        Some(DrawStop { options, armed_by })
+                    }
+                    _ => None,
+                };
+                let snap = (new_here > 0 || draw.is_some()) && open;
                 let delta = if snap { Some(capture(machine, cursor)?) } else { None };
-                stops.push(StopRecord { at, coverage, messages, failure, snapshot: delta, interval: false });
+                stops.push(StopRecord { at, coverage, messages, failure, snapshot: delta, interval: false, draw });
             }
             Stop::Deadline if interval.is_some() && machine.now() < deadline => {
                 // A place a later branch can start the rest of the timeline
@@ -213,6 +255,7 @@ pub(crate) fn run(
                     failure: None,
                     snapshot: delta,
                     interval: true,
+                    draw: None,
                 });
             }
             Stop::Deadline => {
@@ -233,6 +276,7 @@ pub(crate) fn run(
                         failure: None,
                         snapshot: delta,
                         interval: false,
+                        draw: None,
                     });
                     break (None, FreshBits::default());
                 }

@@ -27,7 +27,7 @@ use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
-use crate::timeline::{Point, Timeline};
+use crate::timeline::{Point, Segment, Timeline};
 use crate::{StartOptions, Target};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -454,6 +454,18 @@ pub fn follow(
     result
 }
 
+/// A segment's start: every stream re-seeded, and the pending draw's value
+/// if the segment chose it (it starts at a draw point). False if no draw
+/// is pending there: the timeline went elsewhere.
+fn begin(m: &mut Machine, segment: &Segment) -> Result<bool> {
+    m.reseed(segment.seed)?;
+    match segment.draw {
+        Some(_) if !m.draw_pending() => Ok(false),
+        Some(value) => Ok(m.choose_draw(value).map(|()| true)?),
+        None => Ok(true),
+    }
+}
+
 fn follow_timeline(
     m: &mut Machine,
     bug: &BugRecord,
@@ -461,12 +473,14 @@ fn follow_timeline(
     deadline: impl Fn(Point) -> Vtime,
 ) -> Result<ReplayOutcome> {
     // Root, then every segment but the last, to their exact points.
-    let mut stops: Vec<(Option<u64>, Point)> = vec![(None, bug.timeline.root)];
-    stops.extend(bug.timeline.segments.iter().map(|s| (Some(s.seed), s.until)));
-    let (last_seed, _) = stops.pop().expect("the root is always there");
-    for (seed, until) in stops {
-        if let Some(seed) = seed {
-            m.reseed(seed)?;
+    let mut stops: Vec<(Option<&Segment>, Point)> = vec![(None, bug.timeline.root)];
+    stops.extend(bug.timeline.segments.iter().map(|s| (Some(s), s.until)));
+    let (last, _) = stops.pop().expect("the root is always there");
+    for (segment, until) in stops {
+        if let Some(segment) = segment {
+            if !begin(m, segment)? {
+                return Ok(outcome(None, m));
+            }
         }
         match m.run_until_point(deadline(until), until.events)? {
             // Short of the point: the timeline went elsewhere.
@@ -487,8 +501,10 @@ fn follow_timeline(
             }
         }
     }
-    if let Some(seed) = last_seed {
-        m.reseed(seed)?;
+    if let Some(segment) = last {
+        if !begin(m, segment)? {
+            return Ok(outcome(None, m));
+        }
     }
     // The last stretch: watch every message up to the failure point.
     m.take_messages();

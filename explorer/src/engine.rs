@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::world::World;
-use hvsim_snapshot::SnapshotTree;
+use hvsim_snapshot::{Delta, SnapshotTree};
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
-use crate::branch::{BranchJob, BranchRun, Failure, Rules, Span};
+use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules, Span};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::composer::ComposerTally;
@@ -46,7 +46,8 @@ use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::faults::FaultTally;
 use crate::roots::{RootId, Roots, SavedRoot};
-use crate::sdk::{self, SdkMessage};
+use crate::schedule::{DrawTally, NewNode, Policy, Schedule};
+use crate::sdk::{self, Demand, SdkMessage};
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
 use crate::{StartOptions, Target};
@@ -101,6 +102,8 @@ pub struct ExploreConfig {
     pub saved_roots: bool,
     /// Run the root even if a saved one exists (and save it again).
     pub fresh_root: bool,
+    /// How branches pick their snapshot (`schedule.rs`).
+    pub policy: Policy,
 }
 
 impl ExploreConfig {
@@ -110,16 +113,6 @@ impl ExploreConfig {
     pub fn default_setup_limit(linux: bool) -> Vtime {
         Vtime::from_secs(if linux { 60 } else { 10 })
     }
-}
-
-/// A snapshot the explorer can branch from.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Node {
-    pub timeline: Timeline,
-    pub energy: f64,
-    pub picks: u64,
-    #[serde(skip)]
-    tree_id: usize,
 }
 
 /// What was learned from messages, across every timeline.
@@ -268,6 +261,12 @@ pub struct Exploration {
     #[serde(default)]
     pub tree: TreeMemory,
     pub branch_from_snapshots: bool,
+    /// How branches picked their snapshot (`schedule.rs`).
+    #[serde(default)]
+    pub policy: Policy,
+    /// Random draws as decision points.
+    #[serde(default)]
+    pub draws: DrawTally,
     /// Branches per round, and the workers that ran them (see
     /// [`ExploreConfig::batch`]).
     #[serde(default = "one")]
@@ -382,25 +381,48 @@ pub(crate) struct Outcome {
     pub new_edges: u64,
     pub bug: Option<BugKind>,
     pub setup_complete: bool,
+    /// The feature the message reached, for the schedule's rarity: an
+    /// assertion's passing or failing hit, a guidance.
+    pub reached: Option<String>,
+    /// A sometimes-type assertion (its id) reached without being satisfied.
+    pub approached: Option<String>,
+    /// A guidance (its id) whose best value this is.
+    pub watermark: Option<String>,
+    /// An SDK draw follows (its option count, if known).
+    pub draw: Option<Option<u64>>,
+    /// Something new that is progress: not only a sometimes-type
+    /// assertion's first failing evaluation (`schedule.rs`).
+    pub progress: bool,
 }
 
 impl Knowledge {
     pub(crate) fn process(&mut self, line: &[u8]) -> Outcome {
         let mut o = Outcome::default();
-        match sdk::parse(line) {
+        let message = sdk::parse(line);
+        let assertion = matches!(message, SdkMessage::Assert(_));
+        match message {
             SdkMessage::Assert(a) => {
                 let seen = self.assertions.observe(&a);
                 o.new_signals += u64::from(seen.new_state);
+                o.progress = seen.new_state && (a.condition || a.kind.demand() != Demand::Some);
                 if seen.failed {
                     o.bug = Some(BugKind::from_assertion(&a));
+                }
+                if a.hit {
+                    o.reached = Some(format!("assert {} {}", if a.condition { "pass" } else { "fail" }, a.id));
+                    if !a.condition && a.kind.demand() == Demand::Some {
+                        o.approached = Some(a.id.clone());
+                    }
                 }
             }
             SdkMessage::Numeric { id, value, maximize } => {
                 let better = |old: f64| if maximize { value > old } else { value < old };
-                let best = self.signals.numeric.entry(id).or_insert(f64::NAN);
+                o.reached = Some(format!("guidance {id}"));
+                let best = self.signals.numeric.entry(id.clone()).or_insert(f64::NAN);
                 if best.is_nan() || better(*best) {
                     *best = value;
                     o.new_signals += 1;
+                    o.watermark = Some(id);
                 }
             }
             SdkMessage::Boolean { id, true_count, maximize } => {
@@ -411,19 +433,16 @@ impl Knowledge {
                         true_count < old
                     }
                 };
-                match self.signals.boolean.get_mut(&id) {
-                    Some(best) if !better(*best) => {}
-                    Some(best) => {
-                        *best = true_count;
-                        o.new_signals += 1;
-                    }
-                    None => {
-                        self.signals.boolean.insert(id, true_count);
-                        o.new_signals += 1;
-                    }
+                o.reached = Some(format!("guidance {id}"));
+                let best = self.signals.boolean.get(&id).copied();
+                if best.is_none_or(better) {
+                    self.signals.boolean.insert(id.clone(), true_count);
+                    o.new_signals += 1;
+                    o.watermark = Some(id);
                 }
             }
             SdkMessage::Json { id, value } => {
+                o.reached = Some(format!("guidance {id}"));
                 let seen = self.signals.json.entry(id).or_default();
                 if seen.len() < MAX_JSON_VALUES && seen.insert(value.to_string()) {
                     o.new_signals += 1;
@@ -441,6 +460,7 @@ impl Knowledge {
             }
             SdkMessage::SetupComplete { .. } => o.setup_complete = true,
             SdkMessage::Composer(e) => self.composer.add(e),
+            SdkMessage::Draw { options } => o.draw = Some(options),
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
                 if !self.instrumentation.sdks.contains(&info) {
@@ -455,6 +475,9 @@ impl Knowledge {
             }
         }
         self.signals.total += o.new_signals;
+        if !assertion {
+            o.progress = o.new_signals > 0;
+        }
         o
     }
 
@@ -482,24 +505,6 @@ pub(crate) fn point(m: &Machine) -> Point {
 pub fn is_crash(end: &End) -> bool {
     !matches!(end, End::Exit { status: 0 } | End::VtimeLimit)
 }
-
-/// Energy-weighted choice of a node, drawing from the explorer's stream.
-fn pick(nodes: &[Node], stream: &mut Stream) -> usize {
-    let total: f64 = nodes.iter().map(|n| n.energy).sum();
-    let mut x = (stream.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
-    for (i, n) in nodes.iter().enumerate() {
-        if x < n.energy {
-            return i;
-        }
-        x -= n.energy;
-    }
-    nodes.len() - 1
-}
-
-const NEW_NODE_ENERGY: f64 = 1.0;
-const ENERGY_PER_SIGNAL: f64 = 2.0;
-/// An interval snapshot where nothing was new: worth less than a new one.
-const INTERVAL_ENERGY: f64 = 0.25;
 
 impl Exploration {
     /// How far branches ran, and the snapshot intervals, for people.
@@ -539,8 +544,6 @@ pub struct TreeMemory {
 /// The reason the explorer's timer raises its machines' interrupt with
 /// when the wall-time budget is spent: the exploration has finished.
 const TIME_UP: usize = usize::MAX - 1;
-const ENERGY_DECAY: f64 = 0.8;
-const MIN_ENERGY: f64 = 0.05;
 
 /// Everything an [`Exploration`] is made of, as the loop keeps it.
 struct State {
@@ -548,7 +551,7 @@ struct State {
     known: Knowledge,
     bugs: Bugs,
     root: RootInfo,
-    nodes: Vec<Node>,
+    schedule: Schedule,
     branches: u64,
     vtime_total: u64,
     series: Vec<SeriesPoint>,
@@ -571,11 +574,13 @@ impl State {
             timelines: self.timelines,
             tree: self.tree,
             branch_from_snapshots: config.branch_from_snapshots,
+            policy: config.policy,
+            draws: self.schedule.draws,
             batch: config.batch,
             workers: config.workers,
             root: self.root.clone(),
             branches: self.branches,
-            snapshots: self.nodes.len(),
+            snapshots: self.schedule.len(),
             signals: self.known.signals.total,
             wall_ms: ms(self.started.elapsed()),
             vtime_ns: self.vtime_total,
@@ -652,7 +657,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         known: Knowledge::default(),
         bugs: Bugs::new(config.reexecutions),
         root: RootInfo { point: Point { events: 0, vtime_ns: 0 }, setup_complete: false, ended: None, restored: false },
-        nodes: Vec::new(),
+        schedule: Schedule::default(),
         branches: 0,
         vtime_total: 0,
         series: Vec::new(),
@@ -756,6 +761,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             every: config.snapshot_every,
             root: Vtime(state.root.point.vtime_ns),
             snapshots: config.branch_from_snapshots,
+            draws: config.branch_from_snapshots && config.policy.draws(),
         },
         memory_may_differ: bug::memory_may_differ(target, host),
     };
@@ -764,12 +770,8 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         profiler: config.start.profiler,
         interrupt: interrupt.clone(),
     };
-    state.nodes.push(Node {
-        timeline: Timeline { root: state.root.point, segments: vec![] },
-        energy: NEW_NODE_ENERGY,
-        picks: 0,
-        tree_id: shared.tree().root(),
-    });
+    state.schedule =
+        Schedule::new(config.policy, Timeline { root: state.root.point, segments: vec![] }, shared.tree().root());
     let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
         branch_rounds(&mut pool, &shared, config, &cx, &mut state, &interrupt, watch);
@@ -904,13 +906,25 @@ fn branch_rounds(
         let jobs: Vec<(BranchJob, Arc<Knowledge>)> = (1..=(config.batch as u64).min(remaining))
             .map(|k| {
                 let branch = state.branches + k;
-                let ni = if config.branch_from_snapshots { pick(&state.nodes, &mut picker) } else { 0 };
-                let n = &mut state.nodes[ni];
-                n.picks += 1;
-                n.energy = (n.energy * ENERGY_DECAY).max(MIN_ENERGY);
                 let seed = branch_seed(config.seed, branch);
-                tracing::debug!(branch, from = n.tree_id, seed, energy = n.energy, "branch");
-                (BranchJob { branch, seed, tree_id: n.tree_id, base: n.timeline.clone() }, round.clone())
+                let job = if config.branch_from_snapshots {
+                    let assertions = &state.known.assertions;
+                    let satisfied = |id: &str| assertions.by_id.get(id).is_some_and(|a| a.passes > 0);
+                    let p = state.schedule.pick(&mut picker, &satisfied);
+                    BranchJob { branch, seed, tree_id: p.tree_id, base: p.timeline, draw: p.draw, arm_draw: p.arm_draw }
+                } else {
+                    let root = &state.schedule.nodes()[0];
+                    BranchJob {
+                        branch,
+                        seed,
+                        tree_id: root.tree_id,
+                        base: root.timeline.clone(),
+                        draw: None,
+                        arm_draw: false,
+                    }
+                };
+                tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, "branch");
+                (job, round.clone())
             })
             .collect();
         let runs = match pool.run_round(jobs, shared, &mut |c| state.checked(c, watch, interrupt)) {
@@ -967,30 +981,22 @@ fn branch_rounds(
 }
 
 /// Keeps the snapshot tree within its budget, between rounds: evicts the
-/// leaves with the least energy (the oldest first among equals), and the
-/// deltas that only led to them. Decided from the tree's contents and the
-/// nodes' energy alone, so it never changes with the workers or the host.
+/// leaves the schedule values least (`Schedule::evict`), and the deltas
+/// that only led to them. Decided from the tree's contents and the
+/// schedule alone, so it never changes with the workers or the host.
 fn evict(state: &mut State, shared: &Shared) {
     let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
     let bytes = tree.memory_bytes() as u64;
     state.tree.peak_bytes = state.tree.peak_bytes.max(bytes);
     let root = tree.root();
     while tree.memory_bytes() as u64 > state.tree.budget_bytes {
-        let victim = state
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.tree_id != root && tree.is_leaf(n.tree_id))
-            .min_by(|(i, a), (j, b)| a.energy.total_cmp(&b.energy).then(i.cmp(j)))
-            .map(|(i, _)| i);
-        let Some(i) = victim else { break };
-        let node = state.nodes.remove(i);
-        tree.evict(node.tree_id);
+        let Some(victim) = state.schedule.evict(&|id| id != root && tree.is_leaf(id)) else { break };
+        tree.evict(victim);
         state.tree.evicted += 1;
         // Deltas that were only on the way to it.
-        let mut up = tree.parent(node.tree_id);
+        let mut up = tree.parent(victim);
         while let Some(id) = up.filter(|&id| id != root && tree.is_leaf(id)) {
-            if state.nodes.iter().any(|n| n.tree_id == id) {
+            if state.schedule.holds(id) {
                 break;
             }
             tree.evict(id);
@@ -1041,7 +1047,7 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
         state.timelines.at_limit += 1;
     }
     let branch = run.job.branch;
-    let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.nodes, shared, cx);
+    let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, shared, cx);
     if state.first_bug.is_none() && !state.bugs.records.is_empty() {
         // Time to find it, not to check it.
         let found = ms(state.started.elapsed()).saturating_sub(state.phases.reexecution_wait_ms);
@@ -1049,7 +1055,7 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     }
     let p = BranchProgress {
         branches: state.branches,
-        snapshots: state.nodes.len(),
+        snapshots: state.schedule.len(),
         signals: state.known.signals.total,
         bugs: state.bugs.records.len(),
         elapsed: state.started.elapsed(),
@@ -1070,38 +1076,82 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
 /// Adds a branch a worker ran to the exploration: its coverage and
 /// messages (judged against everything merged before it), its first
 /// failure as a bug and what failed after it as that bug's consequences,
-/// and each snapshot before that failure that is still new as a node to
-/// branch from (with the snapshots before it in the branch, which its
-/// pages build on). Returns the coverage edges it reached first.
+/// what it reached to the schedule, and each snapshot before that failure
+/// that is still new (or a draw point still wanted) as a node to branch
+/// from (with the snapshots before it in the branch, which its pages build
+/// on). Returns the coverage edges it reached first.
 fn merge(
     run: BranchRun,
     known: &mut Knowledge,
     bugs: &mut Bugs,
-    nodes: &mut Vec<Node>,
+    schedule: &mut Schedule,
     shared: &Shared,
     cx: &BugContext,
 ) -> u64 {
-    let BranchJob { branch, seed, tree_id, base, .. } = run.job;
+    /// A stop as the merge judged it.
+    struct Judged {
+        timeline: Timeline,
+        new_here: u64,
+        new_edges: u64,
+        features: Vec<String>,
+        /// Something new here was progress (new edges, or a feature that
+        /// is not a sometimes-type assertion's first failing evaluation).
+        progress: bool,
+        /// A feature new here was progress: the timeline went deeper.
+        deeper: bool,
+        watermarks: Vec<String>,
+        snapshot: Option<Delta>,
+        interval: bool,
+        draw: Option<DrawStop>,
+    }
+    let BranchJob { branch, seed, tree_id, base, draw, .. } = run.job;
+    let segment = |until| Segment { seed, draw, until };
     let mut new_edges = 0;
     // The branch's first failure, and the stop it showed at.
     let mut first: Option<(Filed, usize)> = None;
-    // Each stop's timeline, snapshot, and whether it is a new node.
+    // Every feature the branch reached, and (by stop) the assertions it
+    // reached without satisfying.
+    let mut reached = Vec::new();
+    let mut approaches: Vec<(usize, String)> = Vec::new();
     let mut stops = Vec::with_capacity(run.stops.len());
     for (i, stop) in run.stops.into_iter().enumerate() {
-        let timeline = base.then(Segment { seed, until: stop.at });
+        let timeline = base.then(segment(stop.at));
         let covered = known.merge_coverage(&stop.coverage);
         new_edges += covered;
-        let mut new_here = covered;
+        let mut judged = Judged {
+            timeline,
+            new_here: covered,
+            new_edges: covered,
+            features: Vec::new(),
+            progress: covered > 0,
+            deeper: false,
+            watermarks: Vec::new(),
+            snapshot: stop.snapshot,
+            interval: stop.interval,
+            draw: stop.draw,
+        };
         for msg in &stop.messages {
             let o = known.process(msg);
-            new_here += o.new_signals;
+            judged.new_here += o.new_signals;
+            judged.new_edges += o.new_edges;
             new_edges += o.new_edges;
+            judged.progress |= o.progress;
+            if let Some(r) = o.reached {
+                if o.new_signals > 0 {
+                    judged.deeper |= o.progress;
+                    judged.features.push(r.clone());
+                }
+                reached.push(r);
+            }
+            approaches.extend(o.approached.map(|a| (i, a)));
+            judged.watermarks.extend(o.watermark);
             let Some(kind) = o.bug else { continue };
             match first {
                 None => {
                     // The worker judged the same message the same way.
                     let failure = stop.failure.as_ref().expect("the worker fingerprints a branch's first failure");
-                    first = Some((bugs.record(kind, timeline.clone(), failure, &mut known.assertions, cx, branch), i));
+                    let timeline = judged.timeline.clone();
+                    first = Some((bugs.record(kind, timeline, failure, &mut known.assertions, cx, branch), i));
                 }
                 Some((filed, _)) => {
                     let later = Later { at: stop.at, what: kind.describe() };
@@ -1109,21 +1159,21 @@ fn merge(
                 }
             }
         }
-        if new_here > 0 && first.is_none() {
-            tracing::debug!(branch, signals = new_here, "something new");
+        if judged.new_here > 0 && first.is_none() {
+            tracing::debug!(branch, signals = judged.new_here, "something new");
             assert!(
-                stop.snapshot.is_some() || !shared.rules.snapshots,
+                judged.snapshot.is_some() || !shared.rules.snapshots,
                 "branch {branch}: new to the exploration but not to the branch"
             );
         }
-        stops.push((timeline, new_here, stop.snapshot, stop.interval));
+        stops.push(judged);
     }
     new_edges += known.merge_coverage(&run.end_coverage);
     if let Some(end) = run.end.filter(is_crash) {
         let kind = BugKind::Crash { end };
         match (first, &run.crash) {
             (None, Some(failure)) => {
-                let timeline = base.then(Segment { seed, until: failure.at });
+                let timeline = base.then(segment(failure.at));
                 let filed = bugs.record(kind, timeline, failure, &mut known.assertions, cx, branch);
                 first = Some((filed, stops.len()));
             }
@@ -1137,25 +1187,59 @@ fn merge(
     if let Some((filed, _)) = first.filter(|(f, _)| f.new) {
         bugs.records[filed.index].console_after = run.console_after;
     }
-    // A stop is a place to branch from if something was new there, or it
-    // is an interval stop; snapshots after the branch's last such place
-    // before its first failure are of no use.
+    let fruitful = new_edges > 0 || stops.iter().any(|s| s.new_here > 0) || first.is_some_and(|(f, _)| f.new);
+    let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
+    schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
+    // A draw point stays one if what armed it is still new here (or, armed
+    // at the branch's start, if no other branch from there made one).
+    let mut start_draw_wanted = schedule.draw_child_wanted(tree_id);
+    for i in 0..stops.len() {
+        let keep = match stops[i].draw {
+            Some(DrawStop { armed_by: Some(j), .. }) => stops[j].progress,
+            Some(DrawStop { armed_by: None, .. }) => std::mem::take(&mut start_draw_wanted),
+            None => false,
+        };
+        if !keep {
+            stops[i].draw = None;
+        }
+    }
+    // A stop is a place to branch from if something was new there, it is
+    // an interval stop, or a draw point; snapshots after the branch's last
+    // such place before its first failure are of no use.
     let before_failure = first.map_or(stops.len(), |(_, at)| at);
-    let node_here = |new: u64, snap: bool, interval: bool| snap && (new > 0 || interval);
-    let kept = stops[..before_failure]
-        .iter()
-        .rposition(|(_, new, snap, interval)| node_here(*new, snap.is_some(), *interval))
-        .map_or(0, |i| i + 1);
+    let node_here = |s: &Judged| s.snapshot.is_some() && (s.new_here > 0 || s.interval || s.draw.is_some());
+    let kept = stops[..before_failure].iter().rposition(node_here).map_or(0, |i| i + 1);
     let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
     let mut parent = tree_id;
-    for (timeline, new_here, snapshot, interval) in stops.into_iter().take(kept) {
-        let Some(delta) = snapshot else { continue };
+    let mut last_node = None;
+    let mut novel_stops = 0;
+    for (i, s) in stops.into_iter().take(kept).enumerate() {
+        // Progress along a chain of properties; new edges alone are not.
+        novel_stops += u32::from(s.deeper);
+        let is_node = node_here(&s);
+        let Some(delta) = s.snapshot else { continue };
         parent = tree.insert(parent, delta);
-        if new_here > 0 || interval {
-            let energy =
-                if new_here > 0 { NEW_NODE_ENERGY + ENERGY_PER_SIGNAL * new_here as f64 } else { INTERVAL_ENERGY };
-            nodes.push(Node { timeline, energy, picks: 0, tree_id: parent });
+        if !is_node {
+            continue;
         }
+        // A draw point is the draw after the branch's last node before it
+        // (or its start): that one makes no other.
+        let draw_parent = s.draw.map(|_| last_node.unwrap_or(tree_id));
+        last_node = Some(parent);
+        let after: Vec<String> = approaches.iter().filter(|(at, _)| *at > i).map(|(_, a)| a.clone()).collect();
+        let node = NewNode {
+            timeline: s.timeline,
+            tree_id: parent,
+            novel_stops,
+            signals: s.new_here,
+            features: &s.features,
+            new_edges: s.new_edges,
+            interval: s.interval && s.new_here == 0,
+            draw: s.draw.map(|d| d.options),
+            approaches: &after,
+            watermarks: &s.watermarks,
+        };
+        schedule.add(node, tree_id, draw_parent);
     }
     new_edges
 }

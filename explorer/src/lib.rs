@@ -26,6 +26,7 @@ pub mod error;
 pub mod faults;
 pub mod report;
 pub mod roots;
+pub mod schedule;
 pub mod sdk;
 pub mod timeline;
 mod workers;

@@ -20,6 +20,7 @@ use crate::bug::Later;
 use crate::composer::ComposerTally;
 use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
+use crate::schedule::DrawTally;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
@@ -81,6 +82,10 @@ pub struct Summary {
     /// workers that ran them (it does not).
     pub batch: usize,
     pub workers: usize,
+    /// How branches picked their snapshot (`rarity` or `energy`).
+    pub schedule: &'static str,
+    /// SDK draws made decision points, and branches that chose a value.
+    pub draws: DrawTally,
     pub snapshots: usize,
     pub signals: u64,
     pub coverage_edges: usize,
@@ -198,6 +203,8 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
             branches: exp.branches,
             batch: exp.batch,
             workers: exp.workers,
+            schedule: exp.policy.name(),
+            draws: exp.draws,
             snapshots: exp.snapshots,
             signals: exp.signals,
             coverage_edges: exp.coverage_edges,

@@ -185,6 +185,12 @@ pub enum SdkMessage {
     SdkInfo(Value),
     /// What init's Test Composer ran (`crate::composer`).
     Composer(ComposerEvent),
+    /// An SDK draw follows (`hvsim_draw`): a decision point whose value
+    /// the explorer may choose; `options`: how many outcomes the program
+    /// makes of it, if the SDK knows (`random_choice`).
+    Draw {
+        options: Option<u64>,
+    },
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -232,6 +238,11 @@ pub fn parse(line: &[u8]) -> SdkMessage {
         ) {
             (Some(name), Some(edges), Some(base)) => SdkMessage::CoverageModule { name, edges, base },
             _ => SdkMessage::Garbage("hvsim_coverage_module without name, edges and base".into()),
+        },
+        "hvsim_draw" => match (body.as_object(), body.get("options")) {
+            (Some(_), None | Some(Value::Null)) => SdkMessage::Draw { options: None },
+            (Some(_), Some(n)) if n.as_u64().is_some_and(|n| n > 0) => SdkMessage::Draw { options: n.as_u64() },
+            _ => SdkMessage::Garbage("hvsim_draw without an object with a positive options count".into()),
         },
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
@@ -405,6 +416,8 @@ mod tests {
             br#"{"antithesis_assert":{"id":"x","display_type":"Always"}}"#,
             br#"{"antithesis_setup":{"status":"starting"}}"#,
             br#"{"hvsim_coverage":{"edges":["a"]}}"#,
+            br#"{"hvsim_draw":{"options":0}}"#,
+            br#"{"hvsim_draw":3}"#,
             br#"{"antithesis_guidance":{"guidance_type":"numeric","id":"q","hit":true,"guidance_data":{"left":1}}}"#,
             br#"{"antithesis_guidance":{"guidance_type":"telepathy","id":"q","hit":true,"guidance_data":{}}}"#,
             &[0xff, 0xfe],

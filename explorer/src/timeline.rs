@@ -5,6 +5,7 @@
 //! followed by segments. Each segment re-seeds every entropy stream and runs
 //! until the trace reaches a given number of events: the event count, not
 //! virtual time, pins the point exactly (several exits may share a time).
+//! A segment that starts at an SDK draw also says the value the draw took.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -21,6 +22,10 @@ pub struct Point {
 pub struct Segment {
     /// Every stream is re-seeded from this at the segment's start.
     pub seed: u64,
+    /// The value the SDK draw pending at the segment's start takes (a
+    /// segment from a draw point, `schedule.rs`); else the stream decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<u64>,
     pub until: Point,
 }
 

@@ -37,6 +37,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         workers,
         saved_roots: false,
         fresh_root: false,
+        policy: Default::default(),
     }
 }
 

@@ -198,12 +198,17 @@ static inline void hvsim_send_event(const char *name, const char *details) {
 }
 
 /* A random value from the run's seeded stream (under hvsim: /dev/hvsim),
- * else from the operating system. */
-static inline uint64_t hvsim_get_random(void) {
+ * else from the operating system. Under hvsim the draw is announced first
+ * (`{"hvsim_draw":...}`, with how many outcomes the caller makes of it if
+ * known): the explorer may snapshot there and choose the value later. */
+static inline uint64_t hvsim__draw(size_t options) {
     uint64_t v = 0;
-    int fd = open("/dev/hvsim", O_RDONLY | O_CLOEXEC);
+    int fd = open("/dev/hvsim", O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
-        ssize_t n = read(fd, &v, sizeof v);
+        char msg[64];
+        int len = options ? snprintf(msg, sizeof msg, "{\"hvsim_draw\":{\"options\":%zu}}", options)
+                          : snprintf(msg, sizeof msg, "{\"hvsim_draw\":{}}");
+        ssize_t n = write(fd, msg, (size_t)len) == len ? read(fd, &v, sizeof v) : -1;
         close(fd);
         if (n == (ssize_t)sizeof v) return v;
     }
@@ -211,8 +216,10 @@ static inline uint64_t hvsim_get_random(void) {
     return v;
 }
 
+static inline uint64_t hvsim_get_random(void) { return hvsim__draw(0); }
+
 /* An index in [0, n) chosen with hvsim_get_random (n > 0). */
-static inline size_t hvsim_random_choice(size_t n) { return n ? (size_t)(hvsim_get_random() % n) : 0; }
+static inline size_t hvsim_random_choice(size_t n) { return n ? (size_t)(hvsim__draw(n) % n) : 0; }
 
 static inline void hvsim__numeric(const struct hvsim_site *s, double left, double right, const char *details) {
     int k = s->kind;

@@ -227,18 +227,29 @@ def coverage(edges):
 
 def get_random():
     """A random 64-bit integer from the run's seeded stream (under hvsim:
-    /dev/hvsim), else from the operating system."""
+    /dev/hvsim), else from the operating system. Under hvsim the draw is
+    announced first ({"hvsim_draw": ...}): the explorer may snapshot there
+    and choose the value in later branches."""
+    return _draw(None)
+
+
+def _draw(options):
     try:
-        with open("/dev/hvsim", "rb") as f:
-            b = f.read(8)
-        if len(b) == 8:
-            return int.from_bytes(b, "little")
+        fd = os.open("/dev/hvsim", os.O_RDWR | os.O_CLOEXEC)
     except OSError:
-        pass
+        return int.from_bytes(os.urandom(8), "little")
+    try:
+        draw = {"options": options} if options else {}
+        os.write(fd, json.dumps({"hvsim_draw": draw}).encode())
+        b = os.read(fd, 8)
+    finally:
+        os.close(fd)
+    if len(b) == 8:
+        return int.from_bytes(b, "little")
     return int.from_bytes(os.urandom(8), "little")
 
 
 def random_choice(items):
     """One of `items`, chosen with get_random (None if empty)."""
     items = list(items)
-    return items[get_random() % len(items)] if items else None
+    return items[_draw(len(items)) % len(items)] if items else None

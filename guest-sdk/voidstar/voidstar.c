@@ -6,7 +6,9 @@
  *
  *  - fuzz_json_data: one write is one message, of any length;
  *  - fuzz_get_random: 8 bytes of the run's seeded stream, which hvsim
- *    re-keys for every branch of an exploration;
+ *    re-keys for every branch of an exploration; each draw is announced
+ *    first ({"hvsim_draw":{}}), so that the explorer can snapshot there
+ *    and choose the value in later branches;
  *  - coverage (init_coverage_module, notify_coverage, and the
  *    SanitizerCoverage trace-pc-guard callbacks): each edge sets its bit in
  *    the guest's coverage map, which every process maps from /dev/hvsim and
@@ -315,13 +317,31 @@ EXPORT void fuzz_json_data(const char *message, size_t length)
 	send(message, length);
 }
 
-static uint64_t get_random(void)
+/* A draw, announced so that the explorer can decide its value: the
+ * announcement and the read that follows are one draw to hvsim (the next
+ * read of at most 8 bytes after it). `options`: how many outcomes the
+ * caller makes of the value (0: unknown). */
+static uint64_t draw(unsigned options)
 {
+	static const char unknown[] = "{\"hvsim_draw\":{}}";
 	uint64_t r = 0;
 	int fd = device();
 
-	if (fd >= 0 && sys3(SYS_read, fd, (long)&r, sizeof(r)) == sizeof(r))
-		return r;
+	if (fd >= 0) {
+		if (options) {
+			char buf[64];
+			struct out o = { buf, 0, sizeof(buf) };
+
+			puts_(&o, "{\"hvsim_draw\":{\"options\":");
+			put_u64(&o, options);
+			puts_(&o, "}}");
+			send(buf, o.len);
+		} else {
+			send(unknown, sizeof(unknown) - 1);
+		}
+		if (sys3(SYS_read, fd, (long)&r, sizeof(r)) == sizeof(r))
+			return r;
+	}
 	/* Outside hvsim: the operating system's randomness. */
 	sys3(SYS_getrandom, (long)&r, sizeof(r), 0);
 	return r;
@@ -329,18 +349,18 @@ static uint64_t get_random(void)
 
 EXPORT uint64_t fuzz_get_random(void)
 {
-	return get_random();
+	return draw(0);
 }
 
 /* A byte of input: from the same stream, so it branches like the rest. */
 EXPORT int fuzz_getchar(void)
 {
-	return (int)(get_random() & 0xff);
+	return (int)(draw(256) & 0xff);
 }
 
 EXPORT bool fuzz_coin_flip(void)
 {
-	return (get_random() & 1) == 0;
+	return (draw(2) & 1) == 0;
 }
 
 /* Messages named after the call, with a JSON string or number. */

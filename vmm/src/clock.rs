@@ -61,6 +61,9 @@ pub enum ExitKind {
     /// Not an exit: the run's inputs reached the booted machine (data: the
     /// SHA-256 of the work and of the fault plan).
     RunStart,
+    /// Not an exit: the explorer chose the value of the SDK draw the guest
+    /// announced (data: the value; see `Hypercall::choose_draw`).
+    Choose,
 }
 
 impl ExitKind {
@@ -76,7 +79,7 @@ impl ExitKind {
             ExitKind::MmioRead | ExitKind::MmioWrite => 1_000,
             ExitKind::MsrRead | ExitKind::MsrWrite => 500,
             ExitKind::Halt | ExitKind::IrqWindow | ExitKind::Shutdown => 0,
-            ExitKind::Reseed | ExitKind::RunStart => 0,
+            ExitKind::Reseed | ExitKind::RunStart | ExitKind::Choose => 0,
             // A forced exit stands for a quantum of guest computation that no
             // exit measured; one 100 Hz tick lets a spinning guest's timer fire.
             ExitKind::WatchdogKick => 10_000_000,
@@ -97,6 +100,7 @@ impl ExitKind {
             ExitKind::Shutdown => "shutdown",
             ExitKind::Reseed => "reseed",
             ExitKind::RunStart => "run-start",
+            ExitKind::Choose => "choose",
         }
     }
 
@@ -105,7 +109,7 @@ impl ExitKind {
     }
 }
 
-pub const ALL_EXIT_KINDS: [ExitKind; 12] = [
+pub const ALL_EXIT_KINDS: [ExitKind; 13] = [
     ExitKind::PioIn,
     ExitKind::PioOut,
     ExitKind::MmioRead,
@@ -118,6 +122,7 @@ pub const ALL_EXIT_KINDS: [ExitKind; 12] = [
     ExitKind::Shutdown,
     ExitKind::Reseed,
     ExitKind::RunStart,
+    ExitKind::Choose,
 ];
 
 /// The machine's clock. Monotonic by construction: it only moves forward.

@@ -10,6 +10,9 @@
 //!   virtual time (`"pause": null`: until resumed), what
 //!   `$ANTITHESIS_STOP_FAULTS 10` does in hvsim's guest;
 //!   `{"hvsim_faults": {"resume": true}}` ends a pause.
+//! - `{"hvsim_draw": {...}}`: the SDK is about to draw a random value (its
+//!   next `RANDOM` of at most 8 bytes): a point where the explorer may
+//!   choose the value (`Hypercall::choose_draw`, docs/sdk-protocol.md).
 //!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
@@ -22,22 +25,28 @@ pub enum Control {
     /// Pause faults for this many nanoseconds (`None`: until resumed).
     PauseFaults(Option<u64>),
     ResumeFaults,
+    /// An SDK draw follows.
+    Draw,
 }
 
 /// The top-level keys of control messages.
 const SETUP: &str = "antithesis_setup";
 const FAULTS: &str = "hvsim_faults";
+const DRAW: &str = "hvsim_draw";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if !key.starts_with(&format!("\"{SETUP}\"")) && !key.starts_with(&format!("\"{FAULTS}\"")) {
+    if ![SETUP, FAULTS, DRAW].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
     let object = value.as_object().filter(|o| o.len() == 1)?;
+    if object.get(DRAW).is_some_and(Value::is_object) {
+        return Some(Control::Draw);
+    }
     if let Some(setup) = object.get(SETUP) {
         return (setup.get("status")?.as_str()? == "complete").then_some(Control::SetupComplete);
     }
@@ -74,6 +83,9 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_faults":{"pause":2}}"#), Some(Control::PauseFaults(Some(2_000_000_000))));
         assert_eq!(r(r#"{"hvsim_faults":{"pause":null}}"#), Some(Control::PauseFaults(None)));
         assert_eq!(r(r#"{"hvsim_faults":{"resume":true}}"#), Some(Control::ResumeFaults));
+        assert_eq!(r(r#"{"hvsim_draw":{}}"#), Some(Control::Draw));
+        assert_eq!(r(r#"{"hvsim_draw":{"options":8}}"#), Some(Control::Draw));
+        assert_eq!(r(r#"{"hvsim_draw":7}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,
             r#"{"hvsim_faults":{"pause":"soon"}}"#,

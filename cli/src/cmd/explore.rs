@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::report::{Report, RunDir};
+use hvsim_explorer::schedule::Policy;
 use hvsim_explorer::{
     explore, Budget, Ending, Exploration, ExploreConfig, Progress, Span, StartOptions, Target, Watch,
 };
@@ -113,8 +114,30 @@ pub struct Args {
     /// save it again (docs/snapshots.md#saved-roots).
     #[arg(long)]
     fresh_root: bool,
+    /// How each branch picks its snapshot: `rarity` gives weight to rare
+    /// signals, to places near a property not yet satisfied and to SDK
+    /// draws with values not yet tried (draws are decision points);
+    /// `energy` is the earlier policy, kept for comparison
+    /// (docs/exploration.md).
+    #[arg(long, value_enum, default_value_t = SchedulePolicy::Rarity)]
+    schedule: SchedulePolicy,
     #[command(flatten)]
     guest_profile: ProfileArgs,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SchedulePolicy {
+    Rarity,
+    Energy,
+}
+
+impl From<SchedulePolicy> for Policy {
+    fn from(p: SchedulePolicy) -> Policy {
+        match p {
+            SchedulePolicy::Rarity => Policy::Rarity,
+            SchedulePolicy::Energy => Policy::Energy,
+        }
+    }
 }
 
 /// Wall time of waiting for setup complete before saying what is awaited.
@@ -248,6 +271,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         workers: usize::from(args.workers),
         saved_roots: true,
         fresh_root: args.fresh_root,
+        policy: args.schedule.into(),
     };
     let bar = ProgressBar::new(args.branches);
     bar.set_style(

@@ -332,6 +332,8 @@ mod tests {
             timelines: Default::default(),
             tree: Default::default(),
             branch_from_snapshots: true,
+            policy: Default::default(),
+            draws: Default::default(),
             batch: 1,
             workers: 1,
             root: RootInfo { point: at, setup_complete: true, ended: None, restored: false },

@@ -3,7 +3,8 @@
 //! so 1 in 1000 per attempt), one attempt per millisecond of virtual time.
 //! It reports through the SDK protocol on the hypercall channel: progress
 //! as sometimes-assertions, and the bug — the vault opening — as a failing
-//! always-assertion. An explorer that snapshots where a new digit came out
+//! always-assertion; each digit is an SDK draw (announced, so the explorer
+//! can choose it). An explorer that snapshots where a new digit came out
 //! right needs tens of branches to open it; starting every timeline over
 //! needs hundreds.
 
@@ -74,16 +75,26 @@ pub fn build() -> RawImage {
         ; je <sleep
         ; cli
     );
+    // Each digit is an SDK draw, and each of the first two is a sometimes-
+    // assertion evaluated every time (true or false), as a program on the
+    // SDKs reports them.
     for (k, &want) in CODE.iter().enumerate() {
-        p.random(digit, 1);
+        p.draw(digit, 1, 10);
+        let right = p.a.new_dynamic_label();
         dynasm!(p.a
             ; movzx eax, BYTE [=>digit]
             ; xor edx, edx
             ; mov ecx, 10
             ; div ecx
             ; cmp edx, want as i32
-            ; jne <attempt
+            ; je =>right
         );
+        match k {
+            0 => send(&mut p, &assertion("Sometimes", "sometimes", FIRST_DIGIT, true, true, false)),
+            1 => send(&mut p, &assertion("Sometimes", "sometimes", TWO_DIGITS, true, true, false)),
+            _ => {}
+        }
+        dynasm!(p.a ; jmp <attempt ; =>right);
         match k {
             0 => send(&mut p, &assertion("Sometimes", "sometimes", FIRST_DIGIT, true, true, true)),
             1 => send(&mut p, &assertion("Sometimes", "sometimes", TWO_DIGITS, true, true, true)),

@@ -193,6 +193,17 @@ impl Program {
         );
     }
 
+    /// An SDK draw of `n` (at most 8) bytes into `dest`, announced first as
+    /// the SDKs do (`{"hvsim_draw": {"options": options}}`): the explorer
+    /// may snapshot at it and choose its value.
+    pub fn draw(&mut self, dest: DynamicLabel, n: u32, options: u32) {
+        assert!((1..=8).contains(&n), "a draw reads at most 8 bytes");
+        let (l, len) = self.bytes(format!(r#"{{"hvsim_draw":{{"options":{options}}}}}"#).as_bytes());
+        dynasm!(self.a ; lea rsi, [=>l] ; mov ecx, len as i32);
+        self.send_rsi_rcx();
+        self.random(dest, n);
+    }
+
     /// Sends `rcx` bytes at `rsi` as one message on the hvsim channel.
     pub fn send_rsi_rcx(&mut self) {
         dynasm!(self.a

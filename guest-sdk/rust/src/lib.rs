@@ -234,20 +234,37 @@ pub fn coverage(edges: &[u64]) {
 }
 
 /// A random u64 from the run's seeded stream (under hvsim: /dev/hvsim),
-/// else from the operating system.
+/// else from the operating system. Under hvsim the draw is announced first
+/// (`{"hvsim_draw": ...}`): the explorer may snapshot there and choose the
+/// value in later branches (docs/sdk-protocol.md).
 pub fn get_random() -> u64 {
+    draw(None)
+}
+
+/// A draw the caller makes `options` outcomes of, if known.
+fn draw(options: Option<usize>) -> u64 {
     let mut b = [0u8; 8];
-    let from = |path: &str, b: &mut [u8; 8]| File::open(path).and_then(|mut f| f.read_exact(b)).is_ok();
-    if !from("/dev/hvsim", &mut b) && !from("/dev/urandom", &mut b) {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        return t.as_nanos() as u64;
+    let announced = |f: &mut File| {
+        let msg = match options {
+            Some(n) => json!({"hvsim_draw": {"options": n}}),
+            None => json!({"hvsim_draw": {}}),
+        };
+        f.write_all(msg.to_string().as_bytes())
+    };
+    let hvsim = OpenOptions::new().read(true).write(true).open("/dev/hvsim");
+    if hvsim.and_then(|mut f| announced(&mut f).and_then(|()| f.read_exact(&mut b))).is_ok() {
+        return u64::from_le_bytes(b);
     }
-    u64::from_le_bytes(b)
+    if File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok() {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_nanos() as u64
 }
 
 /// One of `items`, chosen with [`get_random`].
 pub fn random_choice<T>(items: &[T]) -> Option<&T> {
-    (!items.is_empty()).then(|| &items[(get_random() % items.len() as u64) as usize])
+    (!items.is_empty()).then(|| &items[(draw(Some(items.len())) % items.len() as u64) as usize])
 }
 
 #[doc(hidden)]

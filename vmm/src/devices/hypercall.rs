@@ -40,6 +40,20 @@ pub struct ChannelStats {
     /// Messages longer than guest RAM, dropped at `SEND`.
     pub oversized: u64,
     pub random_bytes: u64,
+    /// SDK draws announced (`{"hvsim_draw": ...}`), and of those, the ones
+    /// whose value was chosen from outside ([`Hypercall::choose_draw`]).
+    #[serde(default)]
+    pub draws: u64,
+    #[serde(default)]
+    pub chosen_draws: u64,
+}
+
+/// An SDK draw the guest announced and has not read yet: the next `RANDOM`
+/// of at most 8 bytes is its value, the chosen one if any, else the
+/// stream's next bytes (so an unchosen draw reads what it always would).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingDraw {
+    pub chosen: Option<u64>,
 }
 
 #[serde_with::serde_as]
@@ -81,6 +95,9 @@ pub struct Hypercall {
     /// has not yet.
     #[serde(default)]
     announce_setup: bool,
+    /// The draw the guest announced, waiting for its `RANDOM`.
+    #[serde(default)]
+    draw: Option<PendingDraw>,
 }
 
 fn default_max_message() -> usize {
@@ -118,6 +135,7 @@ impl Hypercall {
             ready: false,
             max_message: ram,
             announce_setup: false,
+            draw: None,
         }
     }
 
@@ -150,6 +168,28 @@ impl Hypercall {
     /// Whether setup complete is to be announced now (once per run).
     pub fn take_setup_announcement(&mut self) -> bool {
         std::mem::take(&mut self.announce_setup)
+    }
+
+    /// The guest announced an SDK draw (see `control.rs`); one announced
+    /// before it replaces it (its `RANDOM` never came).
+    pub fn announce_draw(&mut self) {
+        self.draw = Some(PendingDraw::default());
+        self.stats.draws += 1;
+    }
+
+    /// Whether an announced draw waits for its `RANDOM`.
+    pub fn draw_pending(&self) -> bool {
+        self.draw.is_some()
+    }
+
+    /// Makes the pending draw return `value` (its low bytes, for a read of
+    /// fewer than 8). False if no draw is pending.
+    pub fn choose_draw(&mut self, value: u64) -> bool {
+        let Some(draw) = &mut self.draw else { return false };
+        if draw.chosen.replace(value).is_none() {
+            self.stats.chosen_draws += 1;
+        }
+        true
     }
 
     /// Whether the guest handles all of `caps` (`hc::caps`).
@@ -250,7 +290,12 @@ impl Hypercall {
                     return Err(GuestError(format!("RANDOM while {} earlier bytes are still unread", self.rx.len())));
                 }
                 let mut buf = vec![0; arg as usize];
-                self.entropy.fill(&mut buf);
+                match self.draw.take_if(|_| arg <= 8) {
+                    Some(PendingDraw { chosen: Some(value) }) => {
+                        buf.copy_from_slice(&value.to_le_bytes()[..arg as usize])
+                    }
+                    _ => self.entropy.fill(&mut buf),
+                }
                 self.rx.extend(buf);
                 self.stats.random_bytes += u64::from(arg);
                 Ok(None)
@@ -386,6 +431,33 @@ mod tests {
         };
         assert_eq!(draw(5), draw(5));
         assert_ne!(draw(5), draw(6));
+    }
+
+    #[test]
+    fn an_announced_draw_reads_the_chosen_value_once() {
+        let read = |h: &mut Hypercall, n: u32| {
+            cmd(h, hc::op::RANDOM, n).unwrap();
+            let mut b = vec![0; n as usize];
+            h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+            b
+        };
+        let (mut chosen, mut plain) = (Hypercall::new(5, RAM), Hypercall::new(5, RAM));
+        // Nothing pending: nothing to choose.
+        assert!(!chosen.choose_draw(3));
+        chosen.announce_draw();
+        plain.announce_draw();
+        assert!(chosen.draw_pending() && chosen.choose_draw(3));
+        // Larger requests are not the draw (the kernel re-keying itself).
+        assert_eq!(read(&mut chosen, 32), read(&mut plain, 32));
+        assert_eq!(read(&mut chosen, 8), 3u64.to_le_bytes());
+        assert!(!chosen.draw_pending());
+        // Unchosen, the draw reads the stream, as without the announcement;
+        // and the chosen value did not take from the stream.
+        assert_eq!(read(&mut chosen, 8), read(&mut plain, 8));
+        chosen.announce_draw();
+        chosen.choose_draw(0x1234);
+        assert_eq!(read(&mut chosen, 1), [0x34]);
+        assert_eq!((chosen.stats().draws, chosen.stats().chosen_draws), (2, 2));
     }
 
     #[test]

@@ -84,6 +84,26 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// Whether the guest announced an SDK draw and has not read it yet: a
+    /// point where [`Machine::choose_draw`] can decide its value.
+    pub fn draw_pending(&self) -> bool {
+        self.state.devices.hc.draw_pending()
+    }
+
+    /// Makes the pending SDK draw return `value`; recorded in the trace, so
+    /// that a timeline with another choice differs there. Call between runs
+    /// of the vCPU, after any [`Machine::reseed`].
+    pub fn choose_draw(&mut self, value: u64) -> Result<()> {
+        if !self.state.devices.hc.choose_draw(value) {
+            return Err(Error::Config(format!("no SDK draw is pending to take the value {value}")));
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&value.to_le_bytes());
+        self.record(ExitKind::Choose, 0, None)
+    }
+}
+
 /// What the trace records of a run's inputs: what the guest will read (the
 /// seed is recorded by the reseed that follows). The fault plan shows in the
 /// trace through what it does to the guest, and only so: a plan that never

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use hvsim_explorer::{explore, Budget, ExploreConfig, Span, Target};
+use hvsim_explorer::Target;
 use hvsim_guest_image::raw;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
@@ -13,6 +13,7 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 use hvsim_guest_image::host::Host;
 
 mod boot;
+mod explore;
 mod guest;
 mod image;
 mod net;
@@ -40,19 +41,21 @@ enum What {
         #[arg(long)]
         json: bool,
     },
-    /// Timelines per second and time to the first bug, branching from
-    /// snapshots against starting every timeline from the root: on the demo,
-    /// or (--linux) on a Linux program whose bug sits behind four 1-in-8
-    /// random choices (guest-sdk/c/vault.c, built with gcc).
+    /// Timelines and wall time to the first bug under the rarity policy
+    /// (SDK draws as decision points) against the energy policy before it
+    /// (and, on the demo, every timeline from the root): medians over
+    /// master seeds. On the demo, or (--linux) on the example built with
+    /// the official Antithesis Rust SDK, whose bug sits behind five chained
+    /// 1-in-8 draws (guest-sdk/examples/antithesis-rust).
     Explore {
-        /// Master seeds to measure (1..=N). Default: 3, or 1 with --linux.
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
-        seeds: Option<u64>,
-        /// Give up on a seed after this many branches. Default: 5000, or
-        /// 400 with --linux.
+        /// Master seeds to measure (1..=N).
+        #[arg(long, default_value = "5", value_parser = clap::value_parser!(u64).range(1..=1000))]
+        seeds: u64,
+        /// Give up on a seed after this many timelines. Default: 1000, or
+        /// 200 with --linux.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
-        /// Explore the Linux vault instead of the demo.
+        /// Explore the Rust SDK vault instead of the demo.
         #[arg(long)]
         linux: bool,
         #[arg(long)]
@@ -153,9 +156,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
         What::Explore { seeds, max_branches, linux, json } => {
-            let seeds = seeds.unwrap_or(if linux { 1 } else { 3 }).max(1);
-            let max_branches = max_branches.unwrap_or(if linux { 400 } else { 5000 });
-            bench_explore(seeds, max_branches, linux, json)
+            let max_branches = max_branches.unwrap_or(if linux { 200 } else { 1000 });
+            explore::bench_explore(seeds, max_branches, linux, json)
         }
         What::Workers { workers, branches, linux, json } => {
             let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
@@ -323,159 +325,6 @@ fn linux_vault(dir: &std::path::Path) -> Result<Target> {
         system: Default::default(),
         verbose_boot: false,
     })
-}
-
-fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
-    let host = Host::open()?;
-    let dir = tempfile::tempdir()?;
-    let (target, slice) = if linux {
-        eprintln!("hvsim: bench explore --linux: exploring a Linux program to its bug (minutes here)");
-        (linux_vault(dir.path())?, Vtime(500_000_000))
-    } else {
-        (Target::Raw { guest: "demo".into() }, Vtime(5_000_000))
-    };
-    let config = |seed: u64, branches: u64, mode: &str| ExploreConfig {
-        target: target.clone(),
-        seed,
-        budget: Budget { branches: Some(branches), ..Budget::default() },
-        span: if mode == "whole" { Span::Whole { limit: limit(linux) } } else { Span::Slice(slice) },
-        snapshot_every: (mode == "whole").then(|| Vtime(limit(linux).nanos() / 10)),
-        snapshot_memory: u64::MAX,
-        setup_limit: ExploreConfig::default_setup_limit(linux),
-        branch_from_snapshots: mode != "from-root",
-        stop_at_first_bug: true,
-        reexecutions: 3,
-        start: Default::default(),
-        batch: 1,
-        workers: 1,
-        saved_roots: false,
-        fresh_root: false,
-    };
-    let mut rows = Vec::new();
-    for seed in 1..=seeds {
-        for mode in ["snapshots", "from-root", "whole"] {
-            let e = explore(&config(seed, max_branches, mode), &host, &mut ())?;
-            let (branches_to_bug, ms_to_bug) = e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms)));
-            rows.push(serde_json::json!({
-                "seed": seed,
-                "mode": mode,
-                "branches": e.branches,
-                "timelines_per_sec": e.branches as f64 / (e.wall_ms.max(1) as f64 / 1000.0),
-                "branches_to_first_bug": branches_to_bug,
-                "ms_to_first_bug": ms_to_bug,
-                "wall_ms": e.wall_ms,
-                "reexecution_ms": e.phases.reexecution_ms,
-                "reproduced": e.bugs.first().map(|b| b.reproduction_words()),
-            }));
-        }
-    }
-    // Throughput and memory over a fixed number of branches (no stop at the
-    // first bug): whole timelines with interval snapshots against slices.
-    let fixed = if linux { 40 } else { 1000 };
-    let mut modes = Vec::new();
-    for mode in ["whole", "snapshots"] {
-        let e = explore(&ExploreConfig { stop_at_first_bug: false, ..config(1, fixed, mode) }, &host, &mut ())?;
-        let run_ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms).max(1);
-        let delta = e.tree.peak_bytes.saturating_sub(e.tree.root_bytes);
-        modes.push(serde_json::json!({
-            "mode": if mode == "whole" { "whole timelines" } else { "slices" },
-            "span": e.describe_span(),
-            "branches": e.branches,
-            "branches_per_sec": e.branches as f64 / (run_ms as f64 / 1000.0),
-            "vtime_per_branch_ms": e.vtime_ns as f64 / e.branches.max(1) as f64 / 1e6,
-            "tree_bytes_per_1000_branches": delta as f64 * 1000.0 / e.branches.max(1) as f64,
-            "snapshots": e.snapshots,
-            "timelines_ended": e.timelines.ended,
-            "bugs": e.bugs.len(),
-        }));
-    }
-    let med = |mode: &str, key: &str| -> Option<f64> {
-        let v: Vec<f64> = rows.iter().filter(|r| r["mode"] == mode).filter_map(|r| r[key].as_f64()).collect();
-        (!v.is_empty()).then(|| median(v))
-    };
-    let sum = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>();
-    let reexecution_share = sum("reexecution_ms") / sum("wall_ms").max(1.0);
-    let summary = serde_json::json!({
-        "whole_ms_to_first_bug": med("whole", "ms_to_first_bug"),
-        "whole_branches_to_first_bug": med("whole", "branches_to_first_bug"),
-        "snapshots_ms_to_first_bug": med("snapshots", "ms_to_first_bug"),
-        "from_root_ms_to_first_bug": med("from-root", "ms_to_first_bug"),
-        "snapshots_branches_to_first_bug": med("snapshots", "branches_to_first_bug"),
-        "from_root_branches_to_first_bug": med("from-root", "branches_to_first_bug"),
-        "snapshots_timelines_per_sec": med("snapshots", "timelines_per_sec"),
-        "from_root_timelines_per_sec": med("from-root", "timelines_per_sec"),
-        "reexecution_ms": med("snapshots", "reexecution_ms"),
-        "reexecution_share": reexecution_share,
-    });
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "benchmark": "explore", "rows": rows, "medians": summary, "timelines": modes })
-        );
-    } else {
-        println!(
-            "explore {} to its first bug, branching from snapshots vs from the root every time:",
-            if linux { "the Linux vault (four 1-in-8 gates)" } else { "the demo" }
-        );
-        println!("  seed | mode      | branches to bug | ms to bug | timelines/s");
-        for r in &rows {
-            println!(
-                "  {:>4} | {:<9} | {:>15} | {:>9} | {:>11.0}",
-                r["seed"].as_u64().unwrap(),
-                r["mode"].as_str().unwrap(),
-                r["branches_to_first_bug"].as_u64().map_or("not found".into(), |b| b.to_string()),
-                r["ms_to_first_bug"].as_u64().map_or("-".into(), |b| b.to_string()),
-                r["timelines_per_sec"].as_f64().unwrap()
-            );
-        }
-        let ms = |key: &str| {
-            summary[key].as_f64().map_or(format!("not found in {max_branches} branches"), |v| format!("{v:.0} ms"))
-        };
-        let ratio = match (summary["snapshots_ms_to_first_bug"].as_f64(), summary["from_root_ms_to_first_bug"].as_f64())
-        {
-            (Some(x), Some(y)) if x > 0.0 => format!(": {:.1}x faster", y / x),
-            _ => String::new(),
-        };
-        println!(
-            "  median time to first bug: snapshots {}, from the root {}{ratio}; whole timelines {}",
-            ms("snapshots_ms_to_first_bug"),
-            ms("from_root_ms_to_first_bug"),
-            ms("whole_ms_to_first_bug")
-        );
-        let reproduced: Vec<&str> = rows.iter().filter_map(|r| r["reproduced"].as_str()).collect();
-        println!(
-            "  re-executing each bug's timeline 3 times: median {} per exploration, {:.1}% of all wall time ({})",
-            summary["reexecution_ms"].as_f64().map_or("-".into(), |v| format!("{v:.0} ms")),
-            100.0 * summary["reexecution_share"].as_f64().unwrap_or(0.0),
-            reproduced.join(", ")
-        );
-    }
-    println!("{fixed} branches of seed 1, whole timelines against slices (how branches ran before):");
-    for m in &modes {
-        println!(
-                "  {:<15} {:>7.1} branches/s, {:>7.2} ms of virtual time each, {:>8.1} MiB of snapshot pages per 1000 branches, {} snapshots, {} timelines ended ({})",
-                m["mode"].as_str().unwrap(),
-                m["branches_per_sec"].as_f64().unwrap(),
-                m["vtime_per_branch_ms"].as_f64().unwrap(),
-                m["tree_bytes_per_1000_branches"].as_f64().unwrap() / f64::from(1 << 20),
-                m["snapshots"],
-                m["timelines_ended"],
-                m["span"].as_str().unwrap()
-            );
-    }
-    let (w, sl) = (&modes[0], &modes[1]);
-    println!(
-        "  whole/slices: {:.2}x the branches per second, {:.2}x the snapshot memory per branch",
-        w["branches_per_sec"].as_f64().unwrap() / sl["branches_per_sec"].as_f64().unwrap().max(1e-9),
-        w["tree_bytes_per_1000_branches"].as_f64().unwrap()
-            / sl["tree_bytes_per_1000_branches"].as_f64().unwrap().max(1.0)
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The timeline limit `hvsim explore` gives a target by default.
-fn limit(linux: bool) -> Vtime {
-    Vtime(if linux { 60_000_000_000 } else { 20_000_000 })
 }
 
 fn per_exit(t: Duration, exits: u64) -> f64 {

@@ -35,6 +35,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         workers: 1,
         saved_roots: true,
         fresh_root,
+        policy: Default::default(),
     };
     let made = explore(&config(true), &host, &mut ())?;
     let restored = explore(&config(false), &host, &mut ())?;

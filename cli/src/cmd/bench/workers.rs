@@ -51,6 +51,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             workers: w,
             saved_roots: false,
             fresh_root: false,
+            policy: Default::default(),
         };
         runs.push(explore(&config, &host, &mut ())?);
     }

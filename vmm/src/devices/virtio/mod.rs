@@ -492,6 +492,7 @@ impl Virtio {
             }
             Control::PauseFaults(d) => self.schedule.pause(now.0, d.map(|d| now.0.saturating_add(d))),
             Control::ResumeFaults => self.schedule.resume(now.0),
+            Control::Draw => return,
         };
         self.apply(steps);
     }
