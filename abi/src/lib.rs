@@ -160,6 +160,23 @@ pub mod hc {
         /// only in runs that asked for it (a Test Composer template to
         /// run, see [`crate::linux::COMPOSER`]). `node` is 0.
         pub const SETUP: u32 = 4;
+        /// Stop every process of the node (`SIGSTOP`) until
+        /// [`NODE_RESUME`]: a drawn `pause` fault.
+        pub const NODE_PAUSE: u32 = 5;
+        /// Continue the node's stopped processes (`SIGCONT`).
+        pub const NODE_RESUME: u32 = 6;
+        /// Kill every process of the node (`SIGKILL`), without touching
+        /// its disk or page cache: a drawn `kill` fault.
+        pub const NODE_KILL: u32 = 7;
+        /// Start the node's service again after [`NODE_KILL`] or
+        /// [`NODE_STOP`].
+        pub const NODE_START: u32 = 8;
+        /// Stop the node gracefully: `SIGTERM` to every process, `SIGKILL`
+        /// to those alive [`STOP_GRACE_MS`] later: a drawn `stop` fault.
+        pub const NODE_STOP: u32 = 9;
+        /// How long (virtual milliseconds) a stopped node's processes have
+        /// to exit after `SIGTERM`.
+        pub const STOP_GRACE_MS: u64 = 2000;
 
         pub const fn word(kind: u32, node: u16) -> u32 {
             (kind << 16) | node as u32

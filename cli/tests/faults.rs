@@ -669,3 +669,142 @@ fn explore_finds_a_bug_under_a_drawn_partition_and_its_record_lists_it() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
+
+/// A drawn fault on node 1 from the run's start, every `every`, lasting
+/// `duration`.
+fn node_fault_plan(kind: &str, every: &str, duration: &str) -> String {
+    format!(
+        "[draw]\nbefore_setup = true\n\n[[draw.fault]]\nkind = \"{kind}\"\nevery = \"{every}\"\nduration = \"{duration}\"\ntargets = [[1]]\n"
+    )
+}
+
+/// Node 1 answers each line over TCP with the time it answered; node 0
+/// sends a line every 0.4 s over one connection and logs each answer with
+/// the time it arrived. Each node's service logs a heartbeat every 0.1 s.
+const PAUSE_SCRIPT: &str = r#"
+hvsim-node 1 nc -l -p 5000 -e sh -c 'while read l; do read up _ < /proc/uptime; echo "$l answered at $up"; done' &
+pause 0.3
+hvsim-node 0 sh -c '. /tmp/lib.sh; for i in 1 2 3 4 5 6 7 8 9 10; do echo "req$i"; pause 0.4; done | nc 10.0.0.2 5000 | while read l; do stamp; echo "$l received at $up"; done'
+echo "beats: $(tr '\n' ' ' < /tmp/beats1)"
+"#;
+
+const HEARTBEAT: &str = r#"read up _ < /proc/uptime; echo "node $HVSIM_NODE up at $up"; while true; do read up _ < /proc/uptime; echo $up >> /tmp/beats$HVSIM_NODE; sleep 0.1; done"#;
+
+/// A paused node's peer sees its requests stall while TCP stays up, and the
+/// node resumes where it stopped (the same under the same seed, and from a
+/// snapshot taken during the pause); a killed node's service loses its
+/// processes, not its writes, and starts again; a stopped one gets SIGTERM
+/// and a grace period first.
+#[test]
+fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_writes() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "pause.toml", &node_fault_plan("pause", "2s", "1s"));
+    let script = format!("{LIB}{PAUSE_SCRIPT}");
+    let v = nodes_run(Some(&plan), &["--node-cmd", HEARTBEAT], &script);
+    // The same seed again, saving a snapshot in the middle of the pause: a
+    // new process restoring it finishes exactly as the uninterrupted run.
+    let snap = dir.path().join("paused.snap");
+    let again = nodes_run(
+        Some(&plan),
+        &["--node-cmd", HEARTBEAT, "--snapshot-at", "2500ms", "--save-snapshot", snap.to_str().unwrap()],
+        &script,
+    );
+    let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
+    let restored: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the pause");
+    }
+    let out = lines(&v);
+    let first = &v["drawn_faults"][0];
+    assert_eq!(first["kind"], "pause", "{}", v["drawn_faults"]);
+    let (start, end) =
+        (first["start_ns"].as_u64().unwrap() as f64 / 1e9, first["end_ns"].as_u64().unwrap() as f64 / 1e9);
+    // Every request was answered over the one connection; those sent while
+    // node 1 was paused were answered only once it continued.
+    let answers: Vec<(f64, f64)> = out
+        .iter()
+        .filter(|l| l.starts_with("req"))
+        .map(|l| (events_at(l), l.rsplit(" at ").next().unwrap().trim().parse().unwrap()))
+        .collect();
+    assert_eq!(answers.len(), 10, "{out:#?}");
+    assert!(answers.iter().all(|&(answered, _)| !(start + 0.01..end - 0.01).contains(&answered)), "{answers:?}");
+    let stalled: Vec<_> =
+        answers.iter().filter(|&&(answered, _)| (end - 0.01..end + 0.2).contains(&answered)).collect();
+    assert!(stalled.len() >= 2, "requests of the pause answered together at its end ({start}..{end}): {answers:?}");
+    // The heartbeat stopped for the pause and went on: the same process,
+    // never restarted.
+    let beats: Vec<f64> = line_with(&out, "beats: ").split_whitespace().skip(1).map(|b| b.parse().unwrap()).collect();
+    let gap = beats.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    assert!((0.85..1.2).contains(&gap), "the longest gap between heartbeats is the pause: {gap} ({beats:?})");
+    assert_eq!(out.iter().filter(|l| l.starts_with("node 1 up at ")).count(), 1);
+    assert!(line_with(&out, "hvsim-init: node 1 paused: stopped ").ends_with(" processes"));
+    assert!(line_with(&out, "hvsim-init: node 1 resumed: continued ").ends_with(" processes"));
+    assert!(fault(&v, "node.pause")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+
+    let plan = write(dir.path(), "kill.toml", &node_fault_plan("kill", "2s", "0.5s"));
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{KILL_SCRIPT}"));
+    let out = lines(&v);
+    assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137", "SIGKILL");
+    assert!(line_with(&out, "hvsim-init: node 1 killed: ").ends_with(" processes"));
+    line_with(&out, "hvsim-init: node 1 started again");
+    // Started at boot and again after the kill, with the unsynced file
+    // there: the page cache survived.
+    let ups: Vec<&String> = out.iter().filter(|l| l.starts_with("node 1 up at ")).collect();
+    assert_eq!(ups.len(), 2, "{out:#?}");
+    assert!(ups[1].contains("unsynced"), "{}", ups[1]);
+    assert_eq!(line_with(&out, "after: "), "after: written");
+    assert!(fault(&v, "node.kill")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+    // No power was lost: the disk never refused a request.
+    assert_eq!(device(&v, "blk1")["counters"]["refused_node_down"].as_u64().unwrap_or(0), 0, "{}", v["devices"]);
+
+    // A graceful stop: the process that handles SIGTERM exits its own way,
+    // the one that ignores it is killed after the grace period.
+    let plan = write(dir.path(), "stop.toml", &node_fault_plan("stop", "3s", "1s"));
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{STOP_SCRIPT}"));
+    let out = lines(&v);
+    assert_eq!(line_with(&out, "graceful exited with"), "graceful exited with 3", "its TERM trap ran");
+    assert_eq!(line_with(&out, "stubborn exited with"), "stubborn exited with 137", "killed after the grace");
+    let stopped = line_with(&out, "hvsim-init: node 1 stopped: ");
+    // The stubborn shell and its sleep (which inherited the ignored TERM).
+    assert!(stopped.ends_with(" 2 killed after the grace period"), "{stopped}");
+    assert_eq!(out.iter().filter(|l| l.starts_with("node 1 up at ")).count(), 2, "{out:#?}");
+    assert!(fault(&v, "node.stop")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+}
+
+/// Two processes of node 1 live through the stop at 3 s: one exits 3 on
+/// SIGTERM, the other ignores it and is killed at 5 s, when the service
+/// starts again (the stop ended at 4 s, while init waited out the grace).
+const STOP_SCRIPT: &str = r#"
+hvsim-node 1 sh -c 'trap "exit 3" TERM; sleep 100 & wait' &
+graceful=$!
+hvsim-node 1 sh -c 'trap "" TERM; sleep 100 & wait; sleep 100' &
+stubborn=$!
+wait $graceful
+echo "graceful exited with $?"
+wait $stubborn
+echo "stubborn exited with $?"
+pause 0.5
+true
+"#;
+
+/// Node 1 writes a file without syncing it; a process of node 1 sleeps
+/// through the kill at 2 s; after the restart the file is read back.
+const KILL_SCRIPT: &str = r#"
+hvsim-node 1 sh -c 'mke2fs -q $HVSIM_DISK 4096 && mkdir -p /mnt/d1 && mount -t ext2 $HVSIM_DISK /mnt/d1 && echo written > /mnt/d1/unsynced'
+hvsim-node 1 sleep 100 &
+sleeper=$!
+wait $sleeper
+echo "sleeper exited with $?"
+pause 1
+echo "after: $(cat /mnt/d1/unsynced)"
+"#;
+
+/// The first line starting with `prefix`.
+fn line_with<'a>(lines: &'a [String], prefix: &str) -> &'a str {
+    lines.iter().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line {prefix:?} in {lines:#?}"))
+}

@@ -15,10 +15,13 @@ use serde_json::Value;
 
 /// Builds a C program from `cli/tests/guest/` statically; returns HOST:GUEST.
 fn c_program(dir: &Path, name: &str, guest: &str) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest").join(format!("{name}.c"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("tests/guest").join(format!("{name}.c"));
     let bin = dir.join(name);
     let out = Command::new("gcc")
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-static", "-s", "-pthread", "-o"])
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-static", "-s", "-pthread", "-I"])
+        .arg(root.join("../guest-sdk/c"))
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .output()
@@ -371,4 +374,47 @@ fn every_symbol_the_sdks_declare_against_libvoidstar_works_from_a_dynamic_progra
     let draws = |v: &Value| command_output(v).into_iter().filter(|l| l.contains("random") || l.contains("getchar"));
     let (v1, _) = run_json(&[&args[..], &["--seed", "1", "--init-cmd", "/bin/voidstar-abi"]].concat());
     assert_ne!(draws(&v).collect::<Vec<_>>(), draws(&v1).collect::<Vec<_>>());
+}
+
+/// Buggify in a Linux program of hvsim's C SDK (`tests/guest/buggify.c`):
+/// the double-applied transfer happens only when its site fires, so only
+/// in timelines where the site is enabled; the explorer finds it, the bug
+/// record names the site, a replay decides the same, and the same seed
+/// explores the same.
+#[test]
+fn a_bug_only_buggify_reaches_is_found_and_replays() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = c_program(dir.path(), "buggify", "/bin/ledger");
+    let args = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/ledger", "--branches", "24", "--seed", "3"];
+    let r = explore_json(&args, &dir.path().join("a"));
+    let lost = "ledger: the reply is lost";
+    let bug = r["bugs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["summary"] == "assertion failed: ledger: every transfer is applied once");
+    let bug = bug.unwrap_or_else(|| panic!("not found: {}", r["summary"]));
+    let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
+    let site = &record["buggify"][lost];
+    assert!(site["enabled"] == true && site["fired"].as_u64() >= Some(1), "{}", record["buggify"]);
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    // Each site is enabled in some timelines and not in others, and only
+    // enabled sites fired.
+    for name in [lost, "ledger: the server is slow"] {
+        let t = &r["buggify"][name];
+        let (enabled, timelines) = (t["timelines_enabled"].as_u64().unwrap(), t["timelines"].as_u64().unwrap());
+        assert!(enabled > 0 && enabled < timelines, "{name}: {t}");
+    }
+    assert!(r["buggify"][lost]["fired"].as_u64() < r["buggify"][lost]["reached"].as_u64(), "{}", r["buggify"]);
+    // The same seed explores the same: the whole report (bugs, their
+    // timelines and failure hashes, the buggify tally) but times.
+    let again = explore_json(&args, &dir.path().join("b"));
+    let memory = !linux_memory_may_differ();
+    let (a, b) = (exploration_digest(&r, memory), exploration_digest(&again, memory));
+    assert!(a == b, "the same seed explored differently at {:?}", first_difference(&a, &b));
 }

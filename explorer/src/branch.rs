@@ -18,9 +18,11 @@
 //! only find less new (knowledge only grows), never more, so every stop the
 //! merge finds new has its snapshot.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
+use hvsim_vmm::faults::buggify::Site;
 use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
@@ -72,6 +74,8 @@ pub(crate) struct Failure {
     pub faults: Vec<Episode>,
     /// What Test Composer ran in the timeline up to there.
     pub composer: Option<Composition>,
+    /// The buggify sites enabled in the timeline up to there.
+    pub buggify: BTreeMap<String, Site>,
 }
 
 impl Failure {
@@ -83,6 +87,16 @@ impl Failure {
             console_bytes: m.console().len(),
             faults: m.state().devices.virtio.struck(),
             composer: Composition::of(m.messages()),
+            buggify: m
+                .state()
+                .devices
+                .hc
+                .buggify()
+                .sites()
+                .iter()
+                .filter(|(_, s)| s.enabled)
+                .map(|(n, s)| (n.clone(), *s))
+                .collect(),
         }
     }
 }

@@ -10,10 +10,12 @@
 //! the same trace; the explorer does that from its root snapshot before it
 //! reports a bug, `hvsim replay` from a fresh start.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::world::World;
+use hvsim_vmm::faults::buggify::Site;
 use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::summary::Replayable;
@@ -118,6 +120,11 @@ pub struct BugRecord {
     /// that had started before the failure, where and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub composer: Option<Composition>,
+    /// The buggify sites enabled in its timeline up to the failure, with
+    /// how often each was reached and fired (its seeds decide them again in
+    /// a replay).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub buggify: BTreeMap<String, Site>,
     /// What failed after it in the same timeline (a service exiting with
     /// an error, another assertion): consequences of the bug, not bugs of
     /// their own.
@@ -248,6 +255,7 @@ impl BugRecord {
             failure: Some(failure),
             faults: Vec::new(),
             composer: None,
+            buggify: BTreeMap::new(),
             after: Vec::new(),
             console_after: Vec::new(),
             reproduction,

@@ -84,6 +84,7 @@ impl Bugs {
         record.console_tail = failure.console_tail.clone();
         record.faults = failure.faults.clone();
         record.composer = failure.composer.clone();
+        record.buggify = failure.buggify.clone();
         let index = self.records.len();
         self.by_id.insert(id, index);
         self.records.push(record);

@@ -461,6 +461,8 @@ impl Knowledge {
             SdkMessage::SetupComplete { .. } => o.setup_complete = true,
             SdkMessage::Composer(e) => self.composer.add(e),
             SdkMessage::Draw { options } => o.draw = Some(options),
+            // Counted from the machine's table (`faults.rs`).
+            SdkMessage::Buggify { .. } => {}
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
                 if !self.instrumentation.sdks.contains(&info) {
@@ -1092,7 +1094,6 @@ fn merge(
     struct Judged {
         timeline: Timeline,
         new_here: u64,
-        new_edges: u64,
         features: Vec<String>,
         /// Something new here was progress (new edges, or a feature that
         /// is not a sometimes-type assertion's first failing evaluation).
@@ -1121,7 +1122,6 @@ fn merge(
         let mut judged = Judged {
             timeline,
             new_here: covered,
-            new_edges: covered,
             features: Vec::new(),
             progress: covered > 0,
             deeper: false,
@@ -1133,7 +1133,6 @@ fn merge(
         for msg in &stop.messages {
             let o = known.process(msg);
             judged.new_here += o.new_signals;
-            judged.new_edges += o.new_edges;
             new_edges += o.new_edges;
             judged.progress |= o.progress;
             if let Some(r) = o.reached {
@@ -1233,7 +1232,6 @@ fn merge(
             novel_stops,
             signals: s.new_here,
             features: &s.features,
-            new_edges: s.new_edges,
             interval: s.interval && s.new_here == 0,
             draw: s.draw.map(|d| d.options),
             approaches: &after,

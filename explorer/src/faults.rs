@@ -1,10 +1,12 @@
 //! What faults did over a whole exploration: per fault kind, the packets or
 //! requests it touched (landing evidence) and the drawn faults of that kind
 //! that struck, summed over the root run and every branch, each branch
-//! counting only what happened after its snapshot.
+//! counting only what happened after its snapshot; and what each buggify
+//! site did.
 
 use std::collections::BTreeMap;
 
+use hvsim_vmm::faults::buggify::Site;
 use hvsim_vmm::faults::FaultReport;
 use hvsim_vmm::Machine;
 use serde::{Deserialize, Serialize};
@@ -14,14 +16,28 @@ pub struct FaultTally {
     pub landed: BTreeMap<String, u64>,
     #[serde(default)]
     pub drawn: BTreeMap<String, u64>,
+    /// Buggify sites (`hvsim_vmm::faults::buggify`), by name.
+    #[serde(default)]
+    pub buggify: BTreeMap<String, BuggifyTally>,
+}
+
+/// One buggify site over an exploration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuggifyTally {
+    /// Timelines (the root run and branches) in which it was enabled.
+    pub timelines_enabled: u64,
+    /// Timelines that reached it.
+    pub timelines: u64,
+    pub reached: u64,
+    pub fired: u64,
 }
 
 /// Where a timeline's fault counters stood when a stretch of it began.
-pub(crate) struct Mark(Vec<FaultReport>);
+pub(crate) struct Mark(Vec<FaultReport>, BTreeMap<String, Site>);
 
 impl FaultTally {
     pub(crate) fn mark(m: &Machine) -> Mark {
-        Mark(m.state().devices.virtio.fault_report())
+        Mark(m.state().devices.virtio.fault_report(), m.state().devices.hc.buggify().sites().clone())
     }
 
     /// Adds what happened on `m` since `mark`.
@@ -33,6 +49,14 @@ impl FaultTally {
             *self.landed.entry(now.kind.clone()).or_insert(0) += now.landed.saturating_sub(landed);
             *self.drawn.entry(now.kind).or_insert(0) += now.drawn.saturating_sub(drawn);
         }
+        for (name, now) in m.state().devices.hc.buggify().sites() {
+            let was = mark.1.get(name).copied().unwrap_or_default();
+            let t = self.buggify.entry(name.clone()).or_default();
+            t.timelines += 1;
+            t.timelines_enabled += u64::from(now.enabled);
+            t.reached += now.reached.saturating_sub(was.reached);
+            t.fired += now.fired.saturating_sub(was.fired);
+        }
     }
 
     /// Adds another tally (a branch's).
@@ -42,6 +66,13 @@ impl FaultTally {
         }
         for (kind, n) in &other.drawn {
             *self.drawn.entry(kind.clone()).or_insert(0) += n;
+        }
+        for (name, b) in &other.buggify {
+            let t = self.buggify.entry(name.clone()).or_default();
+            t.timelines_enabled += b.timelines_enabled;
+            t.timelines += b.timelines;
+            t.reached += b.reached;
+            t.fired += b.fired;
         }
     }
 

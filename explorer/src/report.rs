@@ -20,6 +20,7 @@ use crate::bug::Later;
 use crate::composer::ComposerTally;
 use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
+use crate::faults::BuggifyTally;
 use crate::schedule::DrawTally;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
@@ -64,6 +65,8 @@ pub struct BugSummary {
     /// With Test Composer: the template, and the commands that had started
     /// before it showed, one line each.
     pub composer: Option<(String, Vec<String>)>,
+    /// The buggify sites enabled in its timeline, one line each.
+    pub buggify: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -112,6 +115,8 @@ pub struct Report {
     pub events: BTreeMap<String, u64>,
     /// What Test Composer ran over every timeline.
     pub composer: ComposerTally,
+    /// Each buggify site: timelines it was enabled in, times it fired.
+    pub buggify: BTreeMap<String, BuggifyTally>,
     /// Landing evidence over every timeline: per configured fault kind, the
     /// packets or requests it touched ("not landed" if none).
     pub faults: Vec<FaultReport>,
@@ -152,6 +157,11 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
                 after: bug.after.clone(),
                 faults: bug.faults.iter().map(|e| e.describe(&|n| node_name(&exp.target, n))).collect(),
                 composer: bug.composer.as_ref().map(|c| (c.template.clone(), c.describe())),
+                buggify: bug
+                    .buggify
+                    .iter()
+                    .map(|(name, s)| format!("{name}: reached {}, fired {}", s.reached, s.fired))
+                    .collect(),
             }
         })
         .collect();
@@ -222,6 +232,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
         bugs,
         events: exp.events.clone(),
         composer: exp.composer.clone(),
+        buggify: exp.faults.buggify.clone(),
         faults: exp.faults.reports(),
         series,
         instrumentation: exp.instrumentation.clone(),
@@ -318,6 +329,12 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
                 let _ = writeln!(m, "    - {f}");
             }
         }
+        if !b.buggify.is_empty() {
+            let _ = writeln!(m, "  - buggify sites enabled in its timeline:");
+            for s in &b.buggify {
+                let _ = writeln!(m, "    - {s}");
+            }
+        }
         if let Some((template, runs)) = &b.composer {
             let _ = writeln!(m, "  - Test Composer template `{template}`; commands in its timeline:");
             for r in runs {
@@ -361,6 +378,22 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(m, "| --- | --- | --- | --- |");
         for f in &r.faults {
             let _ = writeln!(m, "| {} | {} | {} | {} |", f.kind, f.drawn, f.landed, f.status);
+        }
+    }
+    if !r.buggify.is_empty() {
+        let _ = writeln!(m, "\n## Buggify\n");
+        let _ = writeln!(m, "| site | timelines enabled | timelines reaching it | reached | fired |");
+        let _ = writeln!(m, "| --- | --- | --- | --- | --- |");
+        for (site, t) in &r.buggify {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} |",
+                site.replace('|', "\\|"),
+                t.timelines_enabled,
+                t.timelines,
+                t.reached,
+                t.fired
+            );
         }
     }
     if !r.composer.is_empty() {

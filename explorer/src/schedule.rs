@@ -125,8 +125,6 @@ pub struct Node {
     pub energy: f64,
     /// Features first reached here (for a draw: at the novelty before it).
     features: Vec<Feature>,
-    /// Coverage edges first reached here.
-    new_edges: u64,
     /// Places where something was new on the way here (see the module's
     /// comment).
     pub depth: u32,
@@ -152,7 +150,6 @@ pub(crate) struct NewNode<'a> {
     /// Signals new here (0 for an interval snapshot or a draw).
     pub signals: u64,
     pub features: &'a [String],
-    pub new_edges: u64,
     pub interval: bool,
     pub draw: Option<Option<u64>>,
     /// Assertions the rest of the branch reached without satisfying.
@@ -205,7 +202,6 @@ impl Schedule {
             fruitful: 0,
             energy: NEW_NODE_ENERGY,
             features: Vec::new(),
-            new_edges: 0,
             depth: 0,
             interval: false,
             draw: None,
@@ -382,7 +378,6 @@ impl Schedule {
             fruitful: 0,
             energy,
             features,
-            new_edges: node.new_edges,
             depth,
             interval: node.interval,
             draw: node.draw.map(|options| DrawPoint { options, next: 0 }),
@@ -449,7 +444,6 @@ mod tests {
             novel_stops: u32::from(!features.is_empty()),
             signals: features.len() as u64,
             features,
-            new_edges: 0,
             interval: false,
             draw,
             approaches,

@@ -191,6 +191,11 @@ pub enum SdkMessage {
     Draw {
         options: Option<u64>,
     },
+    /// A buggify site is reached (`hvsim_buggify`): the VMM decides and
+    /// counts (`hvsim_vmm::faults::buggify`).
+    Buggify {
+        name: String,
+    },
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -243,6 +248,10 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             (Some(_), None | Some(Value::Null)) => SdkMessage::Draw { options: None },
             (Some(_), Some(n)) if n.as_u64().is_some_and(|n| n > 0) => SdkMessage::Draw { options: n.as_u64() },
             _ => SdkMessage::Garbage("hvsim_draw without an object with a positive options count".into()),
+        },
+        "hvsim_buggify" => match string(body, "name") {
+            Some(name) => SdkMessage::Buggify { name },
+            None => SdkMessage::Garbage("hvsim_buggify without a site name".into()),
         },
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },

@@ -7,6 +7,7 @@
 
 use hvsim_abi::hc;
 use hvsim_vmm::clock::Vtime;
+use hvsim_vmm::control::Control;
 use hvsim_vmm::devices::hypercall::{Effect, Hypercall};
 
 /// The guest's RAM, small so that a message can outgrow it.
@@ -80,6 +81,14 @@ impl Session {
                     Ok(effect) => {
                         if let Some(Effect::Message(m)) = &effect {
                             assert!(m.len() <= RAM, "a {}-byte message from a guest of {RAM} bytes", m.len());
+                            // What the machine acts on itself: draws and buggify
+                            // sites (the rest is the virtio devices').
+                            match hvsim_vmm::control::recognize(m) {
+                                Some(Control::Draw) => self.h.announce_draw(),
+                                Some(Control::Buggify { name, fire }) => self.h.reach_buggify(&name, fire),
+                                Some(Control::SetupComplete) => self.h.arm_buggify(),
+                                _ => {}
+                            }
                         }
                         format!("out {port:#x} {data:?}: {effect:?}")
                     }

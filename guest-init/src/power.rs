@@ -10,6 +10,12 @@
 //!   be read back from memory;
 //! - power back: drop the page cache again, mount again what was mounted,
 //!   and start the node's service command (`--node-cmd`) again.
+//!
+//! Drawn `pause` and `kill` faults (`hvsim_vmm::faults::node`) touch only
+//! the node's processes: paused, every one is stopped (`SIGSTOP`) until
+//! resumed (`SIGCONT`); killed, every one gets `SIGKILL` and the service
+//! starts again when the fault ends. The disk, its page cache and the NIC
+//! are left as they are.
 
 use std::fs::File;
 use std::io;
@@ -77,6 +83,11 @@ impl Power {
             match event::split(word) {
                 (event::NODE_DOWN, node) if node < self.nodes => self.down(node),
                 (event::NODE_UP, node) if node < self.nodes => self.up(node),
+                (event::NODE_PAUSE, node) if node < self.nodes => self.pause(node, true),
+                (event::NODE_RESUME, node) if node < self.nodes => self.pause(node, false),
+                (event::NODE_KILL, node) if node < self.nodes => self.kill(node),
+                (event::NODE_STOP, node) if node < self.nodes => self.stop(node),
+                (event::NODE_START, node) if node < self.nodes => self.start_again(node),
                 (event::SETUP, _) => {
                     if let Err(e) = std::fs::write(crate::container::composer::SETUP_MARKER, "") {
                         eprintln!("hvsim-init: cannot mark setup complete: {e}");
@@ -110,7 +121,7 @@ impl Power {
         // Its container is gone: Test Composer must not enter what is left
         // of it (a restart writes the new one's).
         let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
-        let killed = kill_node(node).unwrap_or_else(|e| {
+        let killed = signal_node(node, libc::SIGKILL, true).unwrap_or_else(|e| {
             eprintln!("hvsim-init: node {node}: cannot list its processes: {e}");
             0
         });
@@ -137,6 +148,56 @@ impl Power {
         self.start_service(node);
     }
 
+    /// Stops (or continues) every process of the node.
+    fn pause(&mut self, node: u16, stop: bool) {
+        let (signal, what) =
+            if stop { (libc::SIGSTOP, "paused: stopped") } else { (libc::SIGCONT, "resumed: continued") };
+        match signal_node(node, signal, false) {
+            Ok(n) => println!("hvsim-init: {} {what} {n} processes", self.label(node)),
+            Err(e) => eprintln!("hvsim-init: node {node}: cannot list its processes: {e}"),
+        }
+    }
+
+    /// Kills every process of the node; its disk and page cache stay.
+    fn kill(&mut self, node: u16) {
+        let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
+        match signal_node(node, libc::SIGKILL, true) {
+            Ok(n) => println!("hvsim-init: {} killed: {n} processes", self.label(node)),
+            Err(e) => eprintln!("hvsim-init: node {node}: cannot list its processes: {e}"),
+        }
+    }
+
+    /// Stops the node gracefully: `SIGTERM`, then `SIGKILL` for what is
+    /// left after the grace period.
+    fn stop(&mut self, node: u16) {
+        let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
+        let grace = std::time::Duration::from_millis(event::STOP_GRACE_MS);
+        let stopped = signal_node(node, libc::SIGTERM, false).and_then(|n| {
+            let started = std::time::Instant::now();
+            while started.elapsed() < grace && signal_node(node, 0, false)? > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Ok((n, signal_node(node, libc::SIGKILL, true)?))
+        });
+        match stopped {
+            Ok((n, killed)) => println!(
+                "hvsim-init: {} stopped: {n} processes, {killed} killed after the grace period",
+                self.label(node)
+            ),
+            Err(e) => eprintln!("hvsim-init: node {node}: cannot list its processes: {e}"),
+        }
+    }
+
+    /// Starts the service of a stopped or killed node again, unless the node has lost
+    /// power meanwhile (power coming back starts it).
+    fn start_again(&mut self, node: u16) {
+        if std::fs::metadata(nodes::down_marker(node)).is_ok() {
+            return;
+        }
+        println!("hvsim-init: {} started again", self.label(node));
+        self.start_service(node);
+    }
+
     /// How messages name a node: by its service's name if it runs one.
     fn label(&self, node: u16) -> String {
         match &self.service {
@@ -160,10 +221,11 @@ impl Power {
     }
 }
 
-/// SIGKILLs every process in node `node`'s network namespace but the one
-/// holding it, and waits until they are gone (so none still holds a file
-/// on the node's disk). Returns how many it killed.
-fn kill_node(node: u16) -> io::Result<usize> {
+/// Sends `signal` to every process in node `node`'s network namespace but
+/// the one holding it; with `until_gone` (SIGKILL), again until they are
+/// gone (so none still holds a file on the node's disk). Returns how many
+/// it signalled.
+fn signal_node(node: u16, signal: libc::c_int, until_gone: bool) -> io::Result<usize> {
     let holder = std::fs::read_to_string(nodes::pid_file(node))?.trim().to_owned();
     let ns = std::fs::read_link(format!("/proc/{holder}/ns/net"))?;
     let mut killed = std::collections::BTreeSet::new();
@@ -182,11 +244,11 @@ fn kill_node(node: u16) -> io::Result<usize> {
             }
             alive += 1;
             // SAFETY: sending a signal has no memory effects.
-            if killed.insert(pid) && unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+            if killed.insert(pid) && unsafe { libc::kill(pid, signal) } != 0 {
                 killed.remove(&pid);
             }
         }
-        if alive == 0 {
+        if alive == 0 || !until_gone {
             return Ok(killed.len());
         }
         std::thread::sleep(std::time::Duration::from_millis(1));

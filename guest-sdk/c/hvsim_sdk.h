@@ -201,22 +201,43 @@ static inline void hvsim_send_event(const char *name, const char *details) {
  * else from the operating system. Under hvsim the draw is announced first
  * (`{"hvsim_draw":...}`, with how many outcomes the caller makes of it if
  * known): the explorer may snapshot there and choose the value later. */
+/* Sends `msg` on /dev/hvsim and reads the 8-byte answer (a draw's value, a
+ * buggify verdict); 0 outside hvsim. */
+static inline int hvsim__ask(const char *msg, size_t len, uint64_t *v) {
+    int fd = open("/dev/hvsim", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int ok = write(fd, msg, len) == (ssize_t)len && read(fd, v, sizeof *v) == (ssize_t)sizeof *v;
+    close(fd);
+    return ok;
+}
+
 static inline uint64_t hvsim__draw(size_t options) {
     uint64_t v = 0;
-    int fd = open("/dev/hvsim", O_RDWR | O_CLOEXEC);
-    if (fd >= 0) {
-        char msg[64];
-        int len = options ? snprintf(msg, sizeof msg, "{\"hvsim_draw\":{\"options\":%zu}}", options)
-                          : snprintf(msg, sizeof msg, "{\"hvsim_draw\":{}}");
-        ssize_t n = write(fd, msg, (size_t)len) == len ? read(fd, &v, sizeof v) : -1;
-        close(fd);
-        if (n == (ssize_t)sizeof v) return v;
-    }
+    char msg[64];
+    int len = options ? snprintf(msg, sizeof msg, "{\"hvsim_draw\":{\"options\":%zu}}", options)
+                      : snprintf(msg, sizeof msg, "{\"hvsim_draw\":{}}");
+    if (hvsim__ask(msg, (size_t)len, &v)) return v;
     if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint64_t)rand();
     return v;
 }
 
 static inline uint64_t hvsim_get_random(void) { return hvsim__draw(0); }
+
+/* Buggify (FoundationDB's BUGGIFY, docs/faults.md#buggify): whether the
+ * site `name` misbehaves now. In each timeline a site is enabled or not
+ * (1 in 4), decided by hvsim the first time the timeline reaches it after
+ * setup complete, the same for every process; an enabled site fires 1 time
+ * in 4 it is reached. Never fires outside hvsim or before setup complete. */
+static inline int hvsim_buggify(const char *name) {
+    struct hvsim__buf b = {0};
+    uint64_t v = 0;
+    hvsim__puts(&b, "{\"hvsim_buggify\":{\"name\":");
+    hvsim__str(&b, name);
+    hvsim__puts(&b, "}}");
+    int fires = b.p && hvsim__ask(b.p, b.len, &v) && v != 0;
+    free(b.p);
+    return fires;
+}
 
 /* An index in [0, n) chosen with hvsim_get_random (n > 0). */
 static inline size_t hvsim_random_choice(size_t n) { return n ? (size_t)(hvsim__draw(n) % n) : 0; }

@@ -22,6 +22,8 @@ int main(int argc, char **argv) {
     if (argc > 100) unreached();
     (void)argv;
     CHECK(hvsim_random_choice(10) < 10);
+    /* Outside hvsim a buggify site never fires. */
+    CHECK(!hvsim_buggify("c test: site"));
 
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);

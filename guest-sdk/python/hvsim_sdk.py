@@ -234,19 +234,32 @@ def get_random():
 
 
 def _draw(options):
+    v = _ask({"hvsim_draw": {"options": options} if options else {}})
+    return v if v is not None else int.from_bytes(os.urandom(8), "little")
+
+
+def _ask(message):
+    """Sends `message` on /dev/hvsim and reads its 8-byte answer (a draw's
+    value, a buggify verdict); None outside hvsim."""
     try:
         fd = os.open("/dev/hvsim", os.O_RDWR | os.O_CLOEXEC)
     except OSError:
-        return int.from_bytes(os.urandom(8), "little")
+        return None
     try:
-        draw = {"options": options} if options else {}
-        os.write(fd, json.dumps({"hvsim_draw": draw}).encode())
+        os.write(fd, json.dumps(message).encode())
         b = os.read(fd, 8)
     finally:
         os.close(fd)
-    if len(b) == 8:
-        return int.from_bytes(b, "little")
-    return int.from_bytes(os.urandom(8), "little")
+    return int.from_bytes(b, "little") if len(b) == 8 else None
+
+
+def buggify(name):
+    """Buggify (FoundationDB's BUGGIFY, docs/faults.md#buggify): whether the
+    site `name` misbehaves now. In each timeline a site is enabled or not
+    (1 in 4), decided by hvsim the first time the timeline reaches it after
+    setup complete, the same for every process; an enabled site fires 1 time
+    in 4 it is reached. Never fires outside hvsim or before setup complete."""
+    return bool(_ask({"hvsim_buggify": {"name": str(name)}}))
 
 
 def random_choice(items):

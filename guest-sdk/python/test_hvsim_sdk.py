@@ -29,6 +29,8 @@ class SdkTest(unittest.TestCase):
             sdk.send_event("py_test_event", {"n": 1})
             self.assertIn(sdk.random_choice([1, 2, 3]), [1, 2, 3])
             self.assertIsNone(sdk.random_choice([]))
+            # Outside hvsim a buggify site never fires.
+            self.assertFalse(sdk.buggify("python test: site"))
             with open(out) as f:
                 lines = [json.loads(l) for l in f]
 

@@ -13,13 +13,16 @@
 //! - `{"hvsim_draw": {...}}`: the SDK is about to draw a random value (its
 //!   next `RANDOM` of at most 8 bytes): a point where the explorer may
 //!   choose the value (`Hypercall::choose_draw`, docs/sdk-protocol.md).
+//! - `{"hvsim_buggify": {"name": "...", "fire": 0.25}}`: a buggify site is
+//!   reached; its next `RANDOM` of at most 8 bytes reads 1 if it fires now,
+//!   else 0 (`faults/buggify.rs`).
 //!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
 
 use serde_json::Value;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Control {
     SetupComplete,
     /// Pause faults for this many nanoseconds (`None`: until resumed).
@@ -27,25 +30,40 @@ pub enum Control {
     ResumeFaults,
     /// An SDK draw follows.
     Draw,
+    /// A buggify site is reached (its chance of firing, if the program
+    /// gives one).
+    Buggify {
+        name: String,
+        fire: Option<f64>,
+    },
 }
 
 /// The top-level keys of control messages.
 const SETUP: &str = "antithesis_setup";
 const FAULTS: &str = "hvsim_faults";
 const DRAW: &str = "hvsim_draw";
+const BUGGIFY: &str = "hvsim_buggify";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if ![SETUP, FAULTS, DRAW].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
+    if ![SETUP, FAULTS, DRAW, BUGGIFY].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
     let object = value.as_object().filter(|o| o.len() == 1)?;
     if object.get(DRAW).is_some_and(Value::is_object) {
         return Some(Control::Draw);
+    }
+    if let Some(site) = object.get(BUGGIFY) {
+        let name = site.get("name")?.as_str()?.to_owned();
+        let fire = match site.get("fire") {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(p.as_f64().filter(|p| (0.0..=1.0).contains(p))?),
+        };
+        return Some(Control::Buggify { name, fire });
     }
     if let Some(setup) = object.get(SETUP) {
         return (setup.get("status")?.as_str()? == "complete").then_some(Control::SetupComplete);
@@ -86,6 +104,13 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_draw":{}}"#), Some(Control::Draw));
         assert_eq!(r(r#"{"hvsim_draw":{"options":8}}"#), Some(Control::Draw));
         assert_eq!(r(r#"{"hvsim_draw":7}"#), None);
+        assert_eq!(r(r#"{"hvsim_buggify":{"name":"a"}}"#), Some(Control::Buggify { name: "a".into(), fire: None }));
+        assert_eq!(
+            r(r#"{"hvsim_buggify":{"name":"a","fire":0.5}}"#),
+            Some(Control::Buggify { name: "a".into(), fire: Some(0.5) })
+        );
+        assert_eq!(r(r#"{"hvsim_buggify":{"name":"a","fire":2}}"#), None);
+        assert_eq!(r(r#"{"hvsim_buggify":{"fire":0.5}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,
             r#"{"hvsim_faults":{"pause":"soon"}}"#,

@@ -99,6 +99,10 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             p { "Drawn faults in its timeline:" }
                             ul { @for f in &b.faults { li { (f) } } }
                         }
+                        @if !b.buggify.is_empty() {
+                            p { "Buggify sites enabled in its timeline:" }
+                            ul { @for s in &b.buggify { li { (s) } } }
+                        }
                         @if let Some((template, runs)) = &b.composer {
                             p { "Test Composer template " code { (template) } "; commands in its timeline:" }
                             ul { @for run in runs { li { (run) } } }
@@ -122,6 +126,15 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         @for f in &r.faults {
                             tr { td { code { (f.kind) } } td { (f.drawn) } td { (f.landed) }
                                  td class=(if f.landed > 0 { "good" } else { "bad" }) { (f.status) } }
+                        }
+                    }
+                }
+                @if !r.buggify.is_empty() {
+                    h2 { "Buggify" }
+                    table {
+                        tr { th { "site" } th { "timelines enabled" } th { "timelines reaching it" } th { "reached" } th { "fired" } }
+                        @for (site, t) in &r.buggify {
+                            tr { td { code { (site) } } td { (t.timelines_enabled) } td { (t.timelines) } td { (t.reached) } td { (t.fired) } }
                         }
                     }
                 }

@@ -243,23 +243,39 @@ pub fn get_random() -> u64 {
 
 /// A draw the caller makes `options` outcomes of, if known.
 fn draw(options: Option<usize>) -> u64 {
-    let mut b = [0u8; 8];
-    let announced = |f: &mut File| {
-        let msg = match options {
-            Some(n) => json!({"hvsim_draw": {"options": n}}),
-            None => json!({"hvsim_draw": {}}),
-        };
-        f.write_all(msg.to_string().as_bytes())
+    let msg = match options {
+        Some(n) => json!({"hvsim_draw": {"options": n}}),
+        None => json!({"hvsim_draw": {}}),
     };
-    let hvsim = OpenOptions::new().read(true).write(true).open("/dev/hvsim");
-    if hvsim.and_then(|mut f| announced(&mut f).and_then(|()| f.read_exact(&mut b))).is_ok() {
-        return u64::from_le_bytes(b);
+    if let Some(v) = ask(&msg) {
+        return v;
     }
+    let mut b = [0u8; 8];
     if File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok() {
         return u64::from_le_bytes(b);
     }
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     t.as_nanos() as u64
+}
+
+/// Sends `msg` on /dev/hvsim and reads its 8-byte answer (a draw's value,
+/// a buggify verdict); `None` outside hvsim.
+fn ask(msg: &Value) -> Option<u64> {
+    let mut f = OpenOptions::new().read(true).write(true).open("/dev/hvsim").ok()?;
+    f.write_all(msg.to_string().as_bytes()).ok()?;
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+/// Buggify (FoundationDB's BUGGIFY, docs/faults.md#buggify): whether the
+/// site `name` misbehaves now. In each timeline a site is enabled or not
+/// (1 in 4), decided by hvsim the first time the timeline reaches it after
+/// setup complete, the same for every process; an enabled site fires 1
+/// time in 4 it is reached. Never fires outside hvsim or before setup
+/// complete.
+pub fn buggify(name: &str) -> bool {
+    ask(&json!({"hvsim_buggify": {"name": name}})).is_some_and(|v| v != 0)
 }
 
 /// One of `items`, chosen with [`get_random`].

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
 use crate::entropy::Stream;
+use crate::faults::buggify::Buggify;
 
 /// A guest protocol violation; ends the run with this text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +99,9 @@ pub struct Hypercall {
     /// The draw the guest announced, waiting for its `RANDOM`.
     #[serde(default)]
     draw: Option<PendingDraw>,
+    /// Buggify sites in this timeline.
+    #[serde(default)]
+    buggify: Buggify,
 }
 
 fn default_max_message() -> usize {
@@ -136,6 +140,7 @@ impl Hypercall {
             max_message: ram,
             announce_setup: false,
             draw: None,
+            buggify: Buggify::new(seed),
         }
     }
 
@@ -149,6 +154,7 @@ impl Hypercall {
     /// Re-keys the guest's entropy stream and the alarm's perturbation.
     pub fn reseed(&mut self, seed: u64) {
         self.entropy.reseed(seed);
+        self.buggify.reseed(seed);
         if let Some(s) = &mut self.alarm_jitter {
             s.reseed(seed);
         }
@@ -175,6 +181,22 @@ impl Hypercall {
     pub fn announce_draw(&mut self) {
         self.draw = Some(PendingDraw::default());
         self.stats.draws += 1;
+    }
+
+    /// A buggify site is reached: its next `RANDOM` of at most 8 bytes
+    /// reads whether it fires (1) or not (0).
+    pub fn reach_buggify(&mut self, name: &str, fire: Option<f64>) {
+        let fires = self.buggify.reach(name, fire);
+        self.draw = Some(PendingDraw { chosen: Some(u64::from(fires)) });
+    }
+
+    /// Setup complete: buggify sites are decided and fire from now on.
+    pub fn arm_buggify(&mut self) {
+        self.buggify.arm();
+    }
+
+    pub fn buggify(&self) -> &Buggify {
+        &self.buggify
     }
 
     /// Whether an announced draw waits for its `RANDOM`.

@@ -203,11 +203,14 @@ impl Devices {
 
     /// Acts on a control message the guest sent at `now` (`control.rs`).
     pub fn control(&mut self, control: &crate::control::Control, now: Vtime) {
-        if *control == crate::control::Control::Draw {
-            self.hc.announce_draw();
-            return;
+        use crate::control::Control;
+        match control {
+            Control::Draw => return self.hc.announce_draw(),
+            Control::Buggify { name, fire } => return self.hc.reach_buggify(name, *fire),
+            Control::SetupComplete => self.hc.arm_buggify(),
+            Control::PauseFaults(_) | Control::ResumeFaults => {}
         }
-        if *control == crate::control::Control::SetupComplete && self.hc.take_setup_announcement() {
+        if *control == Control::SetupComplete && self.hc.take_setup_announcement() {
             self.hc.push_event(hvsim_abi::hc::event::word(hvsim_abi::hc::event::SETUP, 0));
             self.pic.pulse_irq(hvsim_abi::irq::EVENT);
         }

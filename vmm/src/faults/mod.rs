@@ -6,12 +6,15 @@
 //! - [`schedule`]: the per-timeline schedule of drawn faults: generators,
 //!   swarm testing, pausing, and what struck;
 //! - [`network`], [`disk`], [`node`]: what each kind does, as the switch,
-//!   the disks and the node power schedule apply it.
+//!   the disks and the node power schedule apply it;
+//! - [`buggify`]: faulty behaviour programs turn on at their own code
+//!   points, each site enabled or not per timeline.
 //!
 //! Every fault that touches a packet, a request or a node is counted by
 //! kind ([`Landed`]): a kind a plan switches on that touched nothing is
 //! reported as not landed.
 
+pub mod buggify;
 pub mod disk;
 pub mod network;
 pub mod node;

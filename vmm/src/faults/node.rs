@@ -4,6 +4,10 @@
 //! carry them out (`devices/virtio/mod.rs`): the node's disk loses (or
 //! tears) its unflushed writes, its NIC and disk go dead, and the guest's
 //! init kills its processes, and restarts its service when power returns.
+//!
+//! Drawn `pause`, `kill` and `stop` faults leave the node's power, disk and NIC
+//! alone and act on its processes, through the guest's init
+//! ([`NodeAction`]; `hvsim_abi::hc::event`).
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +29,37 @@ impl Crash {
     /// When the node is back, if ever.
     pub fn up_at_ns(&self) -> Option<u64> {
         self.restart_ns.map(|d| self.at_ns.saturating_add(d))
+    }
+}
+
+/// What a drawn node fault does to a node's processes for its duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeAction {
+    /// Every process of the node is stopped (`SIGSTOP`) and continued
+    /// (`SIGCONT`) at the end: a GC pause as peers see it; the node's
+    /// kernel network stack keeps acknowledging.
+    Pause,
+    /// Every process of the node is killed (`SIGKILL`); its service starts
+    /// again at the end. Unlike a crash the page cache survives: writes the
+    /// processes made, flushed or not, are there after the restart.
+    Kill,
+    /// A graceful stop: every process of the node gets `SIGTERM`, and
+    /// `SIGKILL` if it outlives [`hvsim_abi::hc::event::STOP_GRACE_MS`];
+    /// the service starts again at the end (hvsim's restart, not a restart
+    /// policy's: Docker would not restart a container stopped on purpose).
+    Stop,
+}
+
+impl NodeAction {
+    /// The machine events that start and end it (`hc::event`).
+    pub fn events(self) -> (u32, u32) {
+        use hvsim_abi::hc::event;
+        match self {
+            NodeAction::Pause => (event::NODE_PAUSE, event::NODE_RESUME),
+            NodeAction::Kill => (event::NODE_KILL, event::NODE_START),
+            NodeAction::Stop => (event::NODE_STOP, event::NODE_START),
+        }
     }
 }
 

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::disk::DiskEffect;
 use super::network::{Cut, LinkEffect};
+use super::node::NodeAction;
 use crate::entropy::Stream;
 
 /// The kinds of fault a rule may draw: every fault hvsim has.
@@ -54,10 +55,13 @@ pub enum DrawnKind {
     LyingFlush,
     Enospc,
     Crash,
+    Pause,
+    Kill,
+    Stop,
 }
 
 impl DrawnKind {
-    pub const ALL: [DrawnKind; 14] = [
+    pub const ALL: [DrawnKind; 17] = [
         DrawnKind::Partition,
         DrawnKind::Clog,
         DrawnKind::Drop,
@@ -72,6 +76,9 @@ impl DrawnKind {
         DrawnKind::LyingFlush,
         DrawnKind::Enospc,
         DrawnKind::Crash,
+        DrawnKind::Pause,
+        DrawnKind::Kill,
+        DrawnKind::Stop,
     ];
 
     /// As a plan writes it.
@@ -91,6 +98,9 @@ impl DrawnKind {
             DrawnKind::LyingFlush => "lying_flush",
             DrawnKind::Enospc => "enospc",
             DrawnKind::Crash => "crash",
+            DrawnKind::Pause => "pause",
+            DrawnKind::Kill => "kill",
+            DrawnKind::Stop => "stop",
         }
     }
 
@@ -108,6 +118,9 @@ impl DrawnKind {
             DrawnKind::Reorder => "net.reorder",
             DrawnKind::Latency => "net.latency",
             DrawnKind::Crash => "node.crash",
+            DrawnKind::Pause => "node.pause",
+            DrawnKind::Kill => "node.kill",
+            DrawnKind::Stop => "node.stop",
             k => k.disk_effect(0).expect("the rest are disk kinds").landing(),
         }
     }
@@ -204,6 +217,12 @@ pub enum Effect {
         nodes: Vec<u16>,
         torn: bool,
     },
+    /// The nodes' processes are paused, or killed, until the fault ends
+    /// (`faults/node.rs`).
+    Node {
+        nodes: Vec<u16>,
+        action: NodeAction,
+    },
 }
 
 impl Effect {
@@ -217,7 +236,7 @@ impl Effect {
                 | LinkEffect::Reorder { nodes, .. }
                 | LinkEffect::Latency { nodes, .. } => nodes.clone(),
             },
-            Effect::Disks { nodes, .. } | Effect::Crash { nodes, .. } => nodes.clone(),
+            Effect::Disks { nodes, .. } | Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } => nodes.clone(),
         }
     }
 }
@@ -266,6 +285,7 @@ impl Episode {
             Effect::Crash { nodes, torn } => {
                 format!("{}{}", list(nodes), if *torn { ", unflushed writes torn" } else { "" })
             }
+            Effect::Node { nodes, .. } => list(nodes),
         };
         let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
         let until = match (self.ended_ns, self.end_ns) {
@@ -529,7 +549,7 @@ impl Schedule {
         let mut end_ns = t.saturating_add(duration).max(t + 1);
         let mut candidates: Vec<u16> =
             if rule.among.is_empty() { (0..self.nodes).collect() } else { rule.among.clone() };
-        if rule.kind == DrawnKind::Crash {
+        if matches!(rule.kind, DrawnKind::Crash | DrawnKind::Pause | DrawnKind::Kill | DrawnKind::Stop) {
             candidates.retain(|n| !down.contains(n));
         }
         let selector = rule.targets[s.below(rule.targets.len() as u64) as usize].clone();
@@ -556,6 +576,9 @@ impl Schedule {
                     }
                     Effect::Crash { nodes, torn }
                 }
+                DrawnKind::Pause => Effect::Node { nodes, action: NodeAction::Pause },
+                DrawnKind::Kill => Effect::Node { nodes, action: NodeAction::Kill },
+                DrawnKind::Stop => Effect::Node { nodes, action: NodeAction::Stop },
                 k => Effect::Disks {
                     nodes,
                     effect: k.disk_effect(delay_ns).expect("every other kind is a disk kind"),
@@ -719,13 +742,13 @@ mod tests {
         let rules: Vec<Rule> = DrawnKind::ALL.iter().map(|&k| rule(k, vec![Selector::One])).collect();
         let mut root = Schedule::new(rules, false, true, 3, 1);
         root.arm(0);
-        assert_eq!(root.on().len(), 14, "every rule before the first branch");
+        assert_eq!(root.on().len(), DrawnKind::ALL.len(), "every rule before the first branch");
         let mut seen = BTreeSet::new();
         for seed in 0..20 {
             let mut child = root.clone();
             child.reseed(seed, 0);
             let on = child.on();
-            assert!(!on.is_empty() && on.len() < 14, "{on:?}");
+            assert!(!on.is_empty() && on.len() < DrawnKind::ALL.len(), "{on:?}");
             let mut grandchild = child.clone();
             grandchild.reseed(seed + 100, 10);
             assert_eq!(grandchild.on(), on, "descendants inherit the choice");

@@ -33,7 +33,7 @@ use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
 use crate::disk::{Base, Disk};
-use crate::faults::node::{power_schedule, PowerChange};
+use crate::faults::node::{power_schedule, NodeAction, PowerChange};
 use crate::faults::schedule::{Effect, Episode, Schedule, Step};
 use crate::faults::{DiskFaults, FaultPlan, FaultReport, Landed};
 use crate::memory::GuestRam;
@@ -154,6 +154,9 @@ pub struct Virtio {
     landed: Landed,
     /// Machine events for the guest (`hc::event`), not yet taken.
     events: Vec<u32>,
+    /// Drawn pause and kill faults in force: (episode, node, action).
+    #[serde(default)]
+    held: Vec<(u64, u16, NodeAction)>,
 }
 
 fn no_schedule() -> Schedule {
@@ -198,6 +201,7 @@ impl Virtio {
             schedule: schedule_of(plan, spec.nodes, seed),
             landed: Landed::default(),
             events: Vec::new(),
+            held: Vec::new(),
         })
     }
 
@@ -432,6 +436,34 @@ impl Virtio {
         self.events.push(event::word(kind, node));
     }
 
+    /// Pauses or kills node `node`'s processes for episode `id`: the guest
+    /// hears of it unless another fault already holds the node so.
+    fn hold(&mut self, id: u64, node: u16, action: NodeAction) {
+        if !self.held.iter().any(|&(_, n, a)| n == node && a == action) {
+            self.events.push(event::word(action.events().0, node));
+        }
+        self.held.push((id, node, action));
+        self.landed.hit(match action {
+            NodeAction::Pause => "node.pause",
+            NodeAction::Kill => "node.kill",
+            NodeAction::Stop => "node.stop",
+        });
+    }
+
+    /// Ends episode `id`'s holds (every hold: `None`); the guest hears of
+    /// each node no fault holds so any more. Returns how many nodes it held.
+    fn release(&mut self, id: Option<u64>) -> u64 {
+        let (ended, kept): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|&(e, ..)| id.is_none_or(|id| id == e));
+        self.held = kept;
+        for (i, &(_, node, action)) in ended.iter().enumerate() {
+            let same = |&(_, n, a): &(u64, u16, NodeAction)| n == node && a == action;
+            if !self.held.iter().any(same) && !ended[..i].iter().any(same) {
+                self.events.push(event::word(action.events().1, node));
+            }
+        }
+        ended.len() as u64
+    }
+
     /// Carries out what the drawn-fault schedule says.
     fn apply(&mut self, steps: Vec<Step>) {
         for step in steps {
@@ -448,6 +480,11 @@ impl Virtio {
                             self.set_power(n, false, torn);
                         }
                     }
+                    Effect::Node { nodes, action } => {
+                        for n in nodes {
+                            self.hold(e.id, n, action);
+                        }
+                    }
                 },
                 Step::End(e) => {
                     let landed = match &e.effect {
@@ -459,11 +496,13 @@ impl Virtio {
                             }
                             nodes.len() as u64
                         }
+                        Effect::Node { .. } => self.release(Some(e.id)),
                     };
                     self.schedule.close(e, landed);
                 }
                 Step::Pause => {
                     self.set_paused(true);
+                    self.release(None);
                     // Every node comes back, drawn crash or written down.
                     let down: Vec<u16> = self.switch.down().iter().copied().collect();
                     for n in down {
@@ -492,7 +531,7 @@ impl Virtio {
             }
             Control::PauseFaults(d) => self.schedule.pause(now.0, d.map(|d| now.0.saturating_add(d))),
             Control::ResumeFaults => self.schedule.resume(now.0),
-            Control::Draw => return,
+            Control::Draw | Control::Buggify { .. } => return,
         };
         self.apply(steps);
     }
@@ -511,7 +550,7 @@ impl Virtio {
                         _ => 0,
                     })
                     .sum(),
-                Effect::Crash { nodes, .. } => nodes.len() as u64,
+                Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } => nodes.len() as u64,
             };
         }
         all
@@ -815,6 +854,31 @@ mod tests {
         assert_eq!(v.deadline(), Some(Vtime(2_000_000)));
         v.fire(Vtime(2_000_000), &ram);
         assert_eq!((v.deadline(), v.take_events()), (None, vec![]));
+    }
+
+    #[test]
+    fn drawn_pauses_and_kills_tell_the_guest_once_per_node_and_leave_power_alone() {
+        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let plan = "[draw]\nbefore_setup = true\n[[draw.fault]]\nkind = \"pause\"\nevery = \"1ms\"\nduration = \"1500us\"\ntargets = [[1]]\n\
+                    [[draw.fault]]\nkind = \"kill\"\nevery = \"10ms\"\nduration = \"1ms\"\ntargets = [[0]]\n";
+        let plan = FaultPlan::parse(plan, 1, 2).unwrap();
+        let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
+        v.control(&crate::control::Control::SetupComplete, Vtime(0));
+        let mut events = Vec::new();
+        for ms in 1..=12 {
+            v.fire(Vtime(ms * 1_000_000), &ram);
+            events.extend(v.take_events().into_iter().map(|e| (ms, e)));
+        }
+        let w = event::word;
+        // Pauses of node 1 overlap (one every 1 ms, each 1.5 ms): it is
+        // paused once and stays so; node 0 is killed at 10 ms, started at 11.
+        assert_eq!(events, [(1, w(event::NODE_PAUSE, 1)), (10, w(event::NODE_KILL, 0)), (11, w(event::NODE_START, 0))]);
+        assert!(v.switch.down().is_empty(), "no node lost power");
+        let landed = v.landed();
+        assert!(landed.0["node.pause"] >= 10 && landed.0["node.kill"] == 1, "{landed:?}");
+        // Pausing every fault continues the paused node.
+        v.control(&crate::control::Control::PauseFaults(None), Vtime(12_500_000));
+        assert_eq!(v.take_events(), [w(event::NODE_RESUME, 1)]);
     }
 
     #[test]
