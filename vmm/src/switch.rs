@@ -129,6 +129,18 @@ impl Switch {
         self.episodes.push(NetEpisode { id, effect, end_ns, landed: 0 });
     }
 
+    /// The cuts of the drawn clogs in force.
+    #[cfg(test)]
+    pub(crate) fn clogs(&self) -> Vec<&crate::faults::network::Cut> {
+        self.episodes
+            .iter()
+            .filter_map(|e| match &e.effect {
+                LinkEffect::Clog(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A drawn fault ends; what it touched.
     pub fn end(&mut self, id: u64) -> u64 {
         let i = self.episodes.iter().position(|e| e.id == id).expect("only a fault in force ends");

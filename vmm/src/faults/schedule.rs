@@ -58,10 +58,11 @@ pub enum DrawnKind {
     Pause,
     Kill,
     Stop,
+    Hang,
 }
 
 impl DrawnKind {
-    pub const ALL: [DrawnKind; 17] = [
+    pub const ALL: [DrawnKind; 18] = [
         DrawnKind::Partition,
         DrawnKind::Clog,
         DrawnKind::Drop,
@@ -79,6 +80,7 @@ impl DrawnKind {
         DrawnKind::Pause,
         DrawnKind::Kill,
         DrawnKind::Stop,
+        DrawnKind::Hang,
     ];
 
     /// As a plan writes it.
@@ -101,6 +103,7 @@ impl DrawnKind {
             DrawnKind::Pause => "pause",
             DrawnKind::Kill => "kill",
             DrawnKind::Stop => "stop",
+            DrawnKind::Hang => "hang",
         }
     }
 
@@ -121,6 +124,7 @@ impl DrawnKind {
             DrawnKind::Pause => "node.pause",
             DrawnKind::Kill => "node.kill",
             DrawnKind::Stop => "node.stop",
+            DrawnKind::Hang => "node.hang",
             k => k.disk_effect(0).expect("the rest are disk kinds").landing(),
         }
     }
@@ -223,6 +227,11 @@ pub enum Effect {
         nodes: Vec<u16>,
         action: NodeAction,
     },
+    /// The nodes stop answering: their processes are paused and every
+    /// frame to or from them is held at the switch until the fault ends.
+    Hang {
+        nodes: Vec<u16>,
+    },
 }
 
 impl Effect {
@@ -236,7 +245,10 @@ impl Effect {
                 | LinkEffect::Reorder { nodes, .. }
                 | LinkEffect::Latency { nodes, .. } => nodes.clone(),
             },
-            Effect::Disks { nodes, .. } | Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } => nodes.clone(),
+            Effect::Disks { nodes, .. }
+            | Effect::Crash { nodes, .. }
+            | Effect::Node { nodes, .. }
+            | Effect::Hang { nodes } => nodes.clone(),
         }
     }
 }
@@ -285,7 +297,7 @@ impl Episode {
             Effect::Crash { nodes, torn } => {
                 format!("{}{}", list(nodes), if *torn { ", unflushed writes torn" } else { "" })
             }
-            Effect::Node { nodes, .. } => list(nodes),
+            Effect::Node { nodes, .. } | Effect::Hang { nodes } => list(nodes),
         };
         let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
         let until = match (self.ended_ns, self.end_ns) {
@@ -549,7 +561,10 @@ impl Schedule {
         let mut end_ns = t.saturating_add(duration).max(t + 1);
         let mut candidates: Vec<u16> =
             if rule.among.is_empty() { (0..self.nodes).collect() } else { rule.among.clone() };
-        if matches!(rule.kind, DrawnKind::Crash | DrawnKind::Pause | DrawnKind::Kill | DrawnKind::Stop) {
+        if matches!(
+            rule.kind,
+            DrawnKind::Crash | DrawnKind::Pause | DrawnKind::Kill | DrawnKind::Stop | DrawnKind::Hang
+        ) {
             candidates.retain(|n| !down.contains(n));
         }
         let selector = rule.targets[s.below(rule.targets.len() as u64) as usize].clone();
@@ -579,6 +594,7 @@ impl Schedule {
                 DrawnKind::Pause => Effect::Node { nodes, action: NodeAction::Pause },
                 DrawnKind::Kill => Effect::Node { nodes, action: NodeAction::Kill },
                 DrawnKind::Stop => Effect::Node { nodes, action: NodeAction::Stop },
+                DrawnKind::Hang => Effect::Hang { nodes },
                 k => Effect::Disks {
                     nodes,
                     effect: k.disk_effect(delay_ns).expect("every other kind is a disk kind"),

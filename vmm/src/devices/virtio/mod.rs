@@ -33,6 +33,7 @@ use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
 use crate::disk::{Base, Disk};
+use crate::faults::network::{Cut, LinkEffect};
 use crate::faults::node::{power_schedule, NodeAction, PowerChange};
 use crate::faults::schedule::{Effect, Episode, Schedule, Step};
 use crate::faults::{DiskFaults, FaultPlan, FaultReport, Landed};
@@ -436,28 +437,24 @@ impl Virtio {
         self.events.push(event::word(kind, node));
     }
 
-    /// Pauses or kills node `node`'s processes for episode `id`: the guest
-    /// hears of it unless another fault already holds the node so.
-    fn hold(&mut self, id: u64, node: u16, action: NodeAction) {
+    /// Pauses, kills or stops node `node`'s processes for episode `id` (of
+    /// fault kind `landing`): the guest hears of it unless another fault
+    /// already holds the node so.
+    fn hold(&mut self, id: u64, node: u16, action: NodeAction, landing: &str) {
         if !self.held.iter().any(|&(_, n, a)| n == node && a == action) {
             self.events.push(event::word(action.events().0, node));
         }
         self.held.push((id, node, action));
-        self.landed.hit(match action {
-            NodeAction::Pause => "node.pause",
-            NodeAction::Kill => "node.kill",
-            NodeAction::Stop => "node.stop",
-        });
+        self.landed.hit(landing);
     }
 
-    /// Ends episode `id`'s holds (every hold: `None`); the guest hears of
-    /// each node no fault holds so any more. Returns how many nodes it held.
-    fn release(&mut self, id: Option<u64>) -> u64 {
-        let (ended, kept): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|&(e, ..)| id.is_none_or(|id| id == e));
+    /// Ends episode `id`'s holds; the guest hears of each node no fault
+    /// holds so any more. Returns how many nodes it held.
+    fn release(&mut self, id: u64) -> u64 {
+        let (ended, kept): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|&(e, ..)| e == id);
         self.held = kept;
-        for (i, &(_, node, action)) in ended.iter().enumerate() {
-            let same = |&(_, n, a): &(u64, u16, NodeAction)| n == node && a == action;
-            if !self.held.iter().any(same) && !ended[..i].iter().any(same) {
+        for &(_, node, action) in &ended {
+            if !self.held.iter().any(|&(_, n, a)| n == node && a == action) {
                 self.events.push(event::word(action.events().1, node));
             }
         }
@@ -482,7 +479,17 @@ impl Virtio {
                     }
                     Effect::Node { nodes, action } => {
                         for n in nodes {
-                            self.hold(e.id, n, action);
+                            self.hold(e.id, n, action, e.kind.landing());
+                        }
+                    }
+                    Effect::Hang { nodes } => {
+                        let rest: Vec<u16> = (0..self.switch.nodes()).filter(|n| !nodes.contains(n)).collect();
+                        if !rest.is_empty() {
+                            let cut = Cut::Groups(vec![nodes.clone(), rest]);
+                            self.switch.start(e.id, LinkEffect::Clog(cut), e.end_ns);
+                        }
+                        for n in nodes {
+                            self.hold(e.id, n, NodeAction::Pause, e.kind.landing());
                         }
                     }
                 },
@@ -496,13 +503,16 @@ impl Virtio {
                             }
                             nodes.len() as u64
                         }
-                        Effect::Node { .. } => self.release(Some(e.id)),
+                        Effect::Node { .. } => self.release(e.id),
+                        Effect::Hang { .. } => {
+                            let frames = self.switch.episode_landed(e.id).map_or(0, |_| self.switch.end(e.id));
+                            frames + self.release(e.id)
+                        }
                     };
                     self.schedule.close(e, landed);
                 }
                 Step::Pause => {
                     self.set_paused(true);
-                    self.release(None);
                     // Every node comes back, drawn crash or written down.
                     let down: Vec<u16> = self.switch.down().iter().copied().collect();
                     for n in down {
@@ -551,6 +561,7 @@ impl Virtio {
                     })
                     .sum(),
                 Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } => nodes.len() as u64,
+                Effect::Hang { nodes } => self.switch.episode_landed(e.id).unwrap_or(0) + nodes.len() as u64,
             };
         }
         all
@@ -879,6 +890,25 @@ mod tests {
         // Pausing every fault continues the paused node.
         v.control(&crate::control::Control::PauseFaults(None), Vtime(12_500_000));
         assert_eq!(v.take_events(), [w(event::NODE_RESUME, 1)]);
+    }
+
+    #[test]
+    fn a_hung_node_is_paused_and_its_frames_are_held_until_the_end() {
+        let spec = VirtioSpec { nodes: 3, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let plan = "[draw]\nbefore_setup = true\n[[draw.fault]]\nkind = \"hang\"\nevery = \"1ms\"\nduration = \"500us\"\ntargets = [[2]]\n";
+        let plan = FaultPlan::parse(plan, 1, 3).unwrap();
+        let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
+        v.control(&crate::control::Control::SetupComplete, Vtime(0));
+        v.fire(Vtime(1_000_000), &ram);
+        assert_eq!(v.take_events(), [event::word(event::NODE_PAUSE, 2)]);
+        let hung = &v.schedule.active()[0];
+        assert!(matches!(&hung.effect, Effect::Hang { nodes } if nodes == &[2]));
+        // Node 2 is clogged off from 0 and 1, not 0 from 1.
+        let (cut, ends) = (v.switch.clogs(), hung.end_ns);
+        assert!(cut.iter().any(|c| c.blocks(2, 0) && c.blocks(1, 2) && !c.blocks(0, 1)), "{cut:?}");
+        v.fire(Vtime(ends), &ram);
+        assert_eq!(v.take_events(), [event::word(event::NODE_RESUME, 2)]);
+        assert!(v.switch.clogs().is_empty() && v.landed().0["node.hang"] == 1);
     }
 
     #[test]
