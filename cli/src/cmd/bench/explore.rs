@@ -42,6 +42,8 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         )
     };
     let mut rows = Vec::new();
+    // How branches ran, as the explorations say it.
+    let mut span_words = String::new();
     for seed in 1..=seeds {
         for mode in &modes {
             let config = ExploreConfig {
@@ -64,6 +66,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 policy: mode.policy,
             };
             let e = explore(&config, &host, &mut ())?;
+            span_words = e.describe_span();
             let run_ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms);
             let (timelines, ms) = e.first_bug.map_or((None, None), |(b, ms)| {
                 (Some(b), Some(ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms)))
@@ -124,7 +127,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 "target": target_name,
                 "seeds": seeds,
                 "max_timelines": max_branches,
-                "span": span_words(span, every),
+                "span": span_words,
                 "rows": rows,
                 "medians": medians,
                 "energy_over_rarity": { "timelines": ratio("timelines_to_bug", "energy"), "ms": ratio("ms_to_bug", "energy") },
@@ -132,7 +135,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("explore {target_name} to its first bug, {} (medians over seeds 1..={seeds}):", span_words(span, every));
+    println!("explore {target_name} to its first bug, {} (medians over seeds 1..={seeds}):", span_words);
     println!("  policy    | timelines to bug | ms to bug | found");
     for m in &modes {
         let t = median(m.name, "timelines_to_bug").map_or(format!("> {max_branches}"), |v| v.to_string());
@@ -149,15 +152,6 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn span_words(span: Span, every: Option<Vtime>) -> String {
-    let d = |v: Vtime| format!("{:?}", std::time::Duration::from_nanos(v.nanos()));
-    let every = every.map_or(String::new(), |e| format!(", snapshots every {}", d(e)));
-    match span {
-        Span::Whole { limit } => format!("whole timelines of up to {}{every}", d(limit)),
-        Span::Slice(s) => format!("slices of {}{every}", d(s)),
-    }
-}
-
 /// The example on the official Antithesis Rust SDK
 /// (`guest-sdk/examples/antithesis-rust`), built by its script.
 fn rust_vault() -> Result<Target> {
@@ -172,13 +166,5 @@ fn rust_vault() -> Result<Target> {
     if !out.status.success() {
         bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim());
     }
-    let binary = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let file = hvsim_guest_image::linux::GuestFile { host: binary.clone(), guest: "/bin/vault".into() };
-    Ok(Target::Linux {
-        command: "/bin/vault".into(),
-        mem: 128 << 20,
-        files: vec![(file, hvsim_guest_image::target::file_hash(&binary)?)],
-        system: Default::default(),
-        verbose_boot: false,
-    })
+    super::vault_target(&PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }

@@ -301,7 +301,8 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The Linux vault of `bench explore --linux`, built for the guest.
+/// The C vault (`guest-sdk/c/vault.c`, four 1-in-8 choices) of `bench
+/// workers --linux` and `bench roots`, built for the guest.
 fn linux_vault(dir: &std::path::Path) -> Result<Target> {
     const SDK: &str = include_str!("../../../../guest-sdk/c/hvsim_sdk.h");
     const VAULT: &str = include_str!("../../../../guest-sdk/c/vault.c");
@@ -317,11 +318,16 @@ fn linux_vault(dir: &std::path::Path) -> Result<Target> {
     if !out.status.success() {
         bail!("gcc could not build the vault: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let file = hvsim_guest_image::linux::GuestFile { host: binary.clone(), guest: "/bin/vault".into() };
+    vault_target(&binary)
+}
+
+/// A vault program built for the guest, run as /bin/vault.
+fn vault_target(binary: &std::path::Path) -> Result<Target> {
+    let file = hvsim_guest_image::linux::GuestFile { host: binary.to_owned(), guest: "/bin/vault".into() };
     Ok(Target::Linux {
         command: "/bin/vault".into(),
         mem: 128 << 20,
-        files: vec![(file, hvsim_guest_image::target::file_hash(&binary)?)],
+        files: vec![(file, hvsim_guest_image::target::file_hash(binary)?)],
         system: Default::default(),
         verbose_boot: false,
     })
