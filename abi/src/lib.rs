@@ -174,6 +174,10 @@ pub mod hc {
         /// Stop the node gracefully: `SIGTERM` to every process, `SIGKILL`
         /// to those alive [`STOP_GRACE_MS`] later: a drawn `stop` fault.
         pub const NODE_STOP: u32 = 9;
+        /// The machine's realtime clock is to read otherwise (a clock fault
+        /// started, flipped or ended): init asks what it should read and
+        /// sets it (`hvsim_vmm::faults::clock`). `node` is 0.
+        pub const CLOCK: u32 = 10;
         /// How long (virtual milliseconds) a stopped node's processes have
         /// to exit after `SIGTERM`.
         pub const STOP_GRACE_MS: u64 = 2000;

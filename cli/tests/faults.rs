@@ -136,9 +136,7 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
         &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(),
         &script,
     );
-    let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
-    let replayed: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let replayed = replay_snapshot(&snap, &[]);
     for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "devices"] {
         assert_eq!(a[field], b[field], "{field} differs between two runs of seed 5");
         assert_eq!(a[field], replayed[field], "{field} differs after restoring the snapshot");
@@ -271,8 +269,14 @@ fn events_at(line: &str) -> f64 {
 
 /// Builds `guest/faultload.c` statically for the guest.
 fn faultload(dir: &Path) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest/faultload.c");
-    let bin = dir.join("faultload");
+    guest_program(dir, "faultload")
+}
+
+/// Builds `guest/NAME.c` statically: a `--guest-file` argument putting it
+/// at /NAME.
+fn guest_program(dir: &Path, name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/guest/{name}.c"));
+    let bin = dir.join(name);
     let out = std::process::Command::new("gcc")
         .args(["-std=gnu11", "-O1", "-static", "-s", "-o"])
         .arg(&bin)
@@ -280,7 +284,7 @@ fn faultload(dir: &Path) -> String {
         .output()
         .expect("gcc runs");
     assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
-    format!("{}:/faultload", bin.display())
+    format!("{}:/{name}", bin.display())
 }
 
 /// Both nodes run faultload on their disks while node 1 sends node 0
@@ -613,9 +617,7 @@ fn branches_of_one_snapshot_draw_their_own_faults_and_inherit_those_in_force() {
     let at = 3_000_000_000u64;
     nodes_run(Some(&plan), &["--snapshot-at", "3s", "--save-snapshot", snap.to_str().unwrap()], &script);
     let branch = |seed: &str| -> Vec<Value> {
-        let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap(), "--seed", seed]);
-        let v: Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+        let v = replay_snapshot(&snap, &["--seed", seed]);
         v["drawn_faults"].as_array().unwrap().clone()
     };
     let (a, again, b) = (branch("1"), branch("1"), branch("2"));
@@ -713,9 +715,7 @@ fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_
         &["--node-cmd", HEARTBEAT, "--snapshot-at", "2500ms", "--save-snapshot", snap.to_str().unwrap()],
         &script,
     );
-    let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
-    let restored: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    let restored = replay_snapshot(&snap, &[]);
     for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults"] {
         assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
         assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the pause");
@@ -828,3 +828,165 @@ echo "after: $(cat /mnt/d1/unsynced)"
 fn line_with<'a>(lines: &'a [String], prefix: &str) -> &'a str {
     lines.iter().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line {prefix:?} in {lines:#?}"))
 }
+
+/// Every kind of clock fault at once, drawn from the run's start: bumps
+/// (Jepsen's range), strobes and drifts.
+const CLOCK_PLAN: &str = r#"
+[draw]
+before_setup = true
+swarm = false
+
+[[draw.fault]]
+kind = "bump"
+every = "1s"
+duration = "400ms"
+offset = ["4ms", "262s"]
+
+[[draw.fault]]
+kind = "strobe"
+every = "1500ms"
+duration = "700ms"
+offset = ["1s", "10s"]
+period = "200ms"
+
+[[draw.fault]]
+kind = "drift"
+every = "1200ms"
+duration = "500ms"
+rate = [20000, 80000]
+"#;
+
+/// One line of `guest/clockwatch.c`: realtime, monotonic and raw
+/// monotonic nanoseconds, gettimeofday microseconds, time() seconds.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    real: i128,
+    mono: i128,
+    raw: i128,
+    tod_us: i128,
+    time_s: i128,
+}
+
+/// Realtime is true time plus the offset init last applied, running at its
+/// rate since; monotonic never steps; gettimeofday and time() follow
+/// realtime; a realtime timerfd hears every step; the same seed is the same
+/// run, and a snapshot taken with clock faults in force restores them.
+#[test]
+fn clock_faults_step_and_skew_realtime_and_a_reset_returns_it_to_true_time() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "clock.toml", CLOCK_PLAN);
+    let watch = guest_program(dir.path(), "clockwatch");
+    let script = "/clockwatch 80 50\n";
+    let v = nodes_run(Some(&plan), &["--guest-file", &watch], script);
+    let snap = dir.path().join("clock.snap");
+    let again = nodes_run(
+        Some(&plan),
+        &["--guest-file", &watch, "--snapshot-at", "2300ms", "--save-snapshot", snap.to_str().unwrap()],
+        script,
+    );
+    let restored = replay_snapshot(&snap, &[]);
+    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot");
+    }
+    // The console in order: init's "realtime O ns off true time, running
+    // R ppm" lines start regimes; the watcher's readings fall in them.
+    let mut regimes: Vec<((i64, i64), Vec<Reading>)> = vec![((0, 0), Vec::new())];
+    let mut cancelled = 0;
+    for l in lines(&v) {
+        if let Some(rest) = l.strip_prefix("hvsim-init: clock: realtime ") {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            let (offset, rate) = (w[0].parse().unwrap(), w[6].parse().unwrap());
+            regimes.push(((offset, rate), Vec::new()));
+        } else if let Some(rest) = l.strip_prefix("clock ") {
+            let n: Vec<i128> = rest.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            let r = Reading { real: n[1], mono: n[2], raw: n[3], tod_us: n[4], time_s: n[5] };
+            regimes.last_mut().unwrap().1.push(r);
+        } else if l.starts_with("cancelled ") {
+            cancelled += 1;
+        }
+    }
+    let all: Vec<Reading> = regimes.iter().flat_map(|r| r.1.clone()).collect();
+    assert_eq!(all.len(), 80, "{}", v["console"]);
+    let first = regimes[0].1.first().expect("readings before the first clock fault");
+    let true_base = first.real - first.raw;
+    let mono_base = first.mono - first.raw;
+    let (mut stepped, mut skewed) = (0, 0);
+    for ((offset, rate), readings) in &regimes {
+        for r in readings {
+            assert!((r.tod_us * 1000 - r.real).abs() < 1_000_000, "gettimeofday follows realtime: {r:?}");
+            assert!((r.time_s - r.real / 1_000_000_000).abs() <= 1, "time() follows realtime: {r:?}");
+        }
+        let Some(r0) = readings.first() else { continue };
+        // The offset holds from the step (a few virtual microseconds
+        // before the first reading): exactly, at rate 0.
+        let off = r0.real - r0.raw - true_base;
+        let slack = 2_000_000 + (i128::from(*rate).abs() * 60_000_000) / 1_000_000;
+        assert!((off - i128::from(*offset)).abs() < slack, "regime {offset} ns {rate} ppm: {off} ns off at {r0:?}");
+        if *offset != 0 {
+            stepped += 1;
+        }
+        if let (true, Some(rn)) = (readings.len() >= 3 && *rate != 0, readings.last()) {
+            // Realtime and the monotonic clock run at the rate.
+            let span = (rn.raw - r0.raw) as f64;
+            let real_skew = ((rn.real - r0.real) as f64 - span) / span * 1e6;
+            let mono_skew = ((rn.mono - r0.mono) as f64 - span) / span * 1e6;
+            for skew in [real_skew, mono_skew] {
+                assert!((skew - *rate as f64).abs() < 0.1 * (*rate as f64).abs() + 500.0, "{rate} ppm ran {skew} ppm");
+            }
+            skewed += 1;
+        }
+        for r in readings.iter().filter(|_| *rate == 0) {
+            assert!(r.mono - r.raw >= mono_base - 1_000, "monotonic never steps back: {r:?}");
+        }
+    }
+    // Monotonic readings never go backwards.
+    assert!(all.windows(2).all(|w| w[1].mono >= w[0].mono && w[1].raw > w[0].raw));
+    // Back at true time after faults ended (the offset check above holds
+    // it to the nanosecond, give or take the step's own microseconds).
+    let resets = regimes.windows(2).filter(|w| w[0].0 != (0, 0) && w[1].0 == (0, 0) && !w[1].1.is_empty()).count();
+    assert!(resets >= 1, "{:?}", regimes.iter().map(|r| r.0).collect::<Vec<_>>());
+    assert!(stepped >= 3 && skewed >= 1, "{stepped} stepped and {skewed} skewed regimes: {}", v["console"]);
+    assert!(cancelled >= 3, "a TFD_TIMER_CANCEL_ON_SET timerfd hears the steps ({cancelled})");
+    for kind in ["clock.bump", "clock.strobe", "clock.drift"] {
+        assert!(fault(&v, kind)["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+    }
+}
+
+/// A wiped node loses power and every write, synced or not, and comes back
+/// with its disk as the run began it (here: no file system at all).
+#[test]
+fn a_wiped_node_comes_back_with_an_empty_disk() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "wipe.toml", &node_fault_plan("wipe", "2s", "500ms"));
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{WIPE_SCRIPT}"));
+    let out = lines(&v);
+    assert_eq!(line_with(&out, "before: "), "before: kept");
+    assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137");
+    assert!(line_with(&out, "hvsim-init: node 1 lost power: ").contains("/mnt/d1"), "{out:#?}");
+    assert_eq!(line_with(&out, "non-zero bytes after: "), "non-zero bytes after: 0", "{out:#?}");
+    assert_eq!(out.iter().filter(|l| l.starts_with("node 1 up at ")).count(), 2, "{out:#?}");
+    let wipe = fault(&v, "node.wipe");
+    assert!(wipe["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+    assert_eq!(v["drawn_faults"][0]["kind"], "wipe", "{}", v["drawn_faults"]);
+}
+
+/// Node 1 makes a file system and writes a file, synced: a crash would
+/// keep it. A process of node 1 sleeps through the wipe at 2 s; after the
+/// node is back, its disk's first sectors read back as zeroes.
+const WIPE_SCRIPT: &str = r#"
+hvsim-node 1 sh -c 'mke2fs -q $HVSIM_DISK 4096 && mkdir -p /mnt/d1 && mount -t ext2 $HVSIM_DISK /mnt/d1 && echo kept > /mnt/d1/synced && sync'
+echo "before: $(cat /mnt/d1/synced)"
+hvsim-node 1 sleep 100 &
+sleeper=$!
+wait $sleeper
+echo "sleeper exited with $?"
+pause 1
+echo "non-zero bytes after: $(hvsim-node 1 sh -c 'dd if=$HVSIM_DISK bs=512 count=8 iflag=direct 2>/dev/null | tr -d "\0" | wc -c')"
+"#;

@@ -55,9 +55,7 @@ fn linux_boots_replays_and_follows_the_seed() {
         snap.to_str().unwrap(),
     ]);
     assert_eq!(a2["boot"]["kind"], "cold");
-    let out = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap()]);
-    let replayed: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let replayed = replay_snapshot(&snap, &[]);
     for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "end"] {
         assert_eq!(a1[field], a2[field], "{field} differs between two runs of seed 1 (cached and cold boot)");
         assert_eq!(a1[field], replayed[field], "{field} differs after restoring the snapshot");

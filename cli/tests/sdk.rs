@@ -73,11 +73,7 @@ fn branches_diverge_in_the_kernel_and_in_programs_with_private_generators() {
         snap.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{}", original["console"]);
-    let replay = |seed: &str| -> Value {
-        let o = output(&["replay", "--json", "--snapshot", snap.to_str().unwrap(), "--seed", seed]);
-        serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)))
-    };
+    let replay = |seed: &str| -> Value { replay_snapshot(&snap, &["--seed", seed]) };
     let (a, b, c) = (replay("7"), replay("7"), replay("8"));
     let bytes = |v: &Value| command_output(v).join(" ");
     assert_eq!(bytes(&a).split_whitespace().count(), 16, "{}", a["console"]);

@@ -19,9 +19,7 @@ fn save_and_replay(guest: &str, seed: &str, at_ns: u64, file: &Path) -> (Value, 
     let at = format!("{at_ns}ns");
     let (with_snapshot, _) =
         run_json(&["--guest", guest, "--seed", seed, "--snapshot-at", &at, "--save-snapshot", file.to_str().unwrap()]);
-    let out = output(&["replay", "--json", "--snapshot", file.to_str().unwrap()]);
-    let replayed: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let replayed = replay_snapshot(file, &[]);
     (with_snapshot, replayed)
 }
 
@@ -66,10 +64,7 @@ fn replays_repeat_and_new_seeds_diverge_where_entropy_is_used() {
         "--save-snapshot",
         file.to_str().unwrap(),
     ]);
-    let replay = |seed: &str| -> Value {
-        let out = output(&["replay", "--json", "--snapshot", file.to_str().unwrap(), "--seed", seed]);
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let replay = |seed: &str| -> Value { replay_snapshot(&file, &["--seed", seed]) };
     let runs: Vec<Value> = (0..3).map(|_| replay("7")).collect();
     assert!(runs.iter().all(|r| outcome(r) == outcome(&runs[0])), "replays of one (snapshot, seed) differ");
     let other = replay("8");

@@ -18,6 +18,7 @@
 //! prints N readings of the time-stamp counter.
 
 mod bench;
+mod clock;
 mod container;
 mod nodes;
 mod power;

@@ -16,6 +16,9 @@
 //! resumed (`SIGCONT`); killed, every one gets `SIGKILL` and the service
 //! starts again when the fault ends. The disk, its page cache and the NIC
 //! are left as they are.
+//!
+//! The same events say when the machine's clock is to read otherwise
+//! (`clock.rs`).
 
 use std::fs::File;
 use std::io;
@@ -59,13 +62,15 @@ pub struct Power {
     unmounted: Vec<Vec<Mount>>,
     /// /dev/hvsim, for events; `None` outside hvsim.
     dev: Option<File>,
+    clock: crate::clock::Clock,
 }
 
 impl Power {
     /// Starts the service on every node.
     pub fn start(nodes: u16, service: Option<Service>) -> Power {
         let dev = std::fs::OpenOptions::new().read(true).open("/dev/hvsim").ok();
-        let power = Power { nodes, service, unmounted: vec![Vec::new(); usize::from(nodes)], dev };
+        let power =
+            Power { nodes, service, unmounted: vec![Vec::new(); usize::from(nodes)], dev, clock: Default::default() };
         for node in 0..nodes {
             power.start_service(node);
         }
@@ -88,6 +93,7 @@ impl Power {
                 (event::NODE_KILL, node) if node < self.nodes => self.kill(node),
                 (event::NODE_STOP, node) if node < self.nodes => self.stop(node),
                 (event::NODE_START, node) if node < self.nodes => self.start_again(node),
+                (event::CLOCK, _) => self.clock.apply(),
                 (event::SETUP, _) => {
                     if let Err(e) = std::fs::write(crate::container::composer::SETUP_MARKER, "") {
                         eprintln!("hvsim-init: cannot mark setup complete: {e}");

@@ -17,6 +17,11 @@
 //!   reached; its next `RANDOM` of at most 8 bytes reads 1 if it fires now,
 //!   else 0 (`faults/buggify.rs`).
 //!
+//! - `{"hvsim_clock": {"want": "offset"}}` (or `"rate"`): the guest's
+//!   init applies a clock fault; its next `RANDOM` of at most 8 bytes reads
+//!   the realtime offset in nanoseconds (or the rate in parts per million),
+//!   an `i64` (`faults/clock.rs`).
+//!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
 
@@ -36,6 +41,17 @@ pub enum Control {
         name: String,
         fire: Option<f64>,
     },
+    /// The guest asks what its realtime clock should read.
+    Clock(ClockWant),
+}
+
+/// What a clock question asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockWant {
+    /// Realtime less true time, in nanoseconds.
+    Offset,
+    /// The clock's rate, in parts per million off true.
+    Rate,
 }
 
 /// The top-level keys of control messages.
@@ -43,13 +59,14 @@ const SETUP: &str = "antithesis_setup";
 const FAULTS: &str = "hvsim_faults";
 const DRAW: &str = "hvsim_draw";
 const BUGGIFY: &str = "hvsim_buggify";
+const CLOCK: &str = "hvsim_clock";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if ![SETUP, FAULTS, DRAW, BUGGIFY].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
+    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
@@ -64,6 +81,13 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
             Some(p) => Some(p.as_f64().filter(|p| (0.0..=1.0).contains(p))?),
         };
         return Some(Control::Buggify { name, fire });
+    }
+    if let Some(clock) = object.get(CLOCK) {
+        return match clock.get("want")?.as_str()? {
+            "offset" => Some(Control::Clock(ClockWant::Offset)),
+            "rate" => Some(Control::Clock(ClockWant::Rate)),
+            _ => None,
+        };
     }
     if let Some(setup) = object.get(SETUP) {
         return (setup.get("status")?.as_str()? == "complete").then_some(Control::SetupComplete);
@@ -111,6 +135,9 @@ mod tests {
         );
         assert_eq!(r(r#"{"hvsim_buggify":{"name":"a","fire":2}}"#), None);
         assert_eq!(r(r#"{"hvsim_buggify":{"fire":0.5}}"#), None);
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"offset"}}"#), Some(Control::Clock(ClockWant::Offset)));
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"rate"}}"#), Some(Control::Clock(ClockWant::Rate)));
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"time"}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,
             r#"{"hvsim_faults":{"pause":"soon"}}"#,

@@ -299,6 +299,17 @@ impl Disk {
         self.landed.add(kind, (keep + lost) as u64);
     }
 
+    /// The machine is replaced: every write is gone, flushed or not, and
+    /// reads see the base image again. Returns the sectors discarded.
+    pub fn wipe(&mut self) -> u64 {
+        let discarded = (self.durable.len() + self.volatile.len()) as u64;
+        self.durable.clear();
+        self.volatile.clear();
+        self.allocated.clear();
+        self.landed.add("disk.wiped", discarded);
+        discarded
+    }
+
     pub fn unflushed_sectors(&self) -> usize {
         self.volatile.len()
     }

@@ -174,3 +174,10 @@ pub fn replay_reproduces(file: &str, more: &[&str]) -> Value {
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
     v
 }
+
+/// `hvsim replay --json --snapshot FILE MORE`: the restored run's JSON.
+pub fn replay_snapshot(file: &Path, more: &[&str]) -> Value {
+    let o = output(&[&["replay", "--json", "--snapshot", file.to_str().unwrap()], more].concat());
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)))
+}

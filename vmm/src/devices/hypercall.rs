@@ -187,7 +187,13 @@ impl Hypercall {
     /// reads whether it fires (1) or not (0).
     pub fn reach_buggify(&mut self, name: &str, fire: Option<f64>) {
         let fires = self.buggify.reach(name, fire);
-        self.draw = Some(PendingDraw { chosen: Some(u64::from(fires)) });
+        self.answer(u64::from(fires));
+    }
+
+    /// The guest's next `RANDOM` of at most 8 bytes reads `value` (the
+    /// answer to a question it asked on the channel, see `control.rs`).
+    pub fn answer(&mut self, value: u64) {
+        self.draw = Some(PendingDraw { chosen: Some(value) });
     }
 
     /// Setup complete: buggify sites are decided and fire from now on.

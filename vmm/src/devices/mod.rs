@@ -207,6 +207,7 @@ impl Devices {
         match control {
             Control::Draw => return self.hc.announce_draw(),
             Control::Buggify { name, fire } => return self.hc.reach_buggify(name, *fire),
+            Control::Clock(want) => return self.hc.answer(self.virtio.clock_answer(*want) as u64),
             Control::SetupComplete => self.hc.arm_buggify(),
             Control::PauseFaults(_) | Control::ResumeFaults => {}
         }

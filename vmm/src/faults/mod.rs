@@ -5,8 +5,9 @@
 //!   rules of faults a timeline draws;
 //! - [`schedule`]: the per-timeline schedule of drawn faults: generators,
 //!   swarm testing, pausing, and what struck;
-//! - [`network`], [`disk`], [`node`]: what each kind does, as the switch,
-//!   the disks and the node power schedule apply it;
+//! - [`network`], [`disk`], [`node`], [`clock`]: what each kind does, as
+//!   the switch, the disks, the node power schedule and the guest's clock
+//!   apply it;
 //! - [`buggify`]: faulty behaviour programs turn on at their own code
 //!   points, each site enabled or not per timeline.
 //!
@@ -15,6 +16,7 @@
 //! reported as not landed.
 
 pub mod buggify;
+pub mod clock;
 pub mod disk;
 pub mod network;
 pub mod node;

@@ -210,6 +210,9 @@ struct RuleFile {
     delay: Option<Dur>,
     torn: Option<f64>,
     stays_down: Option<f64>,
+    offset: Option<Dur>,
+    period: Option<Dur>,
+    rate: Option<[u64; 2]>,
 }
 
 /// A target selector as written: a name (`one`, `minority`, `majority`,
@@ -309,6 +312,31 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
     refuse(r.probability.is_some() && !kind.has_probability(), "probability")?;
     refuse(r.delay.is_some() && !kind.has_delay(), "delay")?;
     refuse((r.torn.is_some() || r.stays_down.is_some()) && kind != DrawnKind::Crash, "torn and stays_down")?;
+    let clock_shifts = matches!(kind, DrawnKind::Bump | DrawnKind::Strobe);
+    refuse(r.offset.is_some() && !clock_shifts, "offset")?;
+    refuse(r.period.is_some() && kind != DrawnKind::Strobe, "period")?;
+    refuse(r.rate.is_some() && kind != DrawnKind::Drift, "rate")?;
+    let required = |d: &Option<Dur>, field: &str, needed: bool| -> Result<[u64; 2], String> {
+        match d {
+            Some(d) => dur_range(d, &format!("{what}: {field}")),
+            None if needed => Err(format!("{what}: `{field}` is required")),
+            None => Ok([0, 0]),
+        }
+    };
+    let offset_ns = required(&r.offset, "offset", clock_shifts)?;
+    let period_ns = required(&r.period, "period", kind == DrawnKind::Strobe)?;
+    if kind == DrawnKind::Strobe && period_ns[0] == 0 {
+        return Err(format!("{what}: period must be more than 0s"));
+    }
+    let rate_ppm = match (r.rate, kind == DrawnKind::Drift) {
+        (Some([lo, hi]), _) if lo > hi => return Err(format!("{what}: rate: range [{lo}, {hi}] is empty")),
+        (Some([_, hi]), _) if hi > super::clock::MAX_PPM as u64 => {
+            return Err(format!("{what}: rate {hi} ppm is more than {} (10%)", super::clock::MAX_PPM))
+        }
+        (Some(r), _) => r,
+        (None, true) => return Err(format!("{what}: give a `rate` in parts per million, e.g. [100, 5000]")),
+        (None, false) => [0, 0],
+    };
     let every_ns = dur_range(&r.every, &format!("{what}: every"))?;
     if every_ns[0] == 0 {
         return Err(format!("{what}: every must be more than 0s"));
@@ -323,8 +351,19 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
         (None, true) => return Err(format!("{what}: give a `delay`")),
         (None, false) => [0, 0],
     };
-    let default_targets =
-        if kind.cuts() { vec![Selector::One, Selector::Minority, Selector::Majority] } else { vec![Selector::One] };
+    let default_targets = if kind.cuts() {
+        vec![Selector::One, Selector::Minority, Selector::Majority]
+    } else if kind.clock() {
+        vec![Selector::All]
+    } else {
+        vec![Selector::One]
+    };
+    if kind.clock() && (r.targets.is_some() || r.among.is_some()) {
+        return Err(format!(
+            "{what}: a clock fault hits every node (they share one kernel clock, see docs/faults.md#clocks): \
+             drop `targets` and `among`"
+        ));
+    }
     let targets = match &r.targets {
         None => default_targets,
         Some(t) if t.is_empty() => return Err(format!("{what}: `targets` is empty")),
@@ -341,6 +380,9 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
         delay_ns,
         torn: chance(r.torn, &format!("{what}: torn"))?,
         stays_down: chance(r.stays_down, &format!("{what}: stays_down"))?,
+        offset_ns,
+        period_ns,
+        rate_ppm,
     })
 }
 
@@ -798,6 +840,15 @@ mod tests {
             ("kind = \"partition\"\ntargets = [[7]]", "node 7 does not exist"),
             ("kind = \"crash\"\ntorn = 2.0", "not between 0 and 1"),
             ("kind = \"crash\"\nsometimes = 1", "unknown field `sometimes`"),
+            ("kind = \"bump\"", "(bump): `offset` is required"),
+            ("kind = \"strobe\"\noffset = \"1s\"", "(strobe): `period` is required"),
+            ("kind = \"strobe\"\noffset = \"1s\"\nperiod = \"0s\"", "period must be more than 0s"),
+            ("kind = \"drift\"", "give a `rate` in parts per million"),
+            ("kind = \"drift\"\nrate = [10, 200000]", "rate 200000 ppm is more than 100000"),
+            ("kind = \"drift\"\nrate = [10, 5]", "rate: range [10, 5] is empty"),
+            ("kind = \"drift\"\nrate = [10, 50]\ntargets = [\"one\"]", "a clock fault hits every node"),
+            ("kind = \"wipe\"\noffset = \"1s\"", "`offset` does not apply"),
+            ("kind = \"bump\"\noffset = \"1s\"\nrate = [1, 2]", "`rate` does not apply"),
         ] {
             let e = FaultPlan::parse(&rule(body), 1, 3).unwrap_err();
             assert!(e.contains(needle), "{body}: {e}");
@@ -807,6 +858,22 @@ mod tests {
         assert!(e.contains("every must be more than 0s"), "{e}");
         let e = FaultPlan::parse(&rule("kind = \"clog\""), 1, 0).unwrap_err();
         assert!(e.contains("drawn faults need nodes"), "{e}");
+    }
+
+    #[test]
+    fn clock_and_wipe_rules() {
+        let text = "[[draw.fault]]\nkind = \"bump\"\nevery = \"1s\"\nduration = \"1s\"\noffset = [\"4ms\", \"262s\"]\n\
+                    [[draw.fault]]\nkind = \"strobe\"\nevery = \"1s\"\nduration = \"1s\"\noffset = \"2s\"\nperiod = \"50ms\"\n\
+                    [[draw.fault]]\nkind = \"drift\"\nevery = \"1s\"\nduration = \"1s\"\nrate = [100, 5000]\n\
+                    [[draw.fault]]\nkind = \"wipe\"\nevery = \"1s\"\nduration = \"1s\"\n";
+        let p = FaultPlan::parse(text, 1, 3).unwrap();
+        let r = &p.draw.rules;
+        assert_eq!(r[0].offset_ns, [4_000_000, 262_000_000_000]);
+        assert_eq!((r[1].offset_ns, r[1].period_ns), ([2_000_000_000; 2], [50_000_000; 2]));
+        assert_eq!(r[2].rate_ppm, [100, 5000]);
+        assert!(r[..3].iter().all(|r| r.targets == [Selector::All]), "clock faults hit every node");
+        assert_eq!(r[3].targets, [Selector::One]);
+        assert_eq!(p.configured(), ["clock.bump", "clock.strobe", "clock.drift", "node.wipe"]);
     }
 
     #[test]

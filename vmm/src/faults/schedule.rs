@@ -32,6 +32,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::clock::ClockChange;
 use super::disk::DiskEffect;
 use super::network::{Cut, LinkEffect};
 use super::node::NodeAction;
@@ -59,10 +60,14 @@ pub enum DrawnKind {
     Kill,
     Stop,
     Hang,
+    Wipe,
+    Bump,
+    Strobe,
+    Drift,
 }
 
 impl DrawnKind {
-    pub const ALL: [DrawnKind; 18] = [
+    pub const ALL: [DrawnKind; 22] = [
         DrawnKind::Partition,
         DrawnKind::Clog,
         DrawnKind::Drop,
@@ -81,6 +86,10 @@ impl DrawnKind {
         DrawnKind::Kill,
         DrawnKind::Stop,
         DrawnKind::Hang,
+        DrawnKind::Wipe,
+        DrawnKind::Bump,
+        DrawnKind::Strobe,
+        DrawnKind::Drift,
     ];
 
     /// As a plan writes it.
@@ -104,6 +113,10 @@ impl DrawnKind {
             DrawnKind::Kill => "kill",
             DrawnKind::Stop => "stop",
             DrawnKind::Hang => "hang",
+            DrawnKind::Wipe => "wipe",
+            DrawnKind::Bump => "bump",
+            DrawnKind::Strobe => "strobe",
+            DrawnKind::Drift => "drift",
         }
     }
 
@@ -125,6 +138,10 @@ impl DrawnKind {
             DrawnKind::Kill => "node.kill",
             DrawnKind::Stop => "node.stop",
             DrawnKind::Hang => "node.hang",
+            DrawnKind::Wipe => "node.wipe",
+            DrawnKind::Bump => "clock.bump",
+            DrawnKind::Strobe => "clock.strobe",
+            DrawnKind::Drift => "clock.drift",
             k => k.disk_effect(0).expect("the rest are disk kinds").landing(),
         }
     }
@@ -138,6 +155,20 @@ impl DrawnKind {
     pub fn has_probability(self) -> bool {
         matches!(self, DrawnKind::Drop | DrawnKind::Duplicate | DrawnKind::Reorder)
             || self.disk_effect(0).is_some_and(|e| e != DiskEffect::Enospc)
+    }
+
+    /// A fault of processes or power, which only a node that has power
+    /// suffers.
+    pub fn needs_power(self) -> bool {
+        matches!(
+            self,
+            DrawnKind::Crash | DrawnKind::Pause | DrawnKind::Kill | DrawnKind::Stop | DrawnKind::Hang | DrawnKind::Wipe
+        )
+    }
+
+    /// A fault of the machine's one realtime clock (`faults/clock.rs`).
+    pub fn clock(self) -> bool {
+        matches!(self, DrawnKind::Bump | DrawnKind::Strobe | DrawnKind::Drift)
     }
 
     /// With a delay drawn per fault: added latency, the reorder window, the
@@ -205,6 +236,16 @@ pub struct Rule {
     /// and that the node stays down.
     pub torn: f64,
     pub stays_down: f64,
+    /// Clock bumps and strobes: how far realtime jumps (forward or
+    /// backward, drawn per fault).
+    #[serde(default)]
+    pub offset_ns: [u64; 2],
+    /// Strobes: how long each offset holds.
+    #[serde(default)]
+    pub period_ns: [u64; 2],
+    /// Drifts: how fast or slow the clock runs, in parts per million.
+    #[serde(default)]
+    pub rate_ppm: [u64; 2],
 }
 
 /// What a drawn fault does.
@@ -232,25 +273,14 @@ pub enum Effect {
     Hang {
         nodes: Vec<u16>,
     },
-}
-
-impl Effect {
-    /// The nodes it hits (a cut: every node on either side).
-    pub fn nodes(&self) -> Vec<u16> {
-        match self {
-            Effect::Links(l) => match l {
-                LinkEffect::Partition(c) | LinkEffect::Clog(c) => c.nodes(),
-                LinkEffect::Drop { nodes, .. }
-                | LinkEffect::Duplicate { nodes, .. }
-                | LinkEffect::Reorder { nodes, .. }
-                | LinkEffect::Latency { nodes, .. } => nodes.clone(),
-            },
-            Effect::Disks { nodes, .. }
-            | Effect::Crash { nodes, .. }
-            | Effect::Node { nodes, .. }
-            | Effect::Hang { nodes } => nodes.clone(),
-        }
-    }
+    /// The nodes lose power and their disks every write: they come back
+    /// when the fault ends with the disks as the run began them (a
+    /// replaced machine).
+    Wipe {
+        nodes: Vec<u16>,
+    },
+    /// The machine's realtime clock (every node's) is off true time.
+    Clock(ClockChange),
 }
 
 /// A drawn fault: what, when, whom, and (once it ended) what it touched.
@@ -297,7 +327,8 @@ impl Episode {
             Effect::Crash { nodes, torn } => {
                 format!("{}{}", list(nodes), if *torn { ", unflushed writes torn" } else { "" })
             }
-            Effect::Node { nodes, .. } | Effect::Hang { nodes } => list(nodes),
+            Effect::Node { nodes, .. } | Effect::Hang { nodes } | Effect::Wipe { nodes } => list(nodes),
+            Effect::Clock(change) => format!("every node's {}", change.describe()),
         };
         let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
         let until = match (self.ended_ns, self.end_ns) {
@@ -357,6 +388,16 @@ fn between(stream: &mut Stream, [lo, hi]: [u64; 2]) -> u64 {
     lo + match (hi - lo).checked_add(1) {
         Some(n) => stream.below(n),
         None => stream.next_u64(),
+    }
+}
+
+/// A magnitude drawn from `[lo, hi]`, forward or backward at even odds.
+fn signed(stream: &mut Stream, range: [u64; 2]) -> i64 {
+    let magnitude = i64::try_from(between(stream, range)).unwrap_or(i64::MAX);
+    if stream.chance(0.5) {
+        -magnitude
+    } else {
+        magnitude
     }
 }
 
@@ -561,10 +602,7 @@ impl Schedule {
         let mut end_ns = t.saturating_add(duration).max(t + 1);
         let mut candidates: Vec<u16> =
             if rule.among.is_empty() { (0..self.nodes).collect() } else { rule.among.clone() };
-        if matches!(
-            rule.kind,
-            DrawnKind::Crash | DrawnKind::Pause | DrawnKind::Kill | DrawnKind::Stop | DrawnKind::Hang
-        ) {
+        if rule.kind.needs_power() {
             candidates.retain(|n| !down.contains(n));
         }
         let selector = rule.targets[s.below(rule.targets.len() as u64) as usize].clone();
@@ -595,6 +633,13 @@ impl Schedule {
                 DrawnKind::Kill => Effect::Node { nodes, action: NodeAction::Kill },
                 DrawnKind::Stop => Effect::Node { nodes, action: NodeAction::Stop },
                 DrawnKind::Hang => Effect::Hang { nodes },
+                DrawnKind::Wipe => Effect::Wipe { nodes },
+                DrawnKind::Bump => Effect::Clock(ClockChange::Bump { offset_ns: signed(s, rule.offset_ns) }),
+                DrawnKind::Strobe => Effect::Clock(ClockChange::Strobe {
+                    offset_ns: signed(s, rule.offset_ns),
+                    period_ns: between(s, rule.period_ns).max(1),
+                }),
+                DrawnKind::Drift => Effect::Clock(ClockChange::Drift { ppm: signed(s, rule.rate_ppm) }),
                 k => Effect::Disks {
                     nodes,
                     effect: k.disk_effect(delay_ns).expect("every other kind is a disk kind"),
@@ -699,6 +744,9 @@ mod tests {
             delay_ns: [10, 20],
             torn: 0.5,
             stays_down: 0.0,
+            offset_ns: [5, 9],
+            period_ns: [3, 4],
+            rate_ppm: [100, 200],
         }
     }
 

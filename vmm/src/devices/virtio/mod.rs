@@ -33,6 +33,7 @@ use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
 use crate::disk::{Base, Disk};
+use crate::faults::clock::ClockFaults;
 use crate::faults::network::{Cut, LinkEffect};
 use crate::faults::node::{power_schedule, NodeAction, PowerChange};
 use crate::faults::schedule::{Effect, Episode, Schedule, Step};
@@ -158,6 +159,9 @@ pub struct Virtio {
     /// Drawn pause and kill faults in force: (episode, node, action).
     #[serde(default)]
     held: Vec<(u64, u16, NodeAction)>,
+    /// Drawn clock faults in force.
+    #[serde(default)]
+    clock: ClockFaults,
 }
 
 fn no_schedule() -> Schedule {
@@ -203,6 +207,7 @@ impl Virtio {
             landed: Landed::default(),
             events: Vec::new(),
             held: Vec::new(),
+            clock: ClockFaults::default(),
         })
     }
 
@@ -366,7 +371,8 @@ impl Virtio {
         });
         let power = self.power.first().map(|p| Vtime(p.at_ns));
         let drawn = self.schedule.deadline().map(Vtime);
-        completions.chain(self.switch.deadline()).chain(power).chain(drawn).min()
+        let strobe = self.clock.deadline().map(Vtime);
+        completions.chain(self.switch.deadline()).chain(power).chain(drawn).chain(strobe).min()
     }
 
     /// Machine events raised since the last call (see `hc::event`).
@@ -381,12 +387,17 @@ impl Virtio {
             let p = self.power.remove(0);
             // A paused machine skips the plan's crashes (its restarts are
             // no-ops then: the pause brought the node back).
-            if p.on || !self.schedule.paused() {
-                self.set_power(p.node, p.on, p.torn);
+            if p.on {
+                self.set_power(p.node, true, false);
+            } else if !self.schedule.paused() {
+                self.crash(p.node, p.torn);
             }
         }
         let steps = self.schedule.due(now.0, self.switch.down());
         self.apply(steps);
+        if self.clock.fire(now.0) {
+            self.clock_changed();
+        }
         for (node, frame) in self.switch.due(now) {
             let d = &mut self.devices[usize::from(node)];
             let Kind::Net(n) = &mut d.kind else { unreachable!("device {node} ({}) is node {node}'s NIC", d.name) };
@@ -419,10 +430,10 @@ impl Virtio {
 
     /// Cuts or restores a node's power, if it is not so already: its disk
     /// loses (or tears) its unflushed writes, its NIC goes dead or comes
-    /// back, and the guest hears of it.
-    fn set_power(&mut self, node: u16, on: bool, torn: bool) {
+    /// back, and the guest hears of it. Whether it changed anything.
+    fn set_power(&mut self, node: u16, on: bool, torn: bool) -> bool {
         if self.switch.down().contains(&node) != on {
-            return;
+            return false;
         }
         let i = self.disk_index(node);
         let Some(Kind::Blk(b)) = self.devices.get_mut(i).map(|d| &mut d.kind) else {
@@ -430,11 +441,35 @@ impl Virtio {
         };
         b.set_power(on, torn);
         self.switch.set_power(node, on);
-        if !on {
-            self.landed.hit("node.crash");
-        }
         let kind = if on { event::NODE_UP } else { event::NODE_DOWN };
         self.events.push(event::word(kind, node));
+        true
+    }
+
+    /// A crash, written down or drawn.
+    fn crash(&mut self, node: u16, torn: bool) {
+        if self.set_power(node, false, torn) {
+            self.landed.hit("node.crash");
+        }
+    }
+
+    /// The clock changed: the guest hears of it.
+    fn clock_changed(&mut self) {
+        self.events.push(event::word(event::CLOCK, 0));
+    }
+
+    /// What the guest's realtime clock should read (`faults/clock.rs`);
+    /// asking for the offset is applying the clock faults in force.
+    pub fn clock_answer(&mut self, want: crate::control::ClockWant) -> i64 {
+        match want {
+            crate::control::ClockWant::Offset => {
+                for kind in self.clock.applied() {
+                    self.landed.hit(kind);
+                }
+                self.clock.offset_ns()
+            }
+            crate::control::ClockWant::Rate => self.clock.ppm(),
+        }
     }
 
     /// Pauses, kills or stops node `node`'s processes for episode `id` (of
@@ -474,8 +509,20 @@ impl Virtio {
                     }
                     Effect::Crash { nodes, torn } => {
                         for n in nodes {
-                            self.set_power(n, false, torn);
+                            self.crash(n, torn);
                         }
+                    }
+                    Effect::Wipe { nodes } => {
+                        for n in nodes {
+                            if self.set_power(n, false, false) {
+                                self.node_disk(n).wipe();
+                                self.landed.hit(e.kind.landing());
+                            }
+                        }
+                    }
+                    Effect::Clock(change) => {
+                        self.clock.start(e.id, change, e.start_ns);
+                        self.clock_changed();
                     }
                     Effect::Node { nodes, action } => {
                         for n in nodes {
@@ -497,11 +544,16 @@ impl Virtio {
                     let landed = match &e.effect {
                         Effect::Links(_) => self.switch.end(e.id),
                         Effect::Disks { nodes, .. } => nodes.iter().map(|&n| self.node_disk(n).end(e.id)).sum(),
-                        Effect::Crash { nodes, .. } => {
+                        Effect::Crash { nodes, .. } | Effect::Wipe { nodes } => {
                             for &n in nodes {
                                 self.set_power(n, true, false);
                             }
                             nodes.len() as u64
+                        }
+                        Effect::Clock(_) => {
+                            let landed = self.clock.end(e.id);
+                            self.clock_changed();
+                            landed
                         }
                         Effect::Node { .. } => self.release(e.id),
                         Effect::Hang { .. } => {
@@ -541,7 +593,7 @@ impl Virtio {
             }
             Control::PauseFaults(d) => self.schedule.pause(now.0, d.map(|d| now.0.saturating_add(d))),
             Control::ResumeFaults => self.schedule.resume(now.0),
-            Control::Draw | Control::Buggify { .. } => return,
+            Control::Draw | Control::Buggify { .. } | Control::Clock(_) => return,
         };
         self.apply(steps);
     }
@@ -560,8 +612,9 @@ impl Virtio {
                         _ => 0,
                     })
                     .sum(),
-                Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } => nodes.len() as u64,
+                Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } | Effect::Wipe { nodes } => nodes.len() as u64,
                 Effect::Hang { nodes } => self.switch.episode_landed(e.id).unwrap_or(0) + nodes.len() as u64,
+                Effect::Clock(_) => self.clock.episode_landed(e.id),
             };
         }
         all

@@ -1,0 +1,110 @@
+//! Clock faults (`hvsim_vmm::faults::clock`): when hvsim says the machine's
+//! realtime clock is to read otherwise (`hc::event::CLOCK`), init asks
+//! what it should read and sets it.
+//!
+//! - realtime: true time plus the offset, with `clock_settime`;
+//! - rate: the kernel clock's frequency, with `adjtimex` (the tick length
+//!   in steps of 100 ppm, the rest as NTP's frequency offset), so realtime
+//!   and the monotonic clocks run fast or slow together, as on a machine
+//!   whose oscillator drifts.
+//!
+//! True time is the realtime the machine had before the first clock fault,
+//! carried on by `CLOCK_MONOTONIC_RAW`, which neither `clock_settime` nor
+//! `adjtimex` touches.
+
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+
+/// `adjtimex` modes (linux/timex.h).
+const ADJ_FREQUENCY: libc::c_uint = 0x0002;
+const ADJ_TICK: libc::c_uint = 0x4000;
+/// The nominal tick length: 10,000 us per tick at USER_HZ = 100.
+const NOMINAL_TICK: i64 = 10_000;
+
+#[derive(Default)]
+pub struct Clock {
+    /// Realtime less `CLOCK_MONOTONIC_RAW`, in nanoseconds, before the
+    /// first clock fault.
+    true_base: Option<i128>,
+}
+
+fn now(clock: libc::clockid_t) -> io::Result<i128> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
+}
+
+/// Asks hvsim a question on the SDK channel; it answers with the next read.
+fn ask(want: &str) -> io::Result<i64> {
+    let mut dev = OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
+    dev.write_all(format!("{{\"hvsim_clock\":{{\"want\":\"{want}\"}}}}").as_bytes())?;
+    let mut v = [0; 8];
+    dev.read_exact(&mut v)?;
+    Ok(i64::from_le_bytes(v))
+}
+
+/// `adjtimex`'s tick length and frequency offset (ppm << 16) for a rate
+/// `ppm` parts per million off nominal.
+fn tick_and_freq(ppm: i64) -> (i64, i64) {
+    let tick = NOMINAL_TICK + ppm / 100;
+    let rest = ppm - (tick - NOMINAL_TICK) * 100;
+    (tick, rest << 16)
+}
+
+impl Clock {
+    /// Sets the clock as hvsim says it should read now.
+    pub fn apply(&mut self) {
+        match self.try_apply() {
+            Ok((offset, ppm)) => {
+                println!("hvsim-init: clock: realtime {offset:+} ns off true time, running {ppm:+} ppm")
+            }
+            Err(e) => eprintln!("hvsim-init: cannot apply a clock fault: {e}"),
+        }
+    }
+
+    fn try_apply(&mut self) -> io::Result<(i64, i64)> {
+        let (offset, ppm) = (ask("offset")?, ask("rate")?);
+        let raw = now(libc::CLOCK_MONOTONIC_RAW)?;
+        let base = match self.true_base {
+            Some(b) => b,
+            None => *self.true_base.insert(now(libc::CLOCK_REALTIME)? - raw),
+        };
+        let target = base + raw + i128::from(offset);
+        let ts = libc::timespec {
+            tv_sec: (target.div_euclid(1_000_000_000)) as libc::time_t,
+            tv_nsec: (target.rem_euclid(1_000_000_000)) as libc::c_long,
+        };
+        // SAFETY: clock_settime reads one timespec.
+        if unsafe { libc::clock_settime(libc::CLOCK_REALTIME, &ts) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (tick, freq) = tick_and_freq(ppm);
+        // SAFETY: an all-zero timex is a valid argument; adjtimex reads and
+        // writes only it.
+        let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+        tx.modes = ADJ_TICK | ADJ_FREQUENCY;
+        tx.tick = tick as libc::c_long;
+        tx.freq = freq as libc::c_long;
+        // SAFETY: see above.
+        if unsafe { libc::adjtimex(&mut tx) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((offset, ppm))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_split_into_tick_and_frequency() {
+        assert_eq!(tick_and_freq(0), (10_000, 0));
+        assert_eq!(tick_and_freq(250), (10_002, 50 << 16));
+        assert_eq!(tick_and_freq(-250), (9_998, -50 << 16));
+        assert_eq!(tick_and_freq(100_000), (11_000, 0), "10% fast: the longest tick adjtimex allows");
+    }
+}
