@@ -178,6 +178,10 @@ pub mod hc {
         /// started, flipped or ended): init asks what it should read and
         /// sets it (`hvsim_vmm::faults::clock`). `node` is 0.
         pub const CLOCK: u32 = 10;
+        /// Event kinds from here up are custom faults: kind
+        /// `CUSTOM_BASE + i` runs the plan's custom command `i`
+        /// ([`crate::linux::CUSTOM_FAULTS`]) on the node.
+        pub const CUSTOM_BASE: u32 = 0x100;
         /// How long (virtual milliseconds) a stopped node's processes have
         /// to exit after `SIGTERM`.
         pub const STOP_GRACE_MS: u64 = 2000;
@@ -215,6 +219,9 @@ pub mod linux {
     /// (the nodes whose containers hold it). Init composes them once
     /// setup is complete instead of waiting for every service to exit.
     pub const COMPOSER: &str = "/etc/hvsim/composer";
+    /// With custom faults in the fault plan: their commands, in plan order,
+    /// each ended by a NUL byte (`hc::event::CUSTOM_BASE`).
+    pub const CUSTOM_FAULTS: &str = "/etc/hvsim/custom-faults";
 }
 
 /// Test Composer (Antithesis's test templates): what a command's file name

@@ -990,3 +990,99 @@ echo "sleeper exited with $?"
 pause 1
 echo "non-zero bytes after: $(hvsim-node 1 sh -c 'dd if=$HVSIM_DISK bs=512 count=8 iflag=direct 2>/dev/null | tr -d "\0" | wc -c')"
 "#;
+
+/// A plan's own command, run on node 1 at a drawn moment: its output and
+/// status are in the console, and init reports it to hvsim (landing
+/// evidence); the same seed runs it at the same instruction.
+#[test]
+fn a_custom_fault_runs_the_plans_command_on_its_node() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "custom.toml",
+        "[draw]\nbefore_setup = true\n\n[[draw.fault]]\nkind = \"custom\"\nevery = [\"500ms\", \"1s\"]\ntargets = [[1]]\n\
+         command = \"echo reloading on node $HVSIM_NODE; touch /tmp/reloaded-$HVSIM_NODE; exit 3\"\n",
+    );
+    let script = format!("{LIB}pause 1.2\necho \"marks: $(ls /tmp | grep reloaded)\"\n");
+    let v = nodes_run(Some(&plan), &[], &script);
+    let again = nodes_run(Some(&plan), &[], &script);
+    for field in ["trace_hash", "memory_hash", "console", "drawn_faults", "faults"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+    }
+    let out = lines(&v);
+    assert_eq!(line_with(&out, "custom[0] node 1: reloading"), "custom[0] node 1: reloading on node 1");
+    assert_eq!(
+        line_with(&out, "hvsim-init: custom[0] node 1: exited"),
+        "hvsim-init: custom[0] node 1: exited with status 3"
+    );
+    assert_eq!(line_with(&out, "marks: "), "marks: reloaded-1");
+    let drawn = v["drawn_faults"].as_array().unwrap();
+    assert!(!drawn.is_empty() && drawn.iter().all(|d| d["kind"] == "custom"), "{}", v["drawn_faults"]);
+    let ran = out.iter().filter(|l| l.starts_with("hvsim-init: custom[0] node 1: exited")).count() as u64;
+    assert_eq!(
+        fault(&v, "node.custom")["landed"].as_u64(),
+        Some(ran),
+        "every command that ended reported: {}",
+        v["faults"]
+    );
+}
+
+/// Node 0 pings node 1 every 0.2 s for 4 s; each reply is logged with the
+/// virtual time it arrived.
+const PING_SCRIPT: &str = r#"
+hvsim-node 0 ping -c 20 -i 0.2 -W 5 10.0.0.2 | while read l; do stamp; echo "at $up: $l"; done
+"#;
+
+/// `(arrival, sequence number, round trip ms)` of every ping reply.
+fn replies(v: &Value) -> Vec<(f64, u32, f64)> {
+    lines(v)
+        .iter()
+        .filter_map(|l| {
+            let (at, rest) = l.strip_prefix("at ")?.split_once(": 64 bytes from ")?;
+            let seq = rest.split("seq=").nth(1)?.split(' ').next()?.parse().ok()?;
+            let ms = rest.split("time=").nth(1)?.split(' ').next()?.parse().ok()?;
+            Some((at.parse().ok()?, seq, ms))
+        })
+        .collect()
+}
+
+/// A slowed link delays what crosses it and loses nothing; a jammed one
+/// (a clog) holds what crosses it and delivers it all together when it
+/// heals.
+#[test]
+fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rule = |kind: &str, more: &str| {
+        format!(
+            "[draw]\nbefore_setup = true\n\n[[draw.fault]]\nkind = \"{kind}\"\nevery = \"2s\"\nduration = \"1s\"\ntargets = [[1]]\n{more}"
+        )
+    };
+    let slow = write(dir.path(), "slow.toml", &rule("slow", "delay = \"300ms\"\n"));
+    let v = nodes_run(Some(&slow), &[], &format!("{LIB}{PING_SCRIPT}"));
+    let got = replies(&v);
+    assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
+    let slowed: Vec<_> = got.iter().filter(|r| r.2 >= 600.0).collect();
+    assert!(slowed.len() >= 3, "pings across the slowed link take 2 x 300 ms or more: {got:?}");
+    assert!(got.iter().filter(|r| r.2 < 100.0).count() >= 5, "the others do not: {got:?}");
+    assert!(fault(&v, "net.slow")["landed"].as_u64() >= Some(6), "{}", v["faults"]);
+
+    let jam = write(dir.path(), "jam.toml", &rule("clog", ""));
+    let v = nodes_run(Some(&jam), &[], &format!("{LIB}{PING_SCRIPT}"));
+    let got = replies(&v);
+    assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
+    // The pings sent while the link was jammed come back together when it
+    // heals, the earliest having waited longest.
+    let held: Vec<_> = got.iter().filter(|r| r.2 >= 150.0).collect();
+    assert!(held.len() >= 3, "{got:?}");
+    let first = held[0];
+    let bunch: Vec<_> = held.iter().filter(|r| (r.0 - first.0).abs() < 0.05).collect();
+    assert!(bunch.len() >= 3, "replies of the jam arrive together: {got:?}");
+    assert!(bunch.windows(2).all(|w| w[0].2 > w[1].2), "the earliest waited longest: {bunch:?}");
+    assert!(fault(&v, "net.clog")["landed"].as_u64() >= Some(3), "{}", v["faults"]);
+}

@@ -462,7 +462,7 @@ impl Knowledge {
             SdkMessage::Composer(e) => self.composer.add(e),
             SdkMessage::Draw { options } => o.draw = Some(options),
             // Counted from the machine's table (`faults.rs`).
-            SdkMessage::Buggify { .. } => {}
+            SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
                 if !self.instrumentation.sdks.contains(&info) {

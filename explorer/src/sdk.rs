@@ -196,6 +196,10 @@ pub enum SdkMessage {
     Buggify {
         name: String,
     },
+    /// What init tells or asks the machine itself (`hvsim_clock`,
+    /// `hvsim_custom`, `hvsim_faults`): the VMM acts on it
+    /// (`hvsim_vmm::control`); nothing for the explorer.
+    Machine,
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -254,6 +258,7 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             None => SdkMessage::Garbage("hvsim_buggify without a site name".into()),
         },
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
+        "hvsim_clock" | "hvsim_custom" | "hvsim_faults" => SdkMessage::Machine,
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
     }
 }

@@ -276,10 +276,15 @@ impl Target {
                     }
                     work.files.push(f.clone());
                 }
+                let faults = system.faults(seed)?;
+                if !faults.draw.custom.is_empty() {
+                    let commands: Vec<u8> = faults.draw.custom.iter().flat_map(|c| c.bytes().chain([0])).collect();
+                    work.extra_files.push((hvsim_abi::linux::CUSTOM_FAULTS.to_owned(), 0o644, commands));
+                }
                 let inputs = RunInputs {
                     seed,
                     inbox: work.inbox()?,
-                    faults: system.faults(seed)?,
+                    faults,
                     disk_base,
                     images,
                     announce_setup: !system.composer.is_empty(),

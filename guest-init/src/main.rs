@@ -20,6 +20,7 @@
 mod bench;
 mod clock;
 mod container;
+mod custom;
 mod nodes;
 mod power;
 mod sdk;

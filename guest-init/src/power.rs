@@ -18,7 +18,7 @@
 //! are left as they are.
 //!
 //! The same events say when the machine's clock is to read otherwise
-//! (`clock.rs`).
+//! (`clock.rs`) and when to run a custom fault (`custom.rs`).
 
 use std::fs::File;
 use std::io;
@@ -94,6 +94,9 @@ impl Power {
                 (event::NODE_STOP, node) if node < self.nodes => self.stop(node),
                 (event::NODE_START, node) if node < self.nodes => self.start_again(node),
                 (event::CLOCK, _) => self.clock.apply(),
+                (kind, node) if kind >= event::CUSTOM_BASE && node < self.nodes => {
+                    crate::custom::start(kind - event::CUSTOM_BASE, node)
+                }
                 (event::SETUP, _) => {
                     if let Err(e) = std::fs::write(crate::container::composer::SETUP_MARKER, "") {
                         eprintln!("hvsim-init: cannot mark setup complete: {e}");

@@ -22,6 +22,9 @@
 //!   the realtime offset in nanoseconds (or the rate in parts per million),
 //!   an `i64` (`faults/clock.rs`).
 //!
+//! - `{"hvsim_custom": {"index": 0, "node": 1, "status": 0}}`: init reports
+//!   that a custom fault's command ended (its landing evidence).
+//!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
 
@@ -43,6 +46,8 @@ pub enum Control {
     },
     /// The guest asks what its realtime clock should read.
     Clock(ClockWant),
+    /// A custom fault's command ended.
+    CustomDone,
 }
 
 /// What a clock question asks for.
@@ -60,13 +65,14 @@ const FAULTS: &str = "hvsim_faults";
 const DRAW: &str = "hvsim_draw";
 const BUGGIFY: &str = "hvsim_buggify";
 const CLOCK: &str = "hvsim_clock";
+const CUSTOM: &str = "hvsim_custom";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
+    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
@@ -81,6 +87,10 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
             Some(p) => Some(p.as_f64().filter(|p| (0.0..=1.0).contains(p))?),
         };
         return Some(Control::Buggify { name, fire });
+    }
+    if let Some(done) = object.get(CUSTOM) {
+        let fields = ["index", "node", "status"];
+        return fields.iter().all(|f| done.get(f).is_some_and(Value::is_u64)).then_some(Control::CustomDone);
     }
     if let Some(clock) = object.get(CLOCK) {
         return match clock.get("want")?.as_str()? {
@@ -138,6 +148,8 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_clock":{"want":"offset"}}"#), Some(Control::Clock(ClockWant::Offset)));
         assert_eq!(r(r#"{"hvsim_clock":{"want":"rate"}}"#), Some(Control::Clock(ClockWant::Rate)));
         assert_eq!(r(r#"{"hvsim_clock":{"want":"time"}}"#), None);
+        assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1,"status":3}}"#), Some(Control::CustomDone));
+        assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,
             r#"{"hvsim_faults":{"pause":"soon"}}"#,

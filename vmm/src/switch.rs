@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
 use crate::entropy::Stream;
-use crate::faults::network::{LinkEffect, NetEpisode};
+use crate::faults::network::{LinkEffect, NetEpisode, JAM_LIMIT};
 use crate::faults::{Landed, NetFaults, Span};
 
 /// The MAC address of node `i`'s NIC.
@@ -126,7 +126,7 @@ impl Switch {
 
     /// A drawn fault starts: `effect` applies until `end_ns`.
     pub fn start(&mut self, id: u64, effect: LinkEffect, end_ns: u64) {
-        self.episodes.push(NetEpisode { id, effect, end_ns, landed: 0 });
+        self.episodes.push(NetEpisode { id, effect, end_ns, landed: 0, held: 0 });
     }
 
     /// The cuts of the drawn clogs in force.
@@ -241,8 +241,26 @@ impl Switch {
                     return;
                 }
                 LinkEffect::Clog(cut) if cut.blocks(src, dst) => {
+                    if e.held >= JAM_LIMIT {
+                        self.landed.hit("net.clog_overflow");
+                        return;
+                    }
+                    e.held += 1;
                     hold_until = hold_until.max(e.end_ns);
                     Some("net.clog")
+                }
+                LinkEffect::Slow { cut, delay_ns } if cut.blocks(src, dst) => {
+                    extra += delay_ns + self.stream.below(delay_ns + 1);
+                    Some("net.slow")
+                }
+                LinkEffect::BadNode { nodes, probability, delay_ns } if touches(nodes) => {
+                    e.landed += 1;
+                    self.landed.hit("net.bad_node");
+                    if self.stream.chance(*probability) {
+                        return;
+                    }
+                    extra += delay_ns + self.stream.below(delay_ns + 1);
+                    None
                 }
                 LinkEffect::Duplicate { nodes, probability } if touches(nodes) && self.stream.chance(*probability) => {
                     copies = 2;
@@ -441,6 +459,37 @@ mod tests {
         assert!(b > 200 && landed > 100, "{b} {landed}");
         let (_, _, landed, got) = count(LinkEffect::Latency { nodes: vec![2], delay_ns: 5_000_000 }, false);
         assert!(landed > 100 && got.iter().filter(|(_, src)| src[..] == mac(2)).all(|(t, _)| *t >= 5_000_000));
+        // A slowed cut delays what crosses it, and only that.
+        let slow = LinkEffect::Slow { cut: Cut::Groups(vec![vec![0], vec![1, 2]]), delay_ns: 5_000_000 };
+        let (a, b, landed, got) = count(slow, false);
+        assert!(landed == 200 && (100..180).contains(&a) && (100..180).contains(&b), "{a} {b} {landed}");
+        let late = |n: u16, at: u64| got.iter().filter(|(t, src)| src[..] == mac(n) && *t >= at).count();
+        assert_eq!(late(0, 5_000_000), a, "every frame of node 0 that got through came late");
+        assert!(late(2, 5_000_000) < 10, "node 2's frames do not cross the cut");
+        // A bad node: every link of node 2 loses and delays frames.
+        let bad = LinkEffect::BadNode { nodes: vec![2], probability: 0.5, delay_ns: 5_000_000 };
+        let (a, b, landed, got) = count(bad, false);
+        assert!((30..110).contains(&b) && landed == 200 && a > 100, "{a} {b} {landed}");
+        assert!(got.iter().filter(|(_, src)| src[..] == mac(2)).all(|(t, _)| *t >= 5_000_000));
+    }
+
+    /// A clog holds at most JAM_LIMIT frames; the rest are dropped, counted.
+    #[test]
+    fn a_jammed_link_holds_a_bounded_number_of_frames() {
+        use crate::faults::network::{Cut, LinkEffect, JAM_LIMIT};
+        let mut sw = Switch::new(2, NetFaults::default(), 7);
+        sw.start(1, LinkEffect::Clog(Cut::Groups(vec![vec![0], vec![1]])), 1_000_000_000);
+        let sent = JAM_LIMIT as u32 + 100;
+        for n in 0..sent {
+            sw.send(0, &frame(0, 1, n), Vtime(u64::from(n)));
+        }
+        let mut got = Vec::new();
+        while let Some(t) = sw.deadline() {
+            got.extend(sw.due(t).into_iter().map(|_| t.0));
+        }
+        assert_eq!(got.len() as u64, JAM_LIMIT);
+        assert!(got.iter().all(|&t| t == 1_000_000_000), "delivered together when the jam ends");
+        assert_eq!(sw.landed.get("net.clog_overflow"), 100);
     }
 
     #[test]

@@ -267,7 +267,8 @@ impl Composer {
         self.runs += 1;
         let run = self.runs;
         let crashes = crashes(node);
-        match spawn(node, command) {
+        let path = format!("{TEST_DIR}/{}/{}", command.template, command.file);
+        match spawn(node, &[path]) {
             Ok((pid, pidfd, out, err)) => {
                 let label = format!("{service} {}/{}", command.template, command.file);
                 event(&format!(
@@ -421,11 +422,12 @@ fn wait_running(node: u16) -> io::Result<()> {
     Ok(())
 }
 
-/// Starts `command` in node `node`'s container: a shim that joins the
+/// Starts `argv` in node `node`'s container: a shim that joins the
 /// container's namespaces and starts the command in its PID namespace,
 /// waits for it, and exits with its status (SIGTERM passed on). Returns
-/// the shim's PID and pidfd, and the command's output.
-fn spawn(node: u16, command: &Command) -> io::Result<(libc::pid_t, OwnedFd, OwnedFd, OwnedFd)> {
+/// the shim's PID and pidfd, and the command's output. (Custom faults run
+/// their commands this way too, `crate::custom`.)
+pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, OwnedFd, OwnedFd)> {
     let spec = Spec::load(node)?;
     let container: libc::pid_t = std::fs::read_to_string(state_dir(node).join("pid"))?
         .trim()
@@ -445,7 +447,6 @@ fn spawn(node: u16, command: &Command) -> io::Result<(libc::pid_t, OwnedFd, Owne
     let root = File::open(format!("/proc/{container}/root"))?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let path = format!("{TEST_DIR}/{}/{}", command.template, command.file);
     // SAFETY: the composer is single-threaded; the child joins namespaces
     // and forks again.
     let pid = unsafe { libc::fork() };
@@ -476,9 +477,9 @@ fn spawn(node: u16, command: &Command) -> io::Result<(libc::pid_t, OwnedFd, Owne
                 let e = (|| {
                     let env = container_env(&spec, &become_user(&spec.user)?);
                     std::env::set_current_dir(&spec.workdir).or_else(|_| std::env::set_current_dir("/"))?;
-                    Err::<(), io::Error>(exec(std::slice::from_ref(&path), &env))
+                    Err::<(), io::Error>(exec(argv, &env))
                 })();
-                eprintln!("hvsim-init: composer: cannot run {path}: {e:?}");
+                eprintln!("hvsim-init: cannot run {argv:?} in node {node}'s container: {e:?}");
                 // SAFETY: leaving the grandchild without the parent's destructors.
                 unsafe { libc::_exit(127) }
             }
@@ -488,7 +489,7 @@ fn spawn(node: u16, command: &Command) -> io::Result<(libc::pid_t, OwnedFd, Owne
             Ok(child) if child > 0 => shim_wait(child),
             Ok(_) => 127,
             Err(e) => {
-                eprintln!("hvsim-init: composer: cannot enter node {node}'s container: {e}");
+                eprintln!("hvsim-init: cannot enter node {node}'s container: {e}");
                 127
             }
         };

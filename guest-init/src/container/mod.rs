@@ -362,7 +362,7 @@ fn monotonic() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn wait_status(pid: libc::pid_t) -> u8 {
+pub(crate) fn wait_status(pid: libc::pid_t) -> u8 {
     let mut status = 0;
     loop {
         // SAFETY: waitpid on our own child into a local.

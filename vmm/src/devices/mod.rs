@@ -209,7 +209,7 @@ impl Devices {
             Control::Buggify { name, fire } => return self.hc.reach_buggify(name, *fire),
             Control::Clock(want) => return self.hc.answer(self.virtio.clock_answer(*want) as u64),
             Control::SetupComplete => self.hc.arm_buggify(),
-            Control::PauseFaults(_) | Control::ResumeFaults => {}
+            Control::PauseFaults(_) | Control::ResumeFaults | Control::CustomDone => {}
         }
         if *control == Control::SetupComplete && self.hc.take_setup_announcement() {
             self.hc.push_event(hvsim_abi::hc::event::word(hvsim_abi::hc::event::SETUP, 0));

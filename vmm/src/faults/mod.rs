@@ -59,6 +59,9 @@ impl Landed {
     }
 }
 
+/// Landing evidence of what a fault did besides its own kind.
+const CONSEQUENCES: [&str; 2] = ["net.clog_overflow", "disk.wiped"];
+
 /// One line of landing evidence for the summary.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultReport {
@@ -82,5 +85,14 @@ impl FaultReport {
 /// faults of each kind that `struck`.
 pub fn report(plan: &FaultPlan, landed: &Landed, struck: &[schedule::Episode]) -> Vec<FaultReport> {
     let drawn = |kind: &str| struck.iter().filter(|e| e.kind.landing() == kind).count() as u64;
-    plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind), drawn(kind))).collect()
+    let mut lines: Vec<FaultReport> =
+        plan.configured().into_iter().map(|kind| FaultReport::new(kind, landed.get(kind), drawn(kind))).collect();
+    // What some faults did besides, when they did it: frames a jammed link
+    // had no room for, sectors wipes discarded.
+    for kind in CONSEQUENCES {
+        if landed.get(kind) > 0 {
+            lines.push(FaultReport::new(kind, landed.get(kind), 0));
+        }
+    }
+    lines
 }

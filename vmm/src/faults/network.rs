@@ -117,8 +117,16 @@ impl NetFaults {
 pub enum LinkEffect {
     /// Frames across the cut are dropped (a partition).
     Partition(Cut),
-    /// Frames across the cut are held until the fault ends (a clog).
+    /// Frames across the cut are held until the fault ends (a clog: a
+    /// jammed link), at most [`JAM_LIMIT`] of them; more are dropped.
     Clog(Cut),
+    /// Frames across the cut are delayed by `delay_ns` more (each frame up
+    /// to twice that): a slowed link.
+    Slow { cut: Cut, delay_ns: u64 },
+    /// Every link of `nodes` is bad at once: frames to or from them are
+    /// dropped with `probability`, and the rest delayed by `delay_ns` more
+    /// (up to twice that).
+    BadNode { nodes: Vec<u16>, probability: f64, delay_ns: u64 },
     /// Frames to or from `nodes` are dropped with `probability`.
     Drop { nodes: Vec<u16>, probability: f64 },
     /// ... duplicated with `probability`.
@@ -129,6 +137,10 @@ pub enum LinkEffect {
     Latency { nodes: Vec<u16>, delay_ns: u64 },
 }
 
+/// The most frames one clog holds: a switch's buffer is finite. Frames
+/// beyond it are dropped and counted (`net.clog_overflow`).
+pub const JAM_LIMIT: u64 = 4096;
+
 /// A drawn network fault in force at the switch, and what it touched.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetEpisode {
@@ -138,6 +150,9 @@ pub struct NetEpisode {
     /// When it ends: a clog holds frames until then.
     pub end_ns: u64,
     pub landed: u64,
+    /// A clog: the frames it holds (or held), up to [`JAM_LIMIT`].
+    #[serde(default)]
+    pub held: u64,
 }
 
 #[cfg(test)]

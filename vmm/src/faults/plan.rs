@@ -202,7 +202,7 @@ struct DrawFile {
 struct RuleFile {
     kind: String,
     every: Dur,
-    duration: Dur,
+    duration: Option<Dur>,
     targets: Option<Vec<TargetFile>>,
     among: Option<Vec<NodeRef>>,
     one_way: Option<f64>,
@@ -213,6 +213,7 @@ struct RuleFile {
     offset: Option<Dur>,
     period: Option<Dur>,
     rate: Option<[u64; 2]>,
+    command: Option<String>,
 }
 
 /// A target selector as written: a name (`one`, `minority`, `majority`,
@@ -249,6 +250,9 @@ pub struct Draw {
     /// Swarm testing: each line of descent switches on a random subset of
     /// the rules.
     pub swarm: bool,
+    /// The custom faults' commands (`hvsim_abi::linux::CUSTOM_FAULTS`).
+    #[serde(default)]
+    pub custom: Vec<String>,
 }
 
 fn dur(s: &str) -> Result<u64, String> {
@@ -295,8 +299,9 @@ fn chance(p: Option<f64>, what: &str) -> Result<f64, String> {
     Ok(p)
 }
 
-/// A `[[draw.fault]]` rule, checked against its kind and the run's nodes.
-fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
+/// A `[[draw.fault]]` rule, checked against its kind and the run's nodes;
+/// `custom` numbers the plan's custom commands so far.
+fn rule(r: &RuleFile, nodes: &Nodes, what: &str, custom: &mut Vec<String>) -> Result<Rule, String> {
     let kind = DrawnKind::parse(&r.kind).ok_or_else(|| {
         let kinds: Vec<&str> = DrawnKind::ALL.iter().map(|k| k.name()).collect();
         format!("{what}: unknown kind {:?} (the kinds are {})", r.kind, kinds.join(", "))
@@ -316,6 +321,24 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
     refuse(r.offset.is_some() && !clock_shifts, "offset")?;
     refuse(r.period.is_some() && kind != DrawnKind::Strobe, "period")?;
     refuse(r.rate.is_some() && kind != DrawnKind::Drift, "rate")?;
+    refuse(r.command.is_some() && kind != DrawnKind::Custom, "command")?;
+    let command = match (&r.command, kind == DrawnKind::Custom) {
+        (Some(c), _) if c.trim().is_empty() || c.contains('\0') => {
+            return Err(format!("{what}: `command` must be a non-empty shell command without NUL bytes"))
+        }
+        (Some(c), _) => {
+            custom.push(c.clone());
+            Some(u16::try_from(custom.len() - 1).map_err(|_| format!("{what}: too many custom faults"))?)
+        }
+        (None, true) => return Err(format!("{what}: `command` is required (a shell command to run on the node)")),
+        (None, false) => None,
+    };
+    // A custom fault is a moment: its command runs to its own end.
+    let duration_ns = match (&r.duration, kind == DrawnKind::Custom) {
+        (Some(d), _) => dur_range(d, &format!("{what}: duration"))?,
+        (None, true) => [0, 0],
+        (None, false) => return Err(format!("{what}: `duration` is required")),
+    };
     let required = |d: &Option<Dur>, field: &str, needed: bool| -> Result<[u64; 2], String> {
         match d {
             Some(d) => dur_range(d, &format!("{what}: {field}")),
@@ -372,7 +395,7 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
     Ok(Rule {
         kind,
         every_ns,
-        duration_ns: dur_range(&r.duration, &format!("{what}: duration"))?,
+        duration_ns,
         targets,
         among: r.among.as_ref().map(|a| nodes.all(a, &what)).transpose()?.unwrap_or_default(),
         one_way: chance(r.one_way, &format!("{what}: one_way"))?,
@@ -383,6 +406,7 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str) -> Result<Rule, String> {
         offset_ns,
         period_ns,
         rate_ppm,
+        command,
     })
 }
 
@@ -412,7 +436,7 @@ fn selector(t: &TargetFile, kind: DrawnKind, nodes: &Nodes, what: &str) -> Resul
     };
     let cut_only = matches!(s, Selector::Split(_) | Selector::Ring | Selector::Groups(_));
     if cut_only && !kind.cuts() {
-        return Err(format!("{what}: split, ring and groups apply to partition and clog only"));
+        return Err(format!("{what}: split, ring and groups apply to cuts only (partition, clog, slow)"));
     }
     if s == Selector::All && kind.cuts() {
         return Err(format!("{what}: `all` cuts nothing: name a side (one, minority, majority, nodes)"));
@@ -595,17 +619,18 @@ impl FaultPlan {
                 }
             }
         }
+        let mut custom = Vec::new();
         let rules = file
             .draw
             .fault
             .iter()
             .enumerate()
-            .map(|(i, r)| rule(r, &nodes, &format!("draw.fault[{i}]")))
+            .map(|(i, r)| rule(r, &nodes, &format!("draw.fault[{i}]"), &mut custom))
             .collect::<Result<Vec<_>, _>>()?;
         if !rules.is_empty() && nodes.count == 0 {
             return Err("draw: drawn faults need nodes".into());
         }
-        let draw = Draw { rules, before_setup: file.draw.before_setup, swarm: file.draw.swarm.unwrap_or(true) };
+        let draw = Draw { rules, before_setup: file.draw.before_setup, swarm: file.draw.swarm.unwrap_or(true), custom };
         Ok(FaultPlan { network, disk, crashes, draw })
     }
 
@@ -834,7 +859,7 @@ mod tests {
             ("kind = \"latency\"", "give a `delay`"),
             ("kind = \"partition\"\nprobability = 0.5", "`probability` does not apply"),
             ("kind = \"crash\"\none_way = 0.5", "`one_way` does not apply"),
-            ("kind = \"drop\"\nprobability = 0.1\ntargets = [\"ring\"]", "apply to partition and clog only"),
+            ("kind = \"drop\"\nprobability = 0.1\ntargets = [\"ring\"]", "apply to cuts only"),
             ("kind = \"partition\"\ntargets = [\"all\"]", "`all` cuts nothing"),
             ("kind = \"partition\"\ntargets = [\"split 1\"]", "unknown target \"split 1\""),
             ("kind = \"partition\"\ntargets = [[7]]", "node 7 does not exist"),
@@ -848,6 +873,9 @@ mod tests {
             ("kind = \"drift\"\nrate = [10, 5]", "rate: range [10, 5] is empty"),
             ("kind = \"drift\"\nrate = [10, 50]\ntargets = [\"one\"]", "a clock fault hits every node"),
             ("kind = \"wipe\"\noffset = \"1s\"", "`offset` does not apply"),
+            ("kind = \"custom\"", "`command` is required"),
+            ("kind = \"custom\"\ncommand = \" \"", "`command` must be a non-empty shell command"),
+            ("kind = \"crash\"\ncommand = \"true\"", "`command` does not apply"),
             ("kind = \"bump\"\noffset = \"1s\"\nrate = [1, 2]", "`rate` does not apply"),
         ] {
             let e = FaultPlan::parse(&rule(body), 1, 3).unwrap_err();
@@ -874,6 +902,15 @@ mod tests {
         assert!(r[..3].iter().all(|r| r.targets == [Selector::All]), "clock faults hit every node");
         assert_eq!(r[3].targets, [Selector::One]);
         assert_eq!(p.configured(), ["clock.bump", "clock.strobe", "clock.drift", "node.wipe"]);
+        // Custom commands are numbered in plan order; a custom fault needs
+        // no duration, every other kind does.
+        let custom = "[[draw.fault]]\nkind = \"custom\"\nevery = \"1s\"\ncommand = \"kill -HUP 1\"\n\
+                      [[draw.fault]]\nkind = \"custom\"\nevery = \"2s\"\ncommand = \"redis-cli failover\"\n";
+        let p = FaultPlan::parse(custom, 1, 3).unwrap();
+        assert_eq!(p.draw.custom, ["kill -HUP 1", "redis-cli failover"]);
+        assert_eq!((p.draw.rules[0].command, p.draw.rules[1].command), (Some(0), Some(1)));
+        let e = FaultPlan::parse("[[draw.fault]]\nkind = \"clog\"\nevery = \"1s\"\n", 1, 3).unwrap_err();
+        assert!(e.contains("`duration` is required"), "{e}");
     }
 
     #[test]

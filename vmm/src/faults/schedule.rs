@@ -64,10 +64,13 @@ pub enum DrawnKind {
     Bump,
     Strobe,
     Drift,
+    Custom,
+    Slow,
+    BadNode,
 }
 
 impl DrawnKind {
-    pub const ALL: [DrawnKind; 22] = [
+    pub const ALL: [DrawnKind; 25] = [
         DrawnKind::Partition,
         DrawnKind::Clog,
         DrawnKind::Drop,
@@ -90,6 +93,9 @@ impl DrawnKind {
         DrawnKind::Bump,
         DrawnKind::Strobe,
         DrawnKind::Drift,
+        DrawnKind::Custom,
+        DrawnKind::Slow,
+        DrawnKind::BadNode,
     ];
 
     /// As a plan writes it.
@@ -117,6 +123,9 @@ impl DrawnKind {
             DrawnKind::Bump => "bump",
             DrawnKind::Strobe => "strobe",
             DrawnKind::Drift => "drift",
+            DrawnKind::Custom => "custom",
+            DrawnKind::Slow => "slow",
+            DrawnKind::BadNode => "bad_node",
         }
     }
 
@@ -142,18 +151,21 @@ impl DrawnKind {
             DrawnKind::Bump => "clock.bump",
             DrawnKind::Strobe => "clock.strobe",
             DrawnKind::Drift => "clock.drift",
+            DrawnKind::Custom => "node.custom",
+            DrawnKind::Slow => "net.slow",
+            DrawnKind::BadNode => "net.bad_node",
             k => k.disk_effect(0).expect("the rest are disk kinds").landing(),
         }
     }
 
     /// A cut between groups of nodes (rather than faults on a set of them).
     pub fn cuts(self) -> bool {
-        matches!(self, DrawnKind::Partition | DrawnKind::Clog)
+        matches!(self, DrawnKind::Partition | DrawnKind::Clog | DrawnKind::Slow)
     }
 
     /// Per packet or request, with a probability drawn per fault.
     pub fn has_probability(self) -> bool {
-        matches!(self, DrawnKind::Drop | DrawnKind::Duplicate | DrawnKind::Reorder)
+        matches!(self, DrawnKind::Drop | DrawnKind::Duplicate | DrawnKind::Reorder | DrawnKind::BadNode)
             || self.disk_effect(0).is_some_and(|e| e != DiskEffect::Enospc)
     }
 
@@ -174,7 +186,10 @@ impl DrawnKind {
     /// With a delay drawn per fault: added latency, the reorder window, the
     /// stall.
     pub fn has_delay(self) -> bool {
-        matches!(self, DrawnKind::Latency | DrawnKind::Reorder | DrawnKind::Stall)
+        matches!(
+            self,
+            DrawnKind::Latency | DrawnKind::Reorder | DrawnKind::Stall | DrawnKind::Slow | DrawnKind::BadNode
+        )
     }
 
     /// What a disk kind does, with `delay_ns` for a stall.
@@ -246,6 +261,10 @@ pub struct Rule {
     /// Drifts: how fast or slow the clock runs, in parts per million.
     #[serde(default)]
     pub rate_ppm: [u64; 2],
+    /// Custom faults: the command's number among the plan's custom
+    /// commands (`FaultPlan::custom_commands`).
+    #[serde(default)]
+    pub command: Option<u16>,
 }
 
 /// What a drawn fault does.
@@ -281,6 +300,12 @@ pub enum Effect {
     },
     /// The machine's realtime clock (every node's) is off true time.
     Clock(ClockChange),
+    /// The plan's custom command `command` runs on the nodes (at the start;
+    /// it runs to its own end).
+    Custom {
+        nodes: Vec<u16>,
+        command: u16,
+    },
 }
 
 /// A drawn fault: what, when, whom, and (once it ended) what it touched.
@@ -315,6 +340,14 @@ impl Episode {
         };
         let whom = match &self.effect {
             Effect::Links(LinkEffect::Partition(c) | LinkEffect::Clog(c)) => cut(c),
+            Effect::Links(LinkEffect::Slow { cut: c, delay_ns }) => {
+                format!("{} (+{:?})", cut(c), std::time::Duration::from_nanos(*delay_ns))
+            }
+            Effect::Links(LinkEffect::BadNode { nodes, probability, delay_ns }) => format!(
+                "every link of {} (p={probability:.2}, +{:?})",
+                list(nodes),
+                std::time::Duration::from_nanos(*delay_ns)
+            ),
             Effect::Links(
                 LinkEffect::Drop { nodes, probability }
                 | LinkEffect::Duplicate { nodes, probability }
@@ -329,6 +362,7 @@ impl Episode {
             }
             Effect::Node { nodes, .. } | Effect::Hang { nodes } | Effect::Wipe { nodes } => list(nodes),
             Effect::Clock(change) => format!("every node's {}", change.describe()),
+            Effect::Custom { nodes, command } => format!("command {command} on {}", list(nodes)),
         };
         let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
         let until = match (self.ended_ns, self.end_ns) {
@@ -608,10 +642,10 @@ impl Schedule {
         let selector = rule.targets[s.below(rule.targets.len() as u64) as usize].clone();
         let effect = if rule.kind.cuts() {
             let cut = draw_cut(s, &selector, &candidates, rule.one_way)?;
-            Effect::Links(if rule.kind == DrawnKind::Partition {
-                LinkEffect::Partition(cut)
-            } else {
-                LinkEffect::Clog(cut)
+            Effect::Links(match rule.kind {
+                DrawnKind::Partition => LinkEffect::Partition(cut),
+                DrawnKind::Clog => LinkEffect::Clog(cut),
+                _ => LinkEffect::Slow { cut, delay_ns: between(s, rule.delay_ns) },
             })
         } else {
             let nodes = draw_set(s, &selector, &candidates)?;
@@ -622,6 +656,7 @@ impl Schedule {
                 DrawnKind::Duplicate => Effect::Links(LinkEffect::Duplicate { nodes, probability }),
                 DrawnKind::Reorder => Effect::Links(LinkEffect::Reorder { nodes, probability, delay_ns }),
                 DrawnKind::Latency => Effect::Links(LinkEffect::Latency { nodes, delay_ns }),
+                DrawnKind::BadNode => Effect::Links(LinkEffect::BadNode { nodes, probability, delay_ns }),
                 DrawnKind::Crash => {
                     let torn = s.chance(rule.torn);
                     if s.chance(rule.stays_down) {
@@ -640,6 +675,9 @@ impl Schedule {
                     period_ns: between(s, rule.period_ns).max(1),
                 }),
                 DrawnKind::Drift => Effect::Clock(ClockChange::Drift { ppm: signed(s, rule.rate_ppm) }),
+                DrawnKind::Custom => {
+                    Effect::Custom { nodes, command: rule.command.expect("plans give custom faults a command") }
+                }
                 k => Effect::Disks {
                     nodes,
                     effect: k.disk_effect(delay_ns).expect("every other kind is a disk kind"),
@@ -747,6 +785,7 @@ mod tests {
             offset_ns: [5, 9],
             period_ns: [3, 4],
             rate_ppm: [100, 200],
+            command: None,
         }
     }
 

@@ -524,6 +524,11 @@ impl Virtio {
                         self.clock.start(e.id, change, e.start_ns);
                         self.clock_changed();
                     }
+                    Effect::Custom { nodes, command } => {
+                        for n in nodes {
+                            self.events.push(event::word(event::CUSTOM_BASE + u32::from(command), n));
+                        }
+                    }
                     Effect::Node { nodes, action } => {
                         for n in nodes {
                             self.hold(e.id, n, action, e.kind.landing());
@@ -544,6 +549,7 @@ impl Virtio {
                     let landed = match &e.effect {
                         Effect::Links(_) => self.switch.end(e.id),
                         Effect::Disks { nodes, .. } => nodes.iter().map(|&n| self.node_disk(n).end(e.id)).sum(),
+                        Effect::Custom { nodes, .. } => nodes.len() as u64,
                         Effect::Crash { nodes, .. } | Effect::Wipe { nodes } => {
                             for &n in nodes {
                                 self.set_power(n, true, false);
@@ -593,6 +599,10 @@ impl Virtio {
             }
             Control::PauseFaults(d) => self.schedule.pause(now.0, d.map(|d| now.0.saturating_add(d))),
             Control::ResumeFaults => self.schedule.resume(now.0),
+            Control::CustomDone => {
+                self.landed.hit("node.custom");
+                return;
+            }
             Control::Draw | Control::Buggify { .. } | Control::Clock(_) => return,
         };
         self.apply(steps);
@@ -612,7 +622,10 @@ impl Virtio {
                         _ => 0,
                     })
                     .sum(),
-                Effect::Crash { nodes, .. } | Effect::Node { nodes, .. } | Effect::Wipe { nodes } => nodes.len() as u64,
+                Effect::Crash { nodes, .. }
+                | Effect::Node { nodes, .. }
+                | Effect::Wipe { nodes }
+                | Effect::Custom { nodes, .. } => nodes.len() as u64,
                 Effect::Hang { nodes } => self.switch.episode_landed(e.id).unwrap_or(0) + nodes.len() as u64,
                 Effect::Clock(_) => self.clock.episode_landed(e.id),
             };
