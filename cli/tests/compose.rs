@@ -59,17 +59,30 @@ fn a_debian_image_loads_from_both_formats_and_runs_as_a_container() {
 }
 
 #[test]
-fn the_redis_compose_project_runs_to_completion_the_same_twice() {
+fn the_redis_compose_project_runs_to_completion_the_same_twice_with_a_custom_fault() {
     if !kvm_available() {
         return;
     }
     redis_image();
     let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis/compose.yaml");
+    // With a custom fault: a configuration change run in the primary's
+    // container now and then.
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis/reload.toml");
     let mut hashes = Vec::new();
     for _ in 0..2 {
-        let (v, code) = run_json(&["--compose", compose, "--seed", "7", "--vtime-limit", "120s"]);
+        let (v, code) = run_json(&["--compose", compose, "--fault-plan", plan, "--seed", "7", "--vtime-limit", "120s"]);
         let lines = console_lines(&v);
         assert_eq!(code, 0, "{lines:#?}");
+        assert!(
+            lines.iter().any(|l| l == "custom[0] node 0: OK"),
+            "redis-cli ran in the primary's container: {lines:#?}"
+        );
+        assert!(lines.iter().any(|l| l == "hvsim-init: custom[0] node 0: exited with status 0"), "{lines:#?}");
+        assert!(
+            v["faults"][0]["kind"] == "node.custom" && v["faults"][0]["landed"].as_u64() >= Some(1),
+            "{}",
+            v["faults"]
+        );
         assert!(lines.iter().any(|l| l == "client | all keys replicated"), "{lines:#?}");
         assert!(lines
             .iter()

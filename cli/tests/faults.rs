@@ -965,7 +965,21 @@ fn a_wiped_node_comes_back_with_an_empty_disk() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "wipe.toml", &node_fault_plan("wipe", "2s", "500ms"));
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{WIPE_SCRIPT}"));
+    let script = format!("{LIB}{WIPE_SCRIPT}");
+    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &script);
+    // The same seed again, saving a snapshot while the node is wiped and
+    // down: a new process restoring it finishes as the first run did.
+    let snap = dir.path().join("wiped.snap");
+    let again = nodes_run(
+        Some(&plan),
+        &["--node-cmd", SERVICE, "--snapshot-at", "2200ms", "--save-snapshot", snap.to_str().unwrap()],
+        &script,
+    );
+    let restored = replay_snapshot(&snap, &[]);
+    for field in ["trace_hash", "memory_hash", "console", "devices", "faults", "drawn_faults"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the wipe");
+    }
     let out = lines(&v);
     assert_eq!(line_with(&out, "before: "), "before: kept");
     assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137");
@@ -1074,6 +1088,18 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
 
     let jam = write(dir.path(), "jam.toml", &rule("clog", ""));
     let v = nodes_run(Some(&jam), &[], &format!("{LIB}{PING_SCRIPT}"));
+    // A snapshot with frames held in the jam restores them exactly.
+    let snap = dir.path().join("jammed.snap");
+    let again = nodes_run(
+        Some(&jam),
+        &["--snapshot-at", "2500ms", "--save-snapshot", snap.to_str().unwrap()],
+        &format!("{LIB}{PING_SCRIPT}"),
+    );
+    let restored = replay_snapshot(&snap, &[]);
+    for field in ["trace_hash", "memory_hash", "console", "devices", "faults", "drawn_faults"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the jam");
+    }
     let got = replies(&v);
     assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
     // The pings sent while the link was jammed come back together when it

@@ -46,9 +46,7 @@ fn vault_bug_replays(r: &Value) -> &Value {
     assert_eq!(closed["verdict"], "failed", "{closed}");
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
     let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+    replay_reproduces(bug["file"].as_str().unwrap(), &[]);
     bug
 }
 
@@ -314,6 +312,33 @@ fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() 
     let bug = vault_bug_replays(&r);
     let tail: Vec<&str> = bug["console_tail"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert!(tail.contains(&"hvsim-init: service python-antithesis started"), "{tail:#?}");
+}
+
+/// examples/compose/python-buggify: a Python service on hvsim's Python SDK
+/// whose ledger loses a deposit only when its buggify site fires. The
+/// explorer finds it in the timelines that enabled the site (and only
+/// there), and the bug replays.
+#[test]
+fn a_python_service_failing_only_when_buggify_fires_is_found_and_replays() {
+    if !kvm_available() {
+        return;
+    }
+    let o = output(&["image", "debian", "--python-antithesis"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/python-buggify/compose.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let r = explore_json(&["--compose", compose, "--branches", "12", "--seed", "1"], &dir.path().join("out"));
+    let site = &r["buggify"]["ledger: a deposit is lost"];
+    let enabled = site["timelines_enabled"].as_u64().unwrap_or(0);
+    assert!(enabled >= 1 && site["fired"].as_u64() >= Some(1), "{}", r["buggify"]);
+    assert!(enabled < site["timelines"].as_u64().unwrap(), "a site is enabled in some timelines only: {site}");
+    let bug =
+        r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: every deposit is counted");
+    let bug = bug.unwrap_or_else(|| panic!("no bug: {}", r["bugs"]));
+    assert!(bug["occurrences"].as_u64() <= Some(enabled), "only timelines that enabled the site fail: {bug}");
+    let fired = bug["buggify"][0].as_str().unwrap_or_default();
+    assert!(fired.starts_with("ledger: a deposit is lost: reached ") && !fired.ends_with("fired 0"), "{bug}");
+    replay_reproduces(bug["file"].as_str().unwrap(), &[]);
 }
 
 /// Every symbol an official SDK declares against libvoidstar, from a

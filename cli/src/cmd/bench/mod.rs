@@ -14,6 +14,7 @@ use hvsim_guest_image::host::Host;
 
 mod boot;
 mod explore;
+mod faults;
 mod guest;
 mod image;
 mod net;
@@ -88,6 +89,16 @@ enum What {
         /// Branches each exploration runs after its root.
         #[arg(long, default_value = "4", value_parser = clap::value_parser!(u64).range(1..=10_000))]
         branches: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wall time of each node and clock fault (pause, kill, stop, hang,
+    /// crash, wipe, bump, strobe, drift, custom) per injection and per
+    /// recovery, against the same two-node Linux run without it.
+    Faults {
+        /// Runs of each variant (medians are reported).
+        #[arg(long, default_value = "3", value_parser = repeat_range)]
+        repeat: usize,
         #[arg(long)]
         json: bool,
     },
@@ -168,6 +179,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             roots::bench_roots(target, branches, json)
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),
+        What::Faults { repeat, json } => faults::bench_faults(repeat.max(1), json),
         What::Guest { scale, json } => guest::bench_guest(scale, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
         What::Image { repeat, compose, json } => image::bench_image(repeat.max(1), compose, json),
