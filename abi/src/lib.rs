@@ -174,10 +174,13 @@ pub mod hc {
         /// Stop the node gracefully: `SIGTERM` to every process, `SIGKILL`
         /// to those alive [`STOP_GRACE_MS`] later: a drawn `stop` fault.
         pub const NODE_STOP: u32 = 9;
-        /// The machine's realtime clock is to read otherwise (a clock fault
-        /// started, flipped or ended): init asks what it should read and
-        /// sets it (`hvsim_vmm::faults::clock`). `node` is 0.
+        /// Node `node`'s realtime clock is to read otherwise (a clock fault
+        /// started, flipped or ended), or with `node` [`CLOCK_MACHINE`] the
+        /// machine's clock rate: init asks what it should be and sets it
+        /// (`hvsim_vmm::faults::clock`).
         pub const CLOCK: u32 = 10;
+        /// The `node` of a [`CLOCK`] event about the machine's rate.
+        pub const CLOCK_MACHINE: u16 = 0xFFFF;
         /// Event kinds from here up are custom faults: kind
         /// `CUSTOM_BASE + i` runs the plan's custom command `i`
         /// ([`crate::linux::CUSTOM_FAULTS`]) on the node.

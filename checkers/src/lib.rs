@@ -6,7 +6,11 @@
 //!   pairing into operations;
 //! - [`model`]: what a correct object answers (a register with
 //!   compare-and-set, per key);
-//! - [`linearizable`]: the linearizability search.
+//! - [`linearizable`]: the linearizability search;
+//! - [`set`]: sets, Jepsen's set checker (lost, unexpected, duplicated
+//!   adds);
+//! - [`queue`]: queues, Jepsen's total-queue checker (every acknowledged
+//!   enqueue dequeued exactly once).
 //!
 //! Pure and KVM-free: a history recorded in an hvsim run, in a Jepsen run
 //! or by hand is checked the same way (`hvsim check`, docs/checkers.md).
@@ -15,6 +19,8 @@ pub mod error;
 pub mod history;
 pub mod linearizable;
 pub mod model;
+pub mod queue;
+pub mod set;
 
 pub use error::{Error, Result};
 pub use linearizable::{check, Limits, Verdict};

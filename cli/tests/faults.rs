@@ -830,7 +830,7 @@ fn line_with<'a>(lines: &'a [String], prefix: &str) -> &'a str {
 }
 
 /// Every kind of clock fault at once, drawn from the run's start: bumps
-/// (Jepsen's range), strobes and drifts.
+/// of node 1 (Jepsen's range), strobes of node 0, drifts of the machine.
 const CLOCK_PLAN: &str = r#"
 [draw]
 before_setup = true
@@ -841,6 +841,7 @@ kind = "bump"
 every = "1s"
 duration = "400ms"
 offset = ["4ms", "262s"]
+targets = [[1]]
 
 [[draw.fault]]
 kind = "strobe"
@@ -848,6 +849,7 @@ every = "1500ms"
 duration = "700ms"
 offset = ["1s", "10s"]
 period = "200ms"
+targets = [[0]]
 
 [[draw.fault]]
 kind = "drift"
@@ -865,21 +867,79 @@ struct Reading {
     raw: i128,
     tod_us: i128,
     time_s: i128,
+    /// What realtime less true time should be: the node's offset, plus
+    /// what the machine's clock gained at its rate since init last set it
+    /// to true time (at the rate's change; taken as the first reading
+    /// after it, one period late at most).
+    expected: i128,
 }
 
-/// Realtime is true time plus the offset init last applied, running at its
-/// rate since; monotonic never steps; gettimeofday and time() follow
-/// realtime; a realtime timerfd hears every step; the same seed is the same
-/// run, and a snapshot taken with clock faults in force restores them.
+/// What one node's clocks should read for a while: its realtime offset and
+/// the machine's rate as init last applied them, and the readings taken.
+#[derive(Debug)]
+struct Regime {
+    offset: i64,
+    rate: i64,
+    /// The other node's offset at its start.
+    neighbour: i64,
+    readings: Vec<Reading>,
+}
+
+/// Each node's regimes, from the console in order: init's "node N clock:
+/// realtime O ns" and "clock: running R ppm" lines start them, the
+/// watchers' readings fall in them.
+fn regimes(v: &Value) -> ([Vec<Regime>; 2], usize) {
+    let mut offset = [0i64; 2];
+    let mut rate = 0i64;
+    let mut rate_since: Option<i128> = None;
+    let mut all: [Vec<Regime>; 2] = Default::default();
+    for (n, r) in all.iter_mut().enumerate() {
+        r.push(Regime { offset: 0, rate: 0, neighbour: offset[1 - n], readings: Vec::new() });
+    }
+    let mut cancelled = 0;
+    for l in lines(v) {
+        let mut changed: Vec<usize> = Vec::new();
+        if let Some(rest) = l.strip_prefix("hvsim-init: node ") {
+            if let Some((node, o)) = rest.split_once(" clock: realtime ") {
+                let node: usize = node.parse().unwrap();
+                offset[node] = o.split_whitespace().next().unwrap().parse().unwrap();
+                changed.push(node);
+            }
+        } else if let Some(r) = l.strip_prefix("hvsim-init: clock: running ") {
+            rate = r.split_whitespace().next().unwrap().parse().unwrap();
+            rate_since = None;
+            changed.extend([0, 1]);
+        } else if let Some(rest) = l.strip_prefix("clock ") {
+            let n: Vec<i128> = rest.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            let node = n[0] as usize;
+            let since = *rate_since.get_or_insert(n[4]);
+            let expected = i128::from(offset[node]) + i128::from(rate) * (n[4] - since) / 1_000_000;
+            let r = Reading { real: n[2], mono: n[3], raw: n[4], tod_us: n[5], time_s: n[6], expected };
+            all[node].last_mut().unwrap().readings.push(r);
+        } else if l.starts_with("cancelled ") {
+            cancelled += 1;
+        }
+        for node in changed {
+            all[node].push(Regime { offset: offset[node], rate, neighbour: offset[1 - node], readings: Vec::new() });
+        }
+    }
+    (all, cancelled)
+}
+
+/// Each node's realtime is true time plus the offset init last applied to
+/// it, running at the machine's rate since; a bumped node's neighbour does
+/// not move; monotonic never steps; gettimeofday and time() follow
+/// realtime; a realtime timerfd hears every step; the same seed is the
+/// same run, and a snapshot taken with clock faults in force restores them.
 #[test]
-fn clock_faults_step_and_skew_realtime_and_a_reset_returns_it_to_true_time() {
+fn clock_faults_step_one_nodes_realtime_and_skew_the_machines() {
     if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "clock.toml", CLOCK_PLAN);
     let watch = guest_program(dir.path(), "clockwatch");
-    let script = "/clockwatch 80 50\n";
+    let script = "hvsim-node 0 /clockwatch 80 50 &\nhvsim-node 1 /clockwatch 80 50\nwait\n";
     let v = nodes_run(Some(&plan), &["--guest-file", &watch], script);
     let snap = dir.path().join("clock.snap");
     let again = nodes_run(
@@ -892,64 +952,53 @@ fn clock_faults_step_and_skew_realtime_and_a_reset_returns_it_to_true_time() {
         assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
         assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot");
     }
-    // The console in order: init's "realtime O ns off true time, running
-    // R ppm" lines start regimes; the watcher's readings fall in them.
-    let mut regimes: Vec<((i64, i64), Vec<Reading>)> = vec![((0, 0), Vec::new())];
-    let mut cancelled = 0;
-    for l in lines(&v) {
-        if let Some(rest) = l.strip_prefix("hvsim-init: clock: realtime ") {
-            let w: Vec<&str> = rest.split_whitespace().collect();
-            let (offset, rate) = (w[0].parse().unwrap(), w[6].parse().unwrap());
-            regimes.push(((offset, rate), Vec::new()));
-        } else if let Some(rest) = l.strip_prefix("clock ") {
-            let n: Vec<i128> = rest.split_whitespace().map(|x| x.parse().unwrap()).collect();
-            let r = Reading { real: n[1], mono: n[2], raw: n[3], tod_us: n[4], time_s: n[5] };
-            regimes.last_mut().unwrap().1.push(r);
-        } else if l.starts_with("cancelled ") {
-            cancelled += 1;
-        }
-    }
-    let all: Vec<Reading> = regimes.iter().flat_map(|r| r.1.clone()).collect();
-    assert_eq!(all.len(), 80, "{}", v["console"]);
-    let first = regimes[0].1.first().expect("readings before the first clock fault");
-    let true_base = first.real - first.raw;
-    let mono_base = first.mono - first.raw;
-    let (mut stepped, mut skewed) = (0, 0);
-    for ((offset, rate), readings) in &regimes {
-        for r in readings {
-            assert!((r.tod_us * 1000 - r.real).abs() < 1_000_000, "gettimeofday follows realtime: {r:?}");
-            assert!((r.time_s - r.real / 1_000_000_000).abs() <= 1, "time() follows realtime: {r:?}");
-        }
-        let Some(r0) = readings.first() else { continue };
-        // The offset holds from the step (a few virtual microseconds
-        // before the first reading): exactly, at rate 0.
-        let off = r0.real - r0.raw - true_base;
-        let slack = 2_000_000 + (i128::from(*rate).abs() * 60_000_000) / 1_000_000;
-        assert!((off - i128::from(*offset)).abs() < slack, "regime {offset} ns {rate} ppm: {off} ns off at {r0:?}");
-        if *offset != 0 {
-            stepped += 1;
-        }
-        if let (true, Some(rn)) = (readings.len() >= 3 && *rate != 0, readings.last()) {
-            // Realtime and the monotonic clock run at the rate.
-            let span = (rn.raw - r0.raw) as f64;
-            let real_skew = ((rn.real - r0.real) as f64 - span) / span * 1e6;
-            let mono_skew = ((rn.mono - r0.mono) as f64 - span) / span * 1e6;
-            for skew in [real_skew, mono_skew] {
-                assert!((skew - *rate as f64).abs() < 0.1 * (*rate as f64).abs() + 500.0, "{rate} ppm ran {skew} ppm");
+    let (nodes, cancelled) = regimes(&v);
+    let (mut stepped, mut skewed, mut still_neighbour, mut resets) = (0, 0, 0, 0);
+    for (node, regimes) in nodes.iter().enumerate() {
+        let all: Vec<Reading> = regimes.iter().flat_map(|r| r.readings.clone()).collect();
+        assert_eq!(all.len(), 80, "node {node}: {}", v["console"]);
+        let first = regimes[0].readings.first().expect("readings before the first clock fault");
+        let true_base = first.real - first.raw;
+        let mono_base = first.mono - first.raw;
+        for (i, regime) in regimes.iter().enumerate() {
+            let (offset, rate) = (i128::from(regime.offset), regime.rate);
+            for r in &regime.readings {
+                assert!((r.tod_us * 1000 - r.real).abs() < 1_000_000, "gettimeofday follows realtime: {r:?}");
+                assert!((r.time_s - r.real / 1_000_000_000).abs() <= 1, "time() follows realtime: {r:?}");
             }
-            skewed += 1;
+            // Realtime is where it should be: exactly (give or take the
+            // step's own microseconds) at rate 0.
+            let slack = 2_000_000 + (i128::from(rate).abs() * 60_000_000) / 1_000_000;
+            for r in &regime.readings {
+                let off = r.real - r.raw - true_base;
+                assert!((off - r.expected).abs() < slack, "node {node}, {regime:?}: {off} ns off at {r:?}");
+            }
+            let Some(r0) = regime.readings.first() else { continue };
+            stepped += usize::from(offset != 0);
+            still_neighbour += usize::from(offset == 0 && rate == 0 && regime.neighbour != 0);
+            resets += usize::from(i > 0 && (offset, rate) == (0, 0) && regimes[i - 1].offset != 0);
+            if let (true, Some(rn)) = (regime.readings.len() >= 3 && rate != 0, regime.readings.last()) {
+                // Realtime and the monotonic clock run at the rate.
+                let span = (rn.raw - r0.raw) as f64;
+                for skew in
+                    [((rn.real - r0.real) as f64 - span) / span * 1e6, ((rn.mono - r0.mono) as f64 - span) / span * 1e6]
+                {
+                    assert!(
+                        (skew - rate as f64).abs() < 0.1 * (rate as f64).abs() + 500.0,
+                        "{rate} ppm ran {skew} ppm"
+                    );
+                }
+                skewed += 1;
+            }
+            for r in regime.readings.iter().filter(|_| rate == 0) {
+                assert!(r.mono - r.raw >= mono_base - 1_000, "monotonic never steps back: {r:?}");
+            }
         }
-        for r in readings.iter().filter(|_| *rate == 0) {
-            assert!(r.mono - r.raw >= mono_base - 1_000, "monotonic never steps back: {r:?}");
-        }
+        assert!(all.windows(2).all(|w| w[1].mono >= w[0].mono && w[1].raw > w[0].raw), "node {node}");
     }
-    // Monotonic readings never go backwards.
-    assert!(all.windows(2).all(|w| w[1].mono >= w[0].mono && w[1].raw > w[0].raw));
-    // Back at true time after faults ended (the offset check above holds
-    // it to the nanosecond, give or take the step's own microseconds).
-    let resets = regimes.windows(2).filter(|w| w[0].0 != (0, 0) && w[1].0 == (0, 0) && !w[1].1.is_empty()).count();
-    assert!(resets >= 1, "{:?}", regimes.iter().map(|r| r.0).collect::<Vec<_>>());
-    assert!(stepped >= 3 && skewed >= 1, "{stepped} stepped and {skewed} skewed regimes: {}", v["console"]);
+    // Node 1's bumps and node 0's strobes each moved that node's clock
+    // alone: the neighbour read true time meanwhile.
+    assert!(stepped >= 4 && skewed >= 1 && still_neighbour >= 2 && resets >= 2, "{nodes:#?}");
     assert!(cancelled >= 3, "a TFD_TIMER_CANCEL_ON_SET timerfd hears the steps ({cancelled})");
     for kind in ["clock.bump", "clock.strobe", "clock.drift"] {
         assert!(fault(&v, kind)["landed"].as_u64() >= Some(1), "{}", v["faults"]);

@@ -305,3 +305,50 @@ fn damaged_image_archives_are_one_line_errors() {
         assert!(err.contains(path) && err.contains(expect), "{path}: {err}");
     }
 }
+
+/// `hvsim check --model set|queue`: a lost add and a duplicated dequeue
+/// are named with exit 6, a valid history exits 0, one never read is
+/// undecided (7), and a history that breaks the model is one line naming
+/// the file and line.
+#[test]
+fn set_and_queue_histories_are_checked_with_what_went_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, lines: &[&str]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, lines.join("\n")).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let adds = [
+        r#"{"process":0,"type":"invoke","f":"add","value":1}"#,
+        r#"{"process":0,"type":"ok","f":"add","value":1}"#,
+        r#"{"process":1,"type":"invoke","f":"add","value":2}"#,
+        r#"{"process":1,"type":"ok","f":"add","value":2}"#,
+        r#"{"process":2,"type":"invoke","f":"read"}"#,
+    ];
+    let lost = file("lost.jsonl", &[&adds[..], &[r#"{"process":2,"type":"ok","f":"read","value":[2]}"#]].concat());
+    let o = output(&["check", &lost, "--model", "set"]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(6), "{said}");
+    assert!(said.contains("INVALID: 2 acknowledged of 2 added: 1 lost [1]"), "{said}");
+    let kept = file("kept.jsonl", &[&adds[..], &[r#"{"process":2,"type":"ok","f":"read","value":[1,2]}"#]].concat());
+    assert_eq!(output(&["check", &kept, "--model", "set"]).status.code(), Some(0));
+    let unread = file("unread.jsonl", &adds);
+    assert_eq!(output(&["check", &unread, "--model", "set"]).status.code(), Some(7));
+    let queue = file(
+        "queue.jsonl",
+        &[
+            r#"{"process":0,"type":"invoke","f":"enqueue","value":"a"}"#,
+            r#"{"process":0,"type":"ok","f":"enqueue","value":"a"}"#,
+            r#"{"process":1,"type":"invoke","f":"dequeue"}"#,
+            r#"{"process":1,"type":"ok","f":"dequeue","value":"a"}"#,
+            r#"{"process":1,"type":"invoke","f":"drain"}"#,
+            r#"{"process":1,"type":"ok","f":"drain","value":["a"]}"#,
+        ],
+    );
+    let o = output(&["check", &queue, "--model", "queue", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((o.status.code(), v["verdict"].as_str()), (Some(6), Some("invalid")), "{v}");
+    assert_eq!(v["keys"][0]["duplicated"], serde_json::json!(["a"]));
+    let e = one_line_error(&["check", &lost, "--model", "queue"], 1);
+    assert!(e.contains("lost.jsonl") && e.contains("line 1") && e.contains("not `add`"), "{e}");
+}

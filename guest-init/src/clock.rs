@@ -1,19 +1,25 @@
-//! Clock faults (`hvsim_vmm::faults::clock`): when hvsim says the machine's
-//! realtime clock is to read otherwise (`hc::event::CLOCK`), init asks
-//! what it should read and sets it.
+//! Clock faults (`hvsim_vmm::faults::clock`): when hvsim says a clock is to
+//! read otherwise (`hc::event::CLOCK`), init asks what it should read and
+//! sets it.
 //!
-//! - realtime: true time plus the offset, with `clock_settime`;
-//! - rate: the kernel clock's frequency, with `adjtimex` (the tick length
-//!   in steps of 100 ppm, the rest as NTP's frequency offset), so realtime
-//!   and the monotonic clocks run fast or slow together, as on a machine
-//!   whose oscillator drifts.
+//! - A node's realtime offset: every node's processes live in the time
+//!   namespace its holder made for its children (`nodes.rs`), which hvsim's
+//!   kernel patch 0006 gives a realtime offset that may change while they
+//!   live there; init writes it to `/proc/HOLDER/timens_offsets`.
+//! - The machine's rate: the kernel clock's frequency, with `adjtimex` (the
+//!   tick length in steps of 100 ppm, the rest as NTP's frequency offset),
+//!   so realtime and the monotonic clocks run fast or slow together, as on
+//!   a machine whose oscillator drifts; realtime is reset to true time at
+//!   each change (`clock_settime`), so a drift leaves nothing behind.
 //!
-//! True time is the realtime the machine had before the first clock fault,
+//! True time is the realtime the machine had before the first rate change,
 //! carried on by `CLOCK_MONOTONIC_RAW`, which neither `clock_settime` nor
 //! `adjtimex` touches.
 
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
+
+use crate::nodes;
 
 /// `adjtimex` modes (linux/timex.h).
 const ADJ_FREQUENCY: libc::c_uint = 0x0002;
@@ -24,7 +30,7 @@ const NOMINAL_TICK: i64 = 10_000;
 #[derive(Default)]
 pub struct Clock {
     /// Realtime less `CLOCK_MONOTONIC_RAW`, in nanoseconds, before the
-    /// first clock fault.
+    /// first rate change.
     true_base: Option<i128>,
 }
 
@@ -38,9 +44,9 @@ fn now(clock: libc::clockid_t) -> io::Result<i128> {
 }
 
 /// Asks hvsim a question on the SDK channel; it answers with the next read.
-fn ask(want: &str) -> io::Result<i64> {
+fn ask(question: &str) -> io::Result<i64> {
     let mut dev = OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
-    dev.write_all(format!("{{\"hvsim_clock\":{{\"want\":\"{want}\"}}}}").as_bytes())?;
+    dev.write_all(format!("{{\"hvsim_clock\":{question}}}").as_bytes())?;
     let mut v = [0; 8];
     dev.read_exact(&mut v)?;
     Ok(i64::from_le_bytes(v))
@@ -54,25 +60,43 @@ fn tick_and_freq(ppm: i64) -> (i64, i64) {
     (tick, rest << 16)
 }
 
+/// A `timens_offsets` line: seconds (floored) and nanoseconds in [0, 1e9).
+fn offset_line(offset_ns: i64) -> String {
+    format!("realtime {} {}\n", offset_ns.div_euclid(1_000_000_000), offset_ns.rem_euclid(1_000_000_000))
+}
+
 impl Clock {
-    /// Sets the clock as hvsim says it should read now.
-    pub fn apply(&mut self) {
-        match self.try_apply() {
-            Ok((offset, ppm)) => {
-                println!("hvsim-init: clock: realtime {offset:+} ns off true time, running {ppm:+} ppm")
-            }
-            Err(e) => eprintln!("hvsim-init: cannot apply a clock fault: {e}"),
+    /// Sets node `node`'s realtime offset as hvsim says it should be.
+    pub fn apply_node(&mut self, node: u16) {
+        let applied = ask(&format!("{{\"want\":\"offset\",\"node\":{node}}}")).and_then(|offset| {
+            let holder = std::fs::read_to_string(nodes::pid_file(node))?;
+            let path = format!("/proc/{}/timens_offsets", holder.trim());
+            OpenOptions::new().write(true).open(&path)?.write_all(offset_line(offset).as_bytes())?;
+            Ok(offset)
+        });
+        match applied {
+            Ok(offset) => println!("hvsim-init: node {node} clock: realtime {offset:+} ns off true time"),
+            Err(e) => eprintln!("hvsim-init: node {node}: cannot apply a clock fault: {e}"),
         }
     }
 
-    fn try_apply(&mut self) -> io::Result<(i64, i64)> {
-        let (offset, ppm) = (ask("offset")?, ask("rate")?);
+    /// Sets the machine's clock rate as hvsim says it should be, and
+    /// realtime back to true time.
+    pub fn apply_rate(&mut self) {
+        match self.try_apply_rate() {
+            Ok(ppm) => println!("hvsim-init: clock: running {ppm:+} ppm"),
+            Err(e) => eprintln!("hvsim-init: cannot apply a clock rate: {e}"),
+        }
+    }
+
+    fn try_apply_rate(&mut self) -> io::Result<i64> {
+        let ppm = ask(r#"{"want":"rate"}"#)?;
         let raw = now(libc::CLOCK_MONOTONIC_RAW)?;
         let base = match self.true_base {
             Some(b) => b,
             None => *self.true_base.insert(now(libc::CLOCK_REALTIME)? - raw),
         };
-        let target = base + raw + i128::from(offset);
+        let target = base + raw;
         let ts = libc::timespec {
             tv_sec: (target.div_euclid(1_000_000_000)) as libc::time_t,
             tv_nsec: (target.rem_euclid(1_000_000_000)) as libc::c_long,
@@ -92,7 +116,7 @@ impl Clock {
         if unsafe { libc::adjtimex(&mut tx) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((offset, ppm))
+        Ok(ppm)
     }
 }
 
@@ -106,5 +130,12 @@ mod tests {
         assert_eq!(tick_and_freq(250), (10_002, 50 << 16));
         assert_eq!(tick_and_freq(-250), (9_998, -50 << 16));
         assert_eq!(tick_and_freq(100_000), (11_000, 0), "10% fast: the longest tick adjtimex allows");
+    }
+
+    #[test]
+    fn offsets_are_written_as_the_kernel_reads_them() {
+        assert_eq!(offset_line(2_500_000_000), "realtime 2 500000000\n");
+        assert_eq!(offset_line(-2_500_000_000), "realtime -3 500000000\n");
+        assert_eq!(offset_line(0), "realtime 0 0\n");
     }
 }

@@ -118,8 +118,9 @@ fn link_disk(serial: &str, link: &str) -> io::Result<String> {
 }
 
 /// Forks a process that holds new network and UTS namespaces for `node`
-/// (hostname `node<i>`) and sleeps forever. Returns its PID once the
-/// namespaces exist.
+/// (hostname `node<i>`), and a time namespace for its children (the
+/// node's realtime offset, `clock.rs`), and sleeps forever. Returns its PID
+/// once the namespaces exist.
 fn spawn_holder(node: u16) -> io::Result<libc::pid_t> {
     let mut fds = [0; 2];
     // SAFETY: pipe writes two descriptors into the array.
@@ -137,7 +138,7 @@ fn spawn_holder(node: u16) -> io::Result<libc::pid_t> {
     if pid == 0 {
         // SAFETY: system calls with valid arguments; the child never returns.
         unsafe {
-            let ok = libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWUTS) == 0
+            let ok = libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWUTS | CLONE_NEWTIME) == 0
                 && libc::sethostname(hostname.as_ptr().cast(), hostname.len()) == 0;
             libc::write(write_end.as_raw_fd(), [u8::from(ok)].as_ptr().cast(), 1);
             if !ok {
@@ -156,6 +157,9 @@ fn spawn_holder(node: u16) -> io::Result<libc::pid_t> {
     }
     Ok(pid)
 }
+
+/// `CLONE_NEWTIME` (linux/sched.h; not in the libc crate for this target).
+pub const CLONE_NEWTIME: libc::c_int = 0x80;
 
 pub fn setns(ns: &File, kind: libc::c_int) -> io::Result<()> {
     // SAFETY: ns is an open namespace file.

@@ -93,7 +93,8 @@ impl Power {
                 (event::NODE_KILL, node) if node < self.nodes => self.kill(node),
                 (event::NODE_STOP, node) if node < self.nodes => self.stop(node),
                 (event::NODE_START, node) if node < self.nodes => self.start_again(node),
-                (event::CLOCK, _) => self.clock.apply(),
+                (event::CLOCK, event::CLOCK_MACHINE) => self.clock.apply_rate(),
+                (event::CLOCK, node) if node < self.nodes => self.clock.apply_node(node),
                 (kind, node) if kind >= event::CUSTOM_BASE && node < self.nodes => {
                     crate::custom::start(kind - event::CUSTOM_BASE, node)
                 }

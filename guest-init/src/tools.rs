@@ -47,7 +47,7 @@ pub fn stop_faults(args: Vec<String>) -> ExitCode {
 }
 
 /// `hvsim-node I CMD [ARGS...]`: runs CMD (an applet, a program, or a shell
-/// builtin) in node I's network and UTS namespaces, with `HVSIM_NODE` and
+/// builtin) in node I's network, UTS and time namespaces, with `HVSIM_NODE` and
 /// `HVSIM_DISK` (the node's disk) in its environment.
 pub fn node(args: Vec<String>) -> ExitCode {
     let (Some(node), Some(_)) = (args.first().and_then(|n| n.parse::<u16>().ok()), args.get(1)) else {
@@ -62,7 +62,8 @@ pub fn node(args: Vec<String>) -> ExitCode {
         let pid = std::fs::read_to_string(nodes::pid_file(node))?;
         let pid = pid.trim();
         nodes::setns(&File::open(format!("/proc/{pid}/ns/net"))?, libc::CLONE_NEWNET)?;
-        nodes::setns(&File::open(format!("/proc/{pid}/ns/uts"))?, libc::CLONE_NEWUTS)
+        nodes::setns(&File::open(format!("/proc/{pid}/ns/uts"))?, libc::CLONE_NEWUTS)?;
+        nodes::setns(&File::open(format!("/proc/{pid}/ns/time_for_children"))?, nodes::CLONE_NEWTIME)
     };
     if let Err(e) = enter() {
         eprintln!("hvsim-node: cannot enter node {node}: {e} (is the guest running with --nodes?)");

@@ -17,10 +17,10 @@
 //!   reached; its next `RANDOM` of at most 8 bytes reads 1 if it fires now,
 //!   else 0 (`faults/buggify.rs`).
 //!
-//! - `{"hvsim_clock": {"want": "offset"}}` (or `"rate"`): the guest's
-//!   init applies a clock fault; its next `RANDOM` of at most 8 bytes reads
-//!   the realtime offset in nanoseconds (or the rate in parts per million),
-//!   an `i64` (`faults/clock.rs`).
+//! - `{"hvsim_clock": {"want": "offset", "node": N}}` (or `{"want":
+//!   "rate"}`): the guest's init applies a clock fault; its next `RANDOM`
+//!   of at most 8 bytes reads node N's realtime offset in nanoseconds (or
+//!   the machine's rate in parts per million), an `i64` (`faults/clock.rs`).
 //!
 //! - `{"hvsim_custom": {"index": 0, "node": 1, "status": 0}}`: init reports
 //!   that a custom fault's command ended (its landing evidence).
@@ -53,8 +53,8 @@ pub enum Control {
 /// What a clock question asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockWant {
-    /// Realtime less true time, in nanoseconds.
-    Offset,
+    /// A node's realtime less true time, in nanoseconds.
+    Offset(u16),
     /// The clock's rate, in parts per million off true.
     Rate,
 }
@@ -94,7 +94,10 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
     }
     if let Some(clock) = object.get(CLOCK) {
         return match clock.get("want")?.as_str()? {
-            "offset" => Some(Control::Clock(ClockWant::Offset)),
+            "offset" => {
+                let node = u16::try_from(clock.get("node")?.as_u64()?).ok()?;
+                Some(Control::Clock(ClockWant::Offset(node)))
+            }
             "rate" => Some(Control::Clock(ClockWant::Rate)),
             _ => None,
         };
@@ -145,7 +148,9 @@ mod tests {
         );
         assert_eq!(r(r#"{"hvsim_buggify":{"name":"a","fire":2}}"#), None);
         assert_eq!(r(r#"{"hvsim_buggify":{"fire":0.5}}"#), None);
-        assert_eq!(r(r#"{"hvsim_clock":{"want":"offset"}}"#), Some(Control::Clock(ClockWant::Offset)));
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"offset","node":2}}"#), Some(Control::Clock(ClockWant::Offset(2))));
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"offset"}}"#), None);
+        assert_eq!(r(r#"{"hvsim_clock":{"want":"offset","node":70000}}"#), None);
         assert_eq!(r(r#"{"hvsim_clock":{"want":"rate"}}"#), Some(Control::Clock(ClockWant::Rate)));
         assert_eq!(r(r#"{"hvsim_clock":{"want":"time"}}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1,"status":3}}"#), Some(Control::CustomDone));

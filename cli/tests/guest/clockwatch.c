@@ -1,11 +1,11 @@
 /* Watches the clocks for clock-fault tests (cli/tests/faults.rs): every
  * PERIOD_MS milliseconds of monotonic time, COUNT times, prints
- *   clock I REAL MONO RAW TOD TIME
+ *   clock NODE I REAL MONO RAW TOD TIME
  * with REAL, MONO and RAW from clock_gettime (CLOCK_REALTIME, _MONOTONIC,
  * _MONOTONIC_RAW, in ns), TOD from gettimeofday (us) and TIME from time().
  * A realtime timerfd armed with TFD_TIMER_CANCEL_ON_SET prints
  *   cancelled I
- * whenever someone sets the clock. */
+ * whenever someone sets the clock. NODE is $HVSIM_NODE. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +29,7 @@ static void arm(int fd) {
 
 int main(int argc, char **argv) {
     int count = argc > 1 ? atoi(argv[1]) : 10, period_ms = argc > 2 ? atoi(argv[2]) : 100;
+    const char *node = getenv("HVSIM_NODE") ? getenv("HVSIM_NODE") : "-";
     int fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
     arm(fd);
     struct timespec next;
@@ -36,12 +37,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < count; i++) {
         unsigned long long expirations;
         if (read(fd, &expirations, sizeof expirations) < 0 && errno == ECANCELED) {
-            printf("cancelled %d\n", i);
+            printf("cancelled %s %d\n", node, i);
             arm(fd);
         }
         struct timeval tv;
         gettimeofday(&tv, NULL);
-        printf("clock %d %lld %lld %lld %lld %lld\n", i, ns(CLOCK_REALTIME), ns(CLOCK_MONOTONIC),
+        printf("clock %s %d %lld %lld %lld %lld %lld\n", node, i, ns(CLOCK_REALTIME), ns(CLOCK_MONOTONIC),
                ns(CLOCK_MONOTONIC_RAW), tv.tv_sec * 1000000LL + tv.tv_usec, (long long)time(NULL));
         fflush(stdout);
         next.tv_nsec += period_ms * 1000000L;

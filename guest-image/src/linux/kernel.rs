@@ -39,6 +39,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0005-x86-hvsim-a-clock-the-vdso-reads-without-exiting.patch",
         include_str!("../../kernel/patches/0005-x86-hvsim-a-clock-the-vdso-reads-without-exiting.patch"),
     ),
+    (
+        "0006-time-namespace-a-realtime-offset-that-may-change.patch",
+        include_str!("../../kernel/patches/0006-time-namespace-a-realtime-offset-that-may-change.patch"),
+    ),
 ];
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";

@@ -24,7 +24,7 @@
 //!   commands have ended, with faults paused, a `finally_` command.
 //!
 //! A command runs inside its service's running container, in all of its
-//! namespaces (user, IPC, UTS, network, mount, PID), as its user, with its
+//! namespaces (user, IPC, UTS, network, time, mount, PID), as its user, with its
 //! environment and working directory; its output goes to the console,
 //! each line prefixed with the service and the command. What ran is on the
 //! SDK channel: `hvsim_composer` events (the template; each start and exit,
@@ -444,6 +444,9 @@ pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, Ow
     let same_user =
         std::fs::read_link(format!("/proc/{container}/ns/user"))? == std::fs::read_link("/proc/self/ns/user")?;
     let user = if same_user { None } else { Some(ns("user")?) };
+    // The node's time namespace belongs to init's user namespace: joined
+    // first, while the shim may.
+    let time = ns("time")?;
     let root = File::open(format!("/proc/{container}/root"))?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -460,6 +463,7 @@ pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, Ow
             libc::dup2(err_w.as_raw_fd(), 2);
         }
         let r = (|| -> io::Result<libc::pid_t> {
+            nodes::setns(&time, nodes::CLONE_NEWTIME)?;
             if let Some(u) = &user {
                 nodes::setns(u, libc::CLONE_NEWUSER)?;
             }

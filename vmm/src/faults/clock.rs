@@ -1,20 +1,24 @@
-//! Clock faults: the guest's realtime clock jumps (`bump`), alternates
-//! between two offsets (`strobe`) or runs fast or slow (`drift`), and is
-//! reset to true time when the fault ends.
+//! Clock faults: a node's realtime clock jumps (`bump`) or alternates
+//! between two offsets (`strobe`), and is reset to true time when the
+//! fault ends; the machine's clock runs fast or slow (`drift`).
 //!
-//! Every node shares one guest kernel, hence one realtime clock: a clock
-//! fault hits the whole machine, as Antithesis's clock faults hit every
-//! unit at once (docs/faults.md#clocks says what per-node clocks need).
+//! Each node lives in its own time namespace, and hvsim's kernel patch 0006
+//! gives a time namespace a realtime offset that may change while
+//! processes live in it (docs/guest-kernel.md): bumps and strobes are per
+//! node. A rate is the kernel clock's frequency, one for the machine: a
+//! drift hits every node at once.
 //!
-//! The machine keeps what the clock should read: an offset from true time
-//! (the sum of the bumps and high strobes in force) and a rate (the sum of
-//! the drifts in force, in parts per million). Each change raises
-//! `hc::event::CLOCK`; the guest's init then asks for both
-//! (`{"hvsim_clock": {"want": "offset"}}` on the SDK channel, answered by
-//! its next read, like a buggify site) and sets `CLOCK_REALTIME` to true
-//! time plus the offset (`clock_settime`) and the kernel clock's frequency
-//! to the rate (`adjtimex`). True time is the realtime the machine had
-//! before any clock fault, carried on by `CLOCK_MONOTONIC_RAW`, which no
+//! The machine keeps what the clocks should read: each node's offset from
+//! true time (the sum of the bumps and high strobes in force on it) and the
+//! machine's rate (the sum of the drifts in force, in parts per million).
+//! Each change raises `hc::event::CLOCK` for the node (or
+//! [`hvsim_abi::hc::event::CLOCK_MACHINE`] for the rate); the guest's init
+//! then asks for the new value (`{"hvsim_clock": {"want": "offset", "node":
+//! N}}` or `{"want": "rate"}` on the SDK channel, answered by its next read,
+//! like a buggify site) and applies it: the node's namespace offset
+//! (`/proc/PID/timens_offsets`), or the frequency (`adjtimex`) with
+//! realtime reset to true time. True time is the realtime the machine had
+//! before the first drift, carried on by `CLOCK_MONOTONIC_RAW`, which no
 //! fault touches. Monotonic clocks never go backwards.
 
 use serde::{Deserialize, Serialize};
@@ -66,6 +70,8 @@ impl ClockChange {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Active {
     id: u64,
+    /// The nodes whose realtime it offsets (a drift: every node).
+    nodes: Vec<u16>,
     change: ClockChange,
     /// Times the guest applied the clock while it was in force.
     landed: u64,
@@ -81,13 +87,19 @@ pub struct ClockFaults {
 }
 
 impl ClockFaults {
-    /// A fault starts at `now`.
-    pub fn start(&mut self, id: u64, change: ClockChange, now: u64) {
+    /// A fault on `nodes` starts at `now`.
+    pub fn start(&mut self, id: u64, nodes: Vec<u16>, change: ClockChange, now: u64) {
         let next_ns = match change {
             ClockChange::Strobe { period_ns, .. } => now.saturating_add(period_ns.max(1)),
             _ => u64::MAX,
         };
-        self.active.push(Active { id, change, landed: 0, high: true, next_ns });
+        self.active.push(Active { id, nodes, change, landed: 0, high: true, next_ns });
+    }
+
+    /// What fault `id` changes: its nodes' offsets, or (`None`) the rate.
+    pub fn touches(&self, id: u64) -> Option<Vec<u16>> {
+        let a = self.active.iter().find(|a| a.id == id).expect("a clock fault in force");
+        (!matches!(a.change, ClockChange::Drift { .. })).then(|| a.nodes.clone())
     }
 
     /// A fault ends; how many times the guest applied it.
@@ -105,25 +117,32 @@ impl ClockFaults {
         self.active.iter().map(|a| a.next_ns).filter(|&t| t != u64::MAX).min()
     }
 
-    /// Flips the strobes due at `now`; whether the clock changed.
-    pub fn fire(&mut self, now: u64) -> bool {
-        let mut changed = false;
+    /// Flips the strobes due at `now`; the nodes whose clock changed.
+    pub fn fire(&mut self, now: u64) -> Vec<u16> {
+        let mut changed = Vec::new();
         for a in &mut self.active {
             if let ClockChange::Strobe { period_ns, .. } = a.change {
+                let mut flips = 0;
                 while a.next_ns <= now {
                     a.high = !a.high;
                     a.next_ns = a.next_ns.saturating_add(period_ns.max(1));
-                    changed = true;
+                    flips += 1;
+                }
+                if flips % 2 == 1 {
+                    changed.extend(&a.nodes);
                 }
             }
         }
+        changed.sort_unstable();
+        changed.dedup();
         changed
     }
 
-    /// What realtime should read, less true time.
-    pub fn offset_ns(&self) -> i64 {
+    /// What node `node`'s realtime should read, less true time.
+    pub fn offset_ns(&self, node: u16) -> i64 {
         self.active
             .iter()
+            .filter(|a| a.nodes.contains(&node))
             .map(|a| match a.change {
                 ClockChange::Bump { offset_ns } => offset_ns,
                 ClockChange::Strobe { offset_ns, .. } if a.high => offset_ns,
@@ -139,11 +158,16 @@ impl ClockFaults {
         ppm.clamp(-MAX_PPM, MAX_PPM)
     }
 
-    /// The guest applied the clock: every fault in force landed once more.
-    /// Returns their landing kinds.
-    pub fn applied(&mut self) -> Vec<&'static str> {
+    /// The guest applied node `node`'s offset (`Some`) or the machine's
+    /// rate (`None`): every fault in force there landed once more. Returns
+    /// their landing kinds.
+    pub fn applied(&mut self, node: Option<u16>) -> Vec<&'static str> {
         self.active
             .iter_mut()
+            .filter(|a| match node {
+                Some(n) => a.nodes.contains(&n) && !matches!(a.change, ClockChange::Drift { .. }),
+                None => matches!(a.change, ClockChange::Drift { .. }),
+            })
             .map(|a| {
                 a.landed += 1;
                 a.change.landing()
@@ -159,28 +183,33 @@ mod tests {
     #[test]
     fn offsets_and_rates_add_up_and_end_at_true_time() {
         let mut c = ClockFaults::default();
-        c.start(1, ClockChange::Bump { offset_ns: 5_000 }, 0);
-        c.start(2, ClockChange::Drift { ppm: 300 }, 0);
-        c.start(3, ClockChange::Drift { ppm: 200_000 }, 0);
-        assert_eq!((c.offset_ns(), c.ppm()), (5_000, MAX_PPM), "drifts are clamped to what adjtimex allows");
-        assert_eq!(c.applied(), ["clock.bump", "clock.drift", "clock.drift"]);
+        c.start(1, vec![1], ClockChange::Bump { offset_ns: 5_000 }, 0);
+        c.start(2, vec![0, 1], ClockChange::Drift { ppm: 300 }, 0);
+        c.start(3, vec![0, 1], ClockChange::Drift { ppm: 200_000 }, 0);
+        c.start(4, vec![0, 1], ClockChange::Bump { offset_ns: -7 }, 0);
+        assert_eq!((c.offset_ns(0), c.offset_ns(1)), (-7, 4_993), "offsets are per node, and add up");
+        assert_eq!(c.ppm(), MAX_PPM, "drifts are clamped to what adjtimex allows");
+        assert_eq!((c.touches(1), c.touches(2)), (Some(vec![1]), None));
+        assert_eq!(c.applied(Some(1)), ["clock.bump", "clock.bump"]);
+        assert_eq!(c.applied(None), ["clock.drift", "clock.drift"]);
         assert_eq!(c.end(3), 1);
         assert_eq!(c.ppm(), 300);
-        c.end(1);
-        c.end(2);
-        assert_eq!((c.offset_ns(), c.ppm(), c.deadline()), (0, 0, None), "reset");
+        for id in [1, 2, 4] {
+            c.end(id);
+        }
+        assert_eq!((c.offset_ns(1), c.ppm(), c.deadline()), (0, 0, None), "reset");
     }
 
     #[test]
     fn a_strobe_flips_every_period() {
         let mut c = ClockFaults::default();
-        c.start(7, ClockChange::Strobe { offset_ns: -40, period_ns: 10 }, 100);
-        assert_eq!((c.offset_ns(), c.deadline()), (-40, Some(110)));
-        assert!(!c.fire(109));
-        assert!(c.fire(110));
-        assert_eq!((c.offset_ns(), c.deadline()), (0, Some(120)));
-        assert!(c.fire(135), "late: flips twice");
-        assert_eq!((c.offset_ns(), c.deadline()), (0, Some(140)));
+        c.start(7, vec![2], ClockChange::Strobe { offset_ns: -40, period_ns: 10 }, 100);
+        assert_eq!((c.offset_ns(2), c.offset_ns(0), c.deadline()), (-40, 0, Some(110)));
+        assert!(c.fire(109).is_empty());
+        assert_eq!(c.fire(110), [2]);
+        assert_eq!((c.offset_ns(2), c.deadline()), (0, Some(120)));
+        assert!(c.fire(135).is_empty(), "late: flips twice, back where it was");
+        assert_eq!((c.offset_ns(2), c.deadline()), (0, Some(140)));
         assert!(ClockChange::Strobe { offset_ns: -40, period_ns: 10 }.describe().contains("-40ns"));
     }
 }

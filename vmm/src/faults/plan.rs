@@ -376,14 +376,14 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str, custom: &mut Vec<String>) -> Re
     };
     let default_targets = if kind.cuts() {
         vec![Selector::One, Selector::Minority, Selector::Majority]
-    } else if kind.clock() {
+    } else if kind.machine_wide() {
         vec![Selector::All]
     } else {
         vec![Selector::One]
     };
-    if kind.clock() && (r.targets.is_some() || r.among.is_some()) {
+    if kind.machine_wide() && (r.targets.is_some() || r.among.is_some()) {
         return Err(format!(
-            "{what}: a clock fault hits every node (they share one kernel clock, see docs/faults.md#clocks): \
+            "{what}: a drift hits every node (they share one kernel clock rate, see docs/faults.md#clocks): \
              drop `targets` and `among`"
         ));
     }
@@ -871,7 +871,7 @@ mod tests {
             ("kind = \"drift\"", "give a `rate` in parts per million"),
             ("kind = \"drift\"\nrate = [10, 200000]", "rate 200000 ppm is more than 100000"),
             ("kind = \"drift\"\nrate = [10, 5]", "rate: range [10, 5] is empty"),
-            ("kind = \"drift\"\nrate = [10, 50]\ntargets = [\"one\"]", "a clock fault hits every node"),
+            ("kind = \"drift\"\nrate = [10, 50]\ntargets = [\"one\"]", "a drift hits every node"),
             ("kind = \"wipe\"\noffset = \"1s\"", "`offset` does not apply"),
             ("kind = \"custom\"", "`command` is required"),
             ("kind = \"custom\"\ncommand = \" \"", "`command` must be a non-empty shell command"),
@@ -899,8 +899,8 @@ mod tests {
         assert_eq!(r[0].offset_ns, [4_000_000, 262_000_000_000]);
         assert_eq!((r[1].offset_ns, r[1].period_ns), ([2_000_000_000; 2], [50_000_000; 2]));
         assert_eq!(r[2].rate_ppm, [100, 5000]);
-        assert!(r[..3].iter().all(|r| r.targets == [Selector::All]), "clock faults hit every node");
-        assert_eq!(r[3].targets, [Selector::One]);
+        assert_eq!(r[2].targets, [Selector::All], "a drift hits every node");
+        assert!([&r[0], &r[1], &r[3]].iter().all(|r| r.targets == [Selector::One]), "bumps and strobes hit a node");
         assert_eq!(p.configured(), ["clock.bump", "clock.strobe", "clock.drift", "node.wipe"]);
         // Custom commands are numbered in plan order; a custom fault needs
         // no duration, every other kind does.

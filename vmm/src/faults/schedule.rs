@@ -178,9 +178,10 @@ impl DrawnKind {
         )
     }
 
-    /// A fault of the machine's one realtime clock (`faults/clock.rs`).
-    pub fn clock(self) -> bool {
-        matches!(self, DrawnKind::Bump | DrawnKind::Strobe | DrawnKind::Drift)
+    /// A fault of the machine's clock rate, which every node shares
+    /// (`faults/clock.rs`).
+    pub fn machine_wide(self) -> bool {
+        self == DrawnKind::Drift
     }
 
     /// With a delay drawn per fault: added latency, the reorder window, the
@@ -298,8 +299,12 @@ pub enum Effect {
     Wipe {
         nodes: Vec<u16>,
     },
-    /// The machine's realtime clock (every node's) is off true time.
-    Clock(ClockChange),
+    /// The nodes' realtime clocks are off true time (a drift: the
+    /// machine's clock, every node).
+    Clock {
+        nodes: Vec<u16>,
+        change: ClockChange,
+    },
     /// The plan's custom command `command` runs on the nodes (at the start;
     /// it runs to its own end).
     Custom {
@@ -361,7 +366,10 @@ impl Episode {
                 format!("{}{}", list(nodes), if *torn { ", unflushed writes torn" } else { "" })
             }
             Effect::Node { nodes, .. } | Effect::Hang { nodes } | Effect::Wipe { nodes } => list(nodes),
-            Effect::Clock(change) => format!("every node's {}", change.describe()),
+            Effect::Clock { nodes, change: change @ ClockChange::Drift { .. } } if nodes.len() > 1 => {
+                format!("every node: {}", change.describe())
+            }
+            Effect::Clock { nodes, change } => format!("{}: {}", list(nodes), change.describe()),
             Effect::Custom { nodes, command } => format!("command {command} on {}", list(nodes)),
         };
         let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
@@ -669,12 +677,19 @@ impl Schedule {
                 DrawnKind::Stop => Effect::Node { nodes, action: NodeAction::Stop },
                 DrawnKind::Hang => Effect::Hang { nodes },
                 DrawnKind::Wipe => Effect::Wipe { nodes },
-                DrawnKind::Bump => Effect::Clock(ClockChange::Bump { offset_ns: signed(s, rule.offset_ns) }),
-                DrawnKind::Strobe => Effect::Clock(ClockChange::Strobe {
-                    offset_ns: signed(s, rule.offset_ns),
-                    period_ns: between(s, rule.period_ns).max(1),
-                }),
-                DrawnKind::Drift => Effect::Clock(ClockChange::Drift { ppm: signed(s, rule.rate_ppm) }),
+                DrawnKind::Bump => {
+                    Effect::Clock { nodes, change: ClockChange::Bump { offset_ns: signed(s, rule.offset_ns) } }
+                }
+                DrawnKind::Strobe => Effect::Clock {
+                    nodes,
+                    change: ClockChange::Strobe {
+                        offset_ns: signed(s, rule.offset_ns),
+                        period_ns: between(s, rule.period_ns).max(1),
+                    },
+                },
+                DrawnKind::Drift => {
+                    Effect::Clock { nodes, change: ClockChange::Drift { ppm: signed(s, rule.rate_ppm) } }
+                }
                 DrawnKind::Custom => {
                     Effect::Custom { nodes, command: rule.command.expect("plans give custom faults a command") }
                 }

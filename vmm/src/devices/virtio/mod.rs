@@ -395,9 +395,8 @@ impl Virtio {
         }
         let steps = self.schedule.due(now.0, self.switch.down());
         self.apply(steps);
-        if self.clock.fire(now.0) {
-            self.clock_changed();
-        }
+        let flipped = self.clock.fire(now.0);
+        self.clocks_changed(Some(&flipped));
         for (node, frame) in self.switch.due(now) {
             let d = &mut self.devices[usize::from(node)];
             let Kind::Net(n) = &mut d.kind else { unreachable!("device {node} ({}) is node {node}'s NIC", d.name) };
@@ -453,23 +452,27 @@ impl Virtio {
         }
     }
 
-    /// The clock changed: the guest hears of it.
-    fn clock_changed(&mut self) {
-        self.events.push(event::word(event::CLOCK, 0));
+    /// The guest hears that the realtime offsets of `nodes` changed, or
+    /// (`None`) the machine's clock rate.
+    fn clocks_changed(&mut self, nodes: Option<&[u16]>) {
+        match nodes {
+            Some(nodes) => self.events.extend(nodes.iter().map(|&n| event::word(event::CLOCK, n))),
+            None => self.events.push(event::word(event::CLOCK, event::CLOCK_MACHINE)),
+        }
     }
 
-    /// What the guest's realtime clock should read (`faults/clock.rs`);
-    /// asking for the offset is applying the clock faults in force.
+    /// What a clock should read (`faults/clock.rs`); asking is applying the
+    /// clock faults in force there.
     pub fn clock_answer(&mut self, want: crate::control::ClockWant) -> i64 {
-        match want {
-            crate::control::ClockWant::Offset => {
-                for kind in self.clock.applied() {
-                    self.landed.hit(kind);
-                }
-                self.clock.offset_ns()
-            }
-            crate::control::ClockWant::Rate => self.clock.ppm(),
+        use crate::control::ClockWant;
+        let (node, value) = match want {
+            ClockWant::Offset(node) => (Some(node), self.clock.offset_ns(node)),
+            ClockWant::Rate => (None, self.clock.ppm()),
+        };
+        for kind in self.clock.applied(node) {
+            self.landed.hit(kind);
         }
+        value
     }
 
     /// Pauses, kills or stops node `node`'s processes for episode `id` (of
@@ -520,9 +523,9 @@ impl Virtio {
                             }
                         }
                     }
-                    Effect::Clock(change) => {
-                        self.clock.start(e.id, change, e.start_ns);
-                        self.clock_changed();
+                    Effect::Clock { nodes, change } => {
+                        self.clock.start(e.id, nodes, change, e.start_ns);
+                        self.clocks_changed(self.clock.touches(e.id).as_deref());
                     }
                     Effect::Custom { nodes, command } => {
                         for n in nodes {
@@ -556,9 +559,10 @@ impl Virtio {
                             }
                             nodes.len() as u64
                         }
-                        Effect::Clock(_) => {
+                        Effect::Clock { .. } => {
+                            let touches = self.clock.touches(e.id);
                             let landed = self.clock.end(e.id);
-                            self.clock_changed();
+                            self.clocks_changed(touches.as_deref());
                             landed
                         }
                         Effect::Node { .. } => self.release(e.id),
@@ -627,7 +631,7 @@ impl Virtio {
                 | Effect::Wipe { nodes }
                 | Effect::Custom { nodes, .. } => nodes.len() as u64,
                 Effect::Hang { nodes } => self.switch.episode_landed(e.id).unwrap_or(0) + nodes.len() as u64,
-                Effect::Clock(_) => self.clock.episode_landed(e.id),
+                Effect::Clock { .. } => self.clock.episode_landed(e.id),
             };
         }
         all
