@@ -190,6 +190,7 @@ pub mod hc {
         pub const STOP_GRACE_MS: u64 = 2000;
 
         pub const fn word(kind: u32, node: u16) -> u32 {
+            assert!(kind <= 0xFFFF, "an event kind is 16 bits");
             (kind << 16) | node as u32
         }
 

@@ -115,6 +115,26 @@ fn nodes_run(plan: Option<&Path>, extra: &[&str], script: &str) -> Value {
     v
 }
 
+/// [`nodes_run`] twice with the same seed, the second saving a snapshot at
+/// `at` (in the middle of a fault) that a new process then restores: all
+/// three must end the same in every field of `FIELDS` (`what` names the
+/// moment). Returns the first run.
+fn same_twice_and_restored(plan: &Path, extra: &[&str], script: &str, at: &str, what: &str) -> Value {
+    let v = nodes_run(Some(plan), extra, script);
+    let snap = plan.with_extension("snap");
+    let again = nodes_run(
+        Some(plan),
+        &[extra, &["--snapshot-at", at, "--save-snapshot", snap.to_str().unwrap()]].concat(),
+        script,
+    );
+    let restored = replay_snapshot(&snap, &[]);
+    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults", "devices"] {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken {what}");
+    }
+    v
+}
+
 #[test]
 fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     if !kvm_available() {
@@ -125,22 +145,9 @@ fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
     let base = dir.path().join("base.img");
     std::fs::write(&base, [vec![0u8; 16 * 512], vec![b'B'; 512]].concat()).unwrap();
     let image = ["--disk-image", base.to_str().unwrap()];
-    let script = format!("{LIB}{SCRIPT}");
-    let a = nodes_run(Some(&plan), &image, &script);
-    // The second run also saves a snapshot in the middle of the partition,
-    // with frames being retransmitted and a crash behind it; a new process
-    // restoring it must finish exactly as the uninterrupted run did.
-    let snap = dir.path().join("nodes.snap");
-    let b = nodes_run(
-        Some(&plan),
-        &[&image[..], &["--snapshot-at", "5s", "--save-snapshot", snap.to_str().unwrap()]].concat(),
-        &script,
-    );
-    let replayed = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "devices"] {
-        assert_eq!(a[field], b[field], "{field} differs between two runs of seed 5");
-        assert_eq!(a[field], replayed[field], "{field} differs after restoring the snapshot");
-    }
+    // The snapshot is taken in the middle of the partition, with frames
+    // being retransmitted and a crash behind it.
+    let a = same_twice_and_restored(&plan, &image, &format!("{LIB}{SCRIPT}"), "5s", "in the partition");
 
     // TCP: lines sent before the partition arrive at once; none arrives
     // while it lasts; lines sent during it arrive after it heals; all arrive.
@@ -706,20 +713,7 @@ fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "pause.toml", &node_fault_plan("pause", "2s", "1s"));
     let script = format!("{LIB}{PAUSE_SCRIPT}");
-    let v = nodes_run(Some(&plan), &["--node-cmd", HEARTBEAT], &script);
-    // The same seed again, saving a snapshot in the middle of the pause: a
-    // new process restoring it finishes exactly as the uninterrupted run.
-    let snap = dir.path().join("paused.snap");
-    let again = nodes_run(
-        Some(&plan),
-        &["--node-cmd", HEARTBEAT, "--snapshot-at", "2500ms", "--save-snapshot", snap.to_str().unwrap()],
-        &script,
-    );
-    let restored = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
-        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the pause");
-    }
+    let v = same_twice_and_restored(&plan, &["--node-cmd", HEARTBEAT], &script, "2500ms", "in the pause");
     let out = lines(&v);
     let first = &v["drawn_faults"][0];
     assert_eq!(first["kind"], "pause", "{}", v["drawn_faults"]);
@@ -940,18 +934,7 @@ fn clock_faults_step_one_nodes_realtime_and_skew_the_machines() {
     let plan = write(dir.path(), "clock.toml", CLOCK_PLAN);
     let watch = guest_program(dir.path(), "clockwatch");
     let script = "hvsim-node 0 /clockwatch 80 50 &\nhvsim-node 1 /clockwatch 80 50\nwait\n";
-    let v = nodes_run(Some(&plan), &["--guest-file", &watch], script);
-    let snap = dir.path().join("clock.snap");
-    let again = nodes_run(
-        Some(&plan),
-        &["--guest-file", &watch, "--snapshot-at", "2300ms", "--save-snapshot", snap.to_str().unwrap()],
-        script,
-    );
-    let restored = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
-        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot");
-    }
+    let v = same_twice_and_restored(&plan, &["--guest-file", &watch], script, "2300ms", "with clocks off");
     let (nodes, cancelled) = regimes(&v);
     let (mut stepped, mut skewed, mut still_neighbour, mut resets) = (0, 0, 0, 0);
     for (node, regimes) in nodes.iter().enumerate() {
@@ -1015,20 +998,7 @@ fn a_wiped_node_comes_back_with_an_empty_disk() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "wipe.toml", &node_fault_plan("wipe", "2s", "500ms"));
     let script = format!("{LIB}{WIPE_SCRIPT}");
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &script);
-    // The same seed again, saving a snapshot while the node is wiped and
-    // down: a new process restoring it finishes as the first run did.
-    let snap = dir.path().join("wiped.snap");
-    let again = nodes_run(
-        Some(&plan),
-        &["--node-cmd", SERVICE, "--snapshot-at", "2200ms", "--save-snapshot", snap.to_str().unwrap()],
-        &script,
-    );
-    let restored = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "devices", "faults", "drawn_faults"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
-        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the wipe");
-    }
+    let v = same_twice_and_restored(&plan, &["--node-cmd", SERVICE], &script, "2200ms", "while wiped and down");
     let out = lines(&v);
     assert_eq!(line_with(&out, "before: "), "before: kept");
     assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137");
@@ -1136,19 +1106,7 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
     assert!(fault(&v, "net.slow")["landed"].as_u64() >= Some(6), "{}", v["faults"]);
 
     let jam = write(dir.path(), "jam.toml", &rule("clog", ""));
-    let v = nodes_run(Some(&jam), &[], &format!("{LIB}{PING_SCRIPT}"));
-    // A snapshot with frames held in the jam restores them exactly.
-    let snap = dir.path().join("jammed.snap");
-    let again = nodes_run(
-        Some(&jam),
-        &["--snapshot-at", "2500ms", "--save-snapshot", snap.to_str().unwrap()],
-        &format!("{LIB}{PING_SCRIPT}"),
-    );
-    let restored = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "devices", "faults", "drawn_faults"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
-        assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken in the jam");
-    }
+    let v = same_twice_and_restored(&jam, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames jammed");
     let got = replies(&v);
     assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
     // The pings sent while the link was jammed come back together when it

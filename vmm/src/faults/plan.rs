@@ -21,6 +21,11 @@ use super::node::Crash;
 use super::schedule::{DrawnKind, Rule, Selector};
 use crate::entropy::Stream;
 
+/// The most custom faults a plan may name: each is a machine event kind
+/// (`hvsim_abi::hc::event::CUSTOM_BASE + i`), 16 bits.
+const MAX_CUSTOM: usize = 1024;
+const _: () = assert!(hvsim_abi::hc::event::CUSTOM_BASE as usize + MAX_CUSTOM <= 0xFFFF, "event kinds are 16 bits");
+
 /// A number, or a range the seed picks from.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged, expecting = "expected a number, or a range of two numbers like [0.01, 0.1]")]
@@ -326,9 +331,12 @@ fn rule(r: &RuleFile, nodes: &Nodes, what: &str, custom: &mut Vec<String>) -> Re
         (Some(c), _) if c.trim().is_empty() || c.contains('\0') => {
             return Err(format!("{what}: `command` must be a non-empty shell command without NUL bytes"))
         }
+        (Some(_), _) if custom.len() >= MAX_CUSTOM => {
+            return Err(format!("{what}: too many custom faults (at most {MAX_CUSTOM})"))
+        }
         (Some(c), _) => {
             custom.push(c.clone());
-            Some(u16::try_from(custom.len() - 1).map_err(|_| format!("{what}: too many custom faults"))?)
+            Some((custom.len() - 1) as u16)
         }
         (None, true) => return Err(format!("{what}: `command` is required (a shell command to run on the node)")),
         (None, false) => None,
@@ -911,6 +919,9 @@ mod tests {
         assert_eq!((p.draw.rules[0].command, p.draw.rules[1].command), (Some(0), Some(1)));
         let e = FaultPlan::parse("[[draw.fault]]\nkind = \"clog\"\nevery = \"1s\"\n", 1, 3).unwrap_err();
         assert!(e.contains("`duration` is required"), "{e}");
+        let many = "[[draw.fault]]\nkind = \"custom\"\nevery = \"1s\"\ncommand = \"true\"\n".repeat(MAX_CUSTOM + 1);
+        let e = FaultPlan::parse(&many, 1, 3).unwrap_err();
+        assert!(e.contains("draw.fault[1024] (custom): too many custom faults (at most 1024)"), "{e}");
     }
 
     #[test]
