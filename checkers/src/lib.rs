@@ -10,12 +10,14 @@
 //! - [`set`]: sets, Jepsen's set checker (lost, unexpected, duplicated
 //!   adds);
 //! - [`queue`]: queues, Jepsen's total-queue checker (every acknowledged
-//!   enqueue dequeued exactly once).
+//!   enqueue dequeued exactly once);
+//! - [`generate`]: histories of real registers, for benchmarks and tests.
 //!
 //! Pure and KVM-free: a history recorded in an hvsim run, in a Jepsen run
 //! or by hand is checked the same way (`hvsim check`, docs/checkers.md).
 
 pub mod error;
+pub mod generate;
 pub mod history;
 pub mod linearizable;
 pub mod model;
@@ -27,7 +29,7 @@ pub use linearizable::{check, Limits, Verdict};
 
 /// The limits the `history` fuzz target checks with: small, so that each
 /// input takes milliseconds.
-pub const FUZZ_LIMITS: Limits = Limits { steps: 20_000, memo_bytes: 1 << 20 };
+pub const FUZZ_LIMITS: Limits = Limits { memo: true, steps: 20_000, memo_bytes: 1 << 20 };
 
 /// Parses a history and checks it for linearizability.
 pub fn check_text(text: &str, limits: Limits) -> Result<Verdict> {

@@ -13,13 +13,13 @@
 //! their invocation, or never. Linearizability is compositional, so each
 //! key is checked on its own.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::history::{Op, Outcome};
-use crate::model::{Register, RegisterOp};
+use crate::model::{Map, Model, Register, RegisterOp};
 
 /// The answer for a history.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -50,6 +50,9 @@ pub enum Verdict {
 /// How far the search may go on one key before it answers `Unknown`.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// Lowe's memo of (placed set, state) pairs; off only to measure what
+    /// it saves (`hvsim bench checkers`).
+    pub memo: bool,
     /// Steps (default 10,000,000).
     pub steps: u64,
     /// Bytes its memo of (placed set, register) pairs may hold (default
@@ -60,33 +63,61 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { steps: 10_000_000, memo_bytes: 1 << 30 }
+        Limits { memo: true, steps: 10_000_000, memo_bytes: 1 << 30 }
     }
+}
+
+/// What a check cost: steps taken and the memo's bytes, over every key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    pub steps: u64,
+    pub memo_bytes: usize,
 }
 
 /// Checks a history's operations against the register model, key by key.
 pub fn check(ops: &[Op], limits: Limits) -> Result<Verdict> {
+    check_costed(ops, limits).map(|(v, _)| v)
+}
+
+/// [`check`], and what it cost.
+pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
+    let mut cost = Cost::default();
     let mut by_key: BTreeMap<Option<String>, Vec<&Op>> = BTreeMap::new();
     for op in ops {
         by_key.entry(op.key.clone()).or_default().push(op);
     }
     for (key, ops) in &by_key {
         let model_ops = ops.iter().map(|op| RegisterOp::of(op)).collect::<Result<Vec<_>>>()?;
-        match search(ops, &model_ops, limits) {
-            Search::Found => {}
-            Search::Stuck { op, placed } => {
-                return Ok(Verdict::NotLinearizable {
-                    key: key.clone(),
-                    op: ops[op].describe(),
-                    line: ops[op].line,
-                    placed,
-                    of: ops.len(),
-                })
-            }
-            Search::GaveUp { steps, why } => return Ok(Verdict::Unknown { key: key.clone(), steps, why: why.into() }),
+        let (found, c) = search(ops, &model_ops, Register::empty(), limits);
+        cost.steps += c.steps;
+        cost.memo_bytes += c.memo_bytes;
+        if let Some(v) = verdict(found, key.clone(), ops) {
+            return Ok((v, cost));
         }
     }
-    Ok(Verdict::Linearizable { operations: ops.len(), keys: by_key.len() })
+    Ok((Verdict::Linearizable { operations: ops.len(), keys: by_key.len() }, cost))
+}
+
+/// The plain search, for comparison: the whole history as one object (a
+/// map of registers, not split by key), with or without the memo as
+/// `limits` says.
+pub fn check_whole(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
+    let refs: Vec<&Op> = ops.iter().collect();
+    let model_ops = ops.iter().map(|op| Ok((op.key.clone(), RegisterOp::of(op)?))).collect::<Result<Vec<_>>>()?;
+    let (found, cost) = search(&refs, &model_ops, Map::default(), limits);
+    let keys = ops.iter().map(|op| &op.key).collect::<HashSet<_>>().len();
+    Ok((verdict(found, None, &refs).unwrap_or(Verdict::Linearizable { operations: ops.len(), keys }), cost))
+}
+
+/// The verdict a search's end gives, if not linearizable.
+fn verdict(found: Search, key: Option<String>, ops: &[&Op]) -> Option<Verdict> {
+    match found {
+        Search::Found => None,
+        Search::Stuck { op, placed } => {
+            Some(Verdict::NotLinearizable { key, op: ops[op].describe(), line: ops[op].line, placed, of: ops.len() })
+        }
+        Search::GaveUp { steps, why } => Some(Verdict::Unknown { key, steps, why: why.into() }),
+    }
 }
 
 enum Search {
@@ -119,12 +150,12 @@ const END: usize = usize::MAX;
 struct List(Vec<Entry>);
 
 impl List {
-    fn new(ops: &[&Op], model_ops: &[RegisterOp]) -> List {
+    fn new<M: Model>(ops: &[&Op], model_ops: &[M::Op]) -> List {
         // (time, is a completion, op): unknown outcomes complete after
         // everything; a read whose result is unknown constrains nothing.
         let mut times: Vec<(usize, bool, usize)> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
-            if op.outcome == Outcome::Unknown && matches!(model_ops[i], RegisterOp::Read(_)) {
+            if op.outcome == Outcome::Unknown && M::is_read(&model_ops[i]) {
                 continue;
             }
             times.push((op.invoked, false, i));
@@ -180,65 +211,95 @@ impl List {
     }
 }
 
-fn search(ops: &[&Op], model_ops: &[RegisterOp], limits: Limits) -> Search {
-    let mut list = List::new(ops, model_ops);
-    let mut placed = vec![0u64; ops.len().div_ceil(64)];
-    let set = |bits: &mut Vec<u64>, i: usize, on: bool| {
-        if on {
-            bits[i / 64] |= 1 << (i % 64);
-        } else {
-            bits[i / 64] &= !(1 << (i % 64));
-        }
-    };
-    let mut seen: HashSet<(Vec<u64>, Register)> = HashSet::new();
+/// The set of placed operations, with a hash kept as it changes (Zobrist's:
+/// one random word per operation, XORed in and out), so that a memo lookup
+/// costs a word, not the whole set.
+struct Placed {
+    bits: Vec<u64>,
+    hash: u64,
+}
+
+/// Operation `i`'s random word (splitmix64 of `i`).
+fn zobrist(i: usize) -> u64 {
+    let mut z = (i as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Placed {
+    fn flip(&mut self, i: usize, on: bool) {
+        debug_assert_eq!(self.bits[i / 64] >> (i % 64) & 1 == 1, !on, "placed once, lifted once");
+        self.bits[i / 64] ^= 1 << (i % 64);
+        self.hash ^= zobrist(i);
+    }
+}
+
+fn search<M: Model>(ops: &[&Op], model_ops: &[M::Op], initial: M, limits: Limits) -> (Search, Cost) {
+    let mut list = List::new::<M>(ops, model_ops);
+    let mut placed = Placed { bits: vec![0u64; ops.len().div_ceil(64)], hash: 0 };
+    // Lowe's memo: (hash of the placed set, state) -> the placed sets seen
+    // with that hash (compared whole: a verdict never rests on a hash).
+    let mut seen: HashMap<(u64, M), Vec<Vec<u64>>> = HashMap::new();
     let mut memo_bytes = 0usize;
-    let mut stack: Vec<(usize, Register)> = Vec::new();
-    let mut state = Register::empty();
+    let mut stack: Vec<(usize, M)> = Vec::new();
+    let mut state = initial;
     // The completion that stopped the deepest search, for the report.
     let mut stuck = (0, 0);
     let mut entry = list.first();
     let mut steps = 0u64;
+    let cost = |steps, memo_bytes| Cost { steps, memo_bytes };
     while list.first() != END {
         steps += 1;
         if steps > limits.steps {
-            return Search::GaveUp { steps: limits.steps, why: "the step limit" };
+            return (Search::GaveUp { steps: limits.steps, why: "the step limit" }, cost(limits.steps, memo_bytes));
         }
         debug_assert!(entry != END, "a completion always comes before the list's end");
         let e = list.0[entry];
         if e.call {
             if let Some(next) = state.step(&model_ops[e.op]) {
-                set(&mut placed, e.op, true);
+                placed.flip(e.op, true);
                 // What a memo entry costs: its set, its value, the table's share.
-                let entry_bytes = placed.len() * 8 + next.0.len() + 64;
-                if memo_bytes + entry_bytes > limits.memo_bytes {
-                    return Search::GaveUp { steps, why: "the memory limit" };
+                let entry_bytes = placed.bits.len() * 8 + next.bytes() + 64;
+                if limits.memo && memo_bytes + entry_bytes > limits.memo_bytes {
+                    return (Search::GaveUp { steps, why: "the memory limit" }, cost(steps, memo_bytes));
                 }
-                if seen.insert((placed.clone(), next.clone())) {
-                    memo_bytes += entry_bytes;
+                let new = !limits.memo || {
+                    let sets = seen.entry((placed.hash, next.clone())).or_default();
+                    let new = !sets.contains(&placed.bits);
+                    if new {
+                        sets.push(placed.bits.clone());
+                    }
+                    new
+                };
+                if new {
+                    if limits.memo {
+                        memo_bytes += entry_bytes;
+                    }
                     stack.push((entry, std::mem::replace(&mut state, next)));
                     list.lift(entry);
                     entry = list.first();
                     continue;
                 }
-                set(&mut placed, e.op, false);
+                placed.flip(e.op, false);
             }
             entry = e.next;
         } else {
             if ops[e.op].outcome == Outcome::Unknown {
                 // Only operations that may never have happened are left.
-                return Search::Found;
+                return (Search::Found, cost(steps, memo_bytes));
             }
             if stack.len() >= stuck.1 {
                 stuck = (e.op, stack.len());
             }
             let Some((call, before)) = stack.pop() else {
-                return Search::Stuck { op: stuck.0, placed: stuck.1 };
+                return (Search::Stuck { op: stuck.0, placed: stuck.1 }, cost(steps, memo_bytes));
             };
-            set(&mut placed, list.0[call].op, false);
+            placed.flip(list.0[call].op, false);
             state = before;
             list.unlift(call);
             entry = list.0[call].next;
         }
     }
-    Search::Found
+    (Search::Found, cost(steps, memo_bytes))
 }

@@ -1,5 +1,8 @@
 //! Models: what a correct object answers, operation by operation.
 
+use std::collections::BTreeMap;
+use std::hash::Hash;
+
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -54,5 +57,59 @@ impl Register {
             RegisterOp::Write(v) => Some(Register(v.clone())),
             RegisterOp::Cas(expected, new) => (*expected == self.0).then(|| Register(new.clone())),
         }
+    }
+}
+
+/// An object the linearizability search can check: its state after an
+/// operation, if a correct object could have done it.
+pub trait Model: Clone + Eq + Hash {
+    type Op;
+    fn step(&self, op: &Self::Op) -> Option<Self>;
+    /// A read whose answer is unknown constrains nothing: the search
+    /// leaves it out.
+    fn is_read(op: &Self::Op) -> bool;
+    /// Bytes the state takes in the search's memo.
+    fn bytes(&self) -> usize;
+}
+
+impl Model for Register {
+    type Op = RegisterOp;
+
+    fn step(&self, op: &RegisterOp) -> Option<Register> {
+        Register::step(self, op)
+    }
+
+    fn is_read(op: &RegisterOp) -> bool {
+        matches!(op, RegisterOp::Read(_))
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Every key's register as one object: what a search that does not split
+/// a history by key (the plain search `hvsim bench checkers` measures
+/// against) checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Map(pub BTreeMap<Option<String>, Register>);
+
+impl Model for Map {
+    type Op = (Option<String>, RegisterOp);
+
+    fn step(&self, (key, op): &Self::Op) -> Option<Map> {
+        let now = self.0.get(key).cloned().unwrap_or_else(Register::empty);
+        let next = now.step(op)?;
+        let mut map = self.clone();
+        map.0.insert(key.clone(), next);
+        Some(map)
+    }
+
+    fn is_read((_, op): &Self::Op) -> bool {
+        matches!(op, RegisterOp::Read(_))
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.iter().map(|(k, v)| k.as_ref().map_or(0, String::len) + v.0.len() + 16).sum()
     }
 }

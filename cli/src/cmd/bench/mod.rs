@@ -13,6 +13,7 @@ use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 use hvsim_guest_image::host::Host;
 
 mod boot;
+mod checkers;
 mod explore;
 mod faults;
 mod guest;
@@ -89,6 +90,16 @@ enum What {
         /// Branches each exploration runs after its root.
         #[arg(long, default_value = "4", value_parser = clap::value_parser!(u64).range(1..=10_000))]
         branches: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The linearizability checker on generated register, compare-and-set
+    /// and key-value histories (1k and 10k operations, 5 and 20 clients)
+    /// against the plain search (one object, no memo), time and memo size.
+    Checkers {
+        /// Steps each search may take before it answers "undecided".
+        #[arg(long, default_value = "2000000", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        step_limit: u64,
         #[arg(long)]
         json: bool,
     },
@@ -180,6 +191,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),
         What::Faults { repeat, json } => faults::bench_faults(repeat.max(1), json),
+        What::Checkers { step_limit, json } => checkers::bench_checkers(step_limit, json),
         What::Guest { scale, json } => guest::bench_guest(scale, json),
         What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
         What::Image { repeat, compose, json } => image::bench_image(repeat.max(1), compose, json),

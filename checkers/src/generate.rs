@@ -1,0 +1,162 @@
+//! Histories of real objects, for benchmarks and tests: clients operate on
+//! atomic registers (each operation takes effect at one instant between its
+//! invocation and its completion), so every history made here is
+//! linearizable. Deterministic from a seed.
+
+use serde_json::{json, Value};
+
+/// What the clients operate on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Object {
+    /// One register: reads and writes.
+    Register,
+    /// One register: reads, writes and compare-and-sets (half of them
+    /// expecting the value the register holds, so half succeed).
+    Cas,
+    /// A map of eight registers: reads and writes of random keys.
+    Map,
+}
+
+impl Object {
+    pub fn name(self) -> &'static str {
+        match self {
+            Object::Register => "register",
+            Object::Cas => "cas-register",
+            Object::Map => "key-value",
+        }
+    }
+}
+
+/// splitmix64: a small, good, seeded stream.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One operation as generated: who, what, when.
+struct Planned {
+    process: usize,
+    f: &'static str,
+    key: Option<String>,
+    /// A write's value, a cas's `[expected, new]`.
+    arg: Value,
+    invoke: u64,
+    effect: u64,
+    end: u64,
+}
+
+/// A history of `ops` operations by `clients` concurrent clients, as JSON
+/// lines.
+pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String {
+    assert!(clients > 0, "a history needs a client");
+    let mut rng = Rng(seed);
+    // Each client: its operations one after another, with think time.
+    let mut next_free = vec![0u64; clients];
+    let mut planned = Vec::with_capacity(ops);
+    for i in 0..ops {
+        let process = i % clients;
+        let invoke = next_free[process] + rng.below(3);
+        let effect = invoke + rng.below(4);
+        let end = effect + rng.below(4);
+        next_free[process] = end + 1;
+        let key = (object == Object::Map).then(|| format!("k{}", rng.below(8)));
+        let (f, arg) = match (object, rng.below(3)) {
+            (_, 0) => ("read", Value::Null),
+            (Object::Cas, 1) => ("cas", json!([rng.below(5), rng.below(5)])),
+            _ => ("write", json!(rng.below(5))),
+        };
+        planned.push(Planned { process, f, key, arg, invoke, effect, end });
+    }
+    // What each operation saw: the registers as the effects leave them.
+    let mut by_effect: Vec<usize> = (0..planned.len()).collect();
+    by_effect.sort_by_key(|&i| (planned[i].effect, i));
+    let mut registers: std::collections::BTreeMap<Option<String>, Value> = Default::default();
+    let mut outcome: Vec<(&str, Value)> = vec![("ok", Value::Null); planned.len()];
+    for i in by_effect {
+        let p = &mut planned[i];
+        let held = registers.entry(p.key.clone()).or_insert(Value::Null);
+        outcome[i] = match p.f {
+            "read" => ("ok", held.clone()),
+            "write" => {
+                *held = p.arg.clone();
+                ("ok", p.arg.clone())
+            }
+            _ => {
+                // Half the cases expect what the register holds.
+                if p.arg[0] != *held && p.effect % 2 == 0 {
+                    p.arg[0] = held.clone();
+                }
+                if p.arg[0] == *held {
+                    *held = p.arg[1].clone();
+                    ("ok", p.arg.clone())
+                } else {
+                    ("fail", p.arg.clone())
+                }
+            }
+        };
+    }
+    // Invocations, then effects, then completions at the same tick.
+    let mut events: Vec<(u64, String)> = Vec::with_capacity(2 * planned.len());
+    for (p, (kind, value)) in planned.iter().zip(outcome) {
+        let mut invoke = json!({"process": p.process, "type": "invoke", "f": p.f, "value": p.arg});
+        let mut done = json!({"process": p.process, "type": kind, "f": p.f, "value": value});
+        if let Some(k) = &p.key {
+            invoke["key"] = k.clone().into();
+            done["key"] = k.clone().into();
+        }
+        events.push((p.invoke * 4, invoke.to_string()));
+        events.push((p.end * 4 + 2, done.to_string()));
+    }
+    events.sort_by_key(|(t, _)| *t);
+    let mut text = events.into_iter().map(|(_, e)| e).collect::<Vec<_>>().join("\n");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{operations, parse};
+    use crate::linearizable::{check, check_whole, Limits, Verdict};
+
+    #[test]
+    fn generated_histories_are_linearizable_split_or_whole_memoized_or_not() {
+        for object in [Object::Register, Object::Cas, Object::Map] {
+            for seed in 0..20 {
+                let text = history(object, 40, 4, seed);
+                let ops = operations(&parse(&text).unwrap()).unwrap();
+                let split = check(&ops, Limits::default()).unwrap();
+                assert!(matches!(split, Verdict::Linearizable { .. }), "{object:?} {seed}: {split:?}\n{text}");
+                let (whole, _) = check_whole(&ops, Limits::default()).unwrap();
+                assert!(matches!(whole, Verdict::Linearizable { .. }), "{object:?} {seed}: {whole:?}");
+                let plain = Limits { memo: false, steps: 200_000, ..Limits::default() };
+                let (plain, _) = check_whole(&ops, plain).unwrap();
+                assert!(matches!(plain, Verdict::Linearizable { .. } | Verdict::Unknown { .. }), "{plain:?}");
+            }
+        }
+        assert_eq!(history(Object::Cas, 30, 3, 7), history(Object::Cas, 30, 3, 7), "a seed, a history");
+    }
+
+    #[test]
+    fn a_corrupted_generated_history_is_caught_split_or_whole() {
+        let text = history(Object::Map, 60, 5, 3);
+        let mut lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let read = lines.iter_mut().find(|e| e["type"] == "ok" && e["f"] == "read").expect("a read to corrupt");
+        read["value"] = 99.into();
+        let bad = lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+        let ops = operations(&parse(&bad).unwrap()).unwrap();
+        assert!(matches!(check(&ops, Limits::default()).unwrap(), Verdict::NotLinearizable { .. }));
+        assert!(matches!(check_whole(&ops, Limits::default()).unwrap().0, Verdict::NotLinearizable { .. }));
+    }
+}
