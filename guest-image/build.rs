@@ -17,6 +17,9 @@ fn main() {
     let init_dir = manifest_dir.join("../guest-init");
     println!("cargo:rerun-if-changed={}", init_dir.join("src").display());
     println!("cargo:rerun-if-changed={}", init_dir.join("Cargo.toml").display());
+    // Init is built with the ABI crate: a change there is a change of init.
+    println!("cargo:rerun-if-changed={}", manifest_dir.join("../abi/src").display());
+    println!("cargo:rerun-if-changed={}", manifest_dir.join("../abi/Cargo.toml").display());
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     let target_dir = out_dir.join("guest-init-target");
