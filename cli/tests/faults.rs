@@ -702,11 +702,9 @@ const HEARTBEAT: &str = r#"read up _ < /proc/uptime; echo "node $HVSIM_NODE up a
 
 /// A paused node's peer sees its requests stall while TCP stays up, and the
 /// node resumes where it stopped (the same under the same seed, and from a
-/// snapshot taken during the pause); a killed node's service loses its
-/// processes, not its writes, and starts again; a stopped one gets SIGTERM
-/// and a grace period first.
+/// snapshot taken during the pause).
 #[test]
-fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_writes() {
+fn a_paused_node_stalls_its_peer_and_resumes_where_it_stopped() {
     if !kvm_available() {
         return;
     }
@@ -742,9 +740,25 @@ fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_
     line_with(&out, "ping in the pause: answered");
     assert!(line_with(&out, "hvsim-init: node 1 resumed: continued ").ends_with(" processes"));
     assert!(fault(&v, "node.pause")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+}
 
+/// A killed node's service loses its processes, not its writes, and starts
+/// again (the same under the same seed, and from a snapshot taken while
+/// the node is killed).
+#[test]
+fn a_killed_node_restarts_with_its_writes() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "kill.toml", &node_fault_plan("kill", "2s", "0.5s"));
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{KILL_SCRIPT}"));
+    let v = same_twice_and_restored(
+        &plan,
+        &["--node-cmd", SERVICE],
+        &format!("{LIB}{KILL_SCRIPT}"),
+        "2200ms",
+        "in the kill",
+    );
     let out = lines(&v);
     assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137", "SIGKILL");
     assert!(line_with(&out, "hvsim-init: node 1 killed: ").ends_with(" processes"));
@@ -758,11 +772,25 @@ fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_
     assert!(fault(&v, "node.kill")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
     // No power was lost: the disk never refused a request.
     assert_eq!(device(&v, "blk1")["counters"]["refused_node_down"].as_u64().unwrap_or(0), 0, "{}", v["devices"]);
+}
 
-    // A graceful stop: the process that handles SIGTERM exits its own way,
-    // the one that ignores it is killed after the grace period.
+/// A graceful stop: the process that handles SIGTERM exits its own way,
+/// the one that ignores it is killed after the grace period (the same
+/// under the same seed, and from a snapshot taken in the grace period).
+#[test]
+fn a_stopped_node_gets_sigterm_then_sigkill_after_its_grace() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "stop.toml", &node_fault_plan("stop", "3s", "1s"));
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{STOP_SCRIPT}"));
+    let v = same_twice_and_restored(
+        &plan,
+        &["--node-cmd", SERVICE],
+        &format!("{LIB}{STOP_SCRIPT}"),
+        "3500ms",
+        "in the grace period",
+    );
     let out = lines(&v);
     assert_eq!(line_with(&out, "graceful exited with"), "graceful exited with 3", "its TERM trap ran");
     assert_eq!(line_with(&out, "stubborn exited with"), "stubborn exited with 137", "killed after the grace");
@@ -771,10 +799,24 @@ fn a_paused_node_stalls_its_peer_and_resumes_and_a_killed_one_restarts_with_its_
     assert!(stopped.ends_with(" 2 killed after the grace period"), "{stopped}");
     assert_eq!(out.iter().filter(|l| l.starts_with("node 1 up at ")).count(), 2, "{out:#?}");
     assert!(fault(&v, "node.stop")["landed"].as_u64() >= Some(1), "{}", v["faults"]);
+}
 
-    // A hung node answers nothing, not even a ping, until the hang ends.
+/// A hung node answers nothing, not even a ping, until the hang ends (the
+/// same under the same seed, and from a snapshot taken in the hang).
+#[test]
+fn a_hung_node_answers_nothing_until_the_hang_ends() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "hang.toml", &node_fault_plan("hang", "5s", "1500ms"));
-    let v = nodes_run(Some(&plan), &["--node-cmd", SERVICE], &format!("{LIB}{HANG_SCRIPT}"));
+    let v = same_twice_and_restored(
+        &plan,
+        &["--node-cmd", SERVICE],
+        &format!("{LIB}{HANG_SCRIPT}"),
+        "5500ms",
+        "in the hang",
+    );
     let out = lines(&v);
     line_with(&out, "ping in the hang: lost");
     line_with(&out, "ping after the hang: answered");
@@ -1040,11 +1082,7 @@ fn a_custom_fault_runs_the_plans_command_on_its_node() {
          command = \"echo reloading on node $HVSIM_NODE; touch /tmp/reloaded-$HVSIM_NODE; exit 3\"\n",
     );
     let script = format!("{LIB}pause 1.2\necho \"marks: $(ls /tmp | grep reloaded)\"\n");
-    let v = nodes_run(Some(&plan), &[], &script);
-    let again = nodes_run(Some(&plan), &[], &script);
-    for field in ["trace_hash", "memory_hash", "console", "drawn_faults", "faults"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
-    }
+    let v = same_twice_and_restored(&plan, &[], &script, "1100ms", "after a custom fault ran");
     let out = lines(&v);
     assert_eq!(line_with(&out, "custom[0] node 1: reloading"), "custom[0] node 1: reloading on node 1");
     assert_eq!(
@@ -1097,7 +1135,7 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
         )
     };
     let slow = write(dir.path(), "slow.toml", &rule("slow", "delay = \"300ms\"\n"));
-    let v = nodes_run(Some(&slow), &[], &format!("{LIB}{PING_SCRIPT}"));
+    let v = same_twice_and_restored(&slow, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames slowed");
     let got = replies(&v);
     assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
     let slowed: Vec<_> = got.iter().filter(|r| r.2 >= 600.0).collect();
