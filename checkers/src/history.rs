@@ -48,6 +48,11 @@ pub struct Event {
     /// `[expected, new]`.
     #[serde(default)]
     pub value: serde_json::Value,
+    /// When it happened: nanoseconds of virtual time, as hvsim stamps the
+    /// events a guest records through the SDK (ignored by the checkers,
+    /// which go by the history's order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<u64>,
     /// Its line in the history file (1-based; blank lines count).
     #[serde(skip)]
     pub line: usize,

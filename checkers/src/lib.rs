@@ -11,6 +11,9 @@
 //!   adds);
 //! - [`queue`]: queues, Jepsen's total-queue checker (every acknowledged
 //!   enqueue dequeued exactly once);
+//! - [`judge`]: one verdict over every model (valid, invalid, undecided),
+//!   with the anomalies named;
+//! - [`shrink`]: the smallest violating sub-history (delta debugging);
 //! - [`generate`]: histories of real registers, for benchmarks and tests.
 //!
 //! Pure and KVM-free: a history recorded in an hvsim run, in a Jepsen run
@@ -19,12 +22,15 @@
 pub mod error;
 pub mod generate;
 pub mod history;
+pub mod judge;
 pub mod linearizable;
 pub mod model;
 pub mod queue;
 pub mod set;
+pub mod shrink;
 
 pub use error::{Error, Result};
+pub use judge::{judge, Judgement, ModelKind, Status};
 pub use linearizable::{check, Limits, Verdict};
 
 /// The limits the `history` fuzz target checks with: small, so that each

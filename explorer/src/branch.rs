@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
+use crate::checkers::{self, CheckerSpec, Checked, Violation};
 use crate::composer::Composition;
 use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
@@ -131,6 +132,10 @@ pub(crate) struct BranchRun {
     pub end_at: Point,
     /// Where the guest crashed, if that was the branch's first failure.
     pub crash: Option<Failure>,
+    /// What each checker said of the timeline's history at its end.
+    pub checked: Vec<Checked>,
+    /// A checker's violation, and where (if it was the first failure).
+    pub violation: Option<(Violation, Option<Failure>)>,
     /// With a failure: the console's lines from the first one on.
     pub console_after: Vec<String>,
     /// Landing evidence: what each fault kind touched in this branch.
@@ -164,6 +169,8 @@ pub(crate) struct Rules {
     pub snapshots: bool,
     /// Whether SDK draws are decision points (`schedule.rs`).
     pub draws: bool,
+    /// Checkers run at the end of the branch's timeline.
+    pub checkers: Vec<CheckerSpec>,
 }
 
 impl Rules {
@@ -301,6 +308,9 @@ pub(crate) fn run(
     };
     let crashed = end.as_ref().is_some_and(is_crash);
     let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine));
+    let (checked, violation) = checkers::run(&rules.checkers, machine.messages());
+    let first_failure = failed_at.is_none() && crash.is_none();
+    let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine))));
     let console_after = failed_at.map(|from| bugs::console_after(machine.console(), from)).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);
@@ -310,6 +320,8 @@ pub(crate) fn run(
         end,
         end_at: point(machine),
         crash,
+        checked,
+        violation,
         console_after,
         faults,
         vtime_ns: machine.now().nanos() - from.nanos(),

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::checkers::{self, CheckerSpec, HistoryFinding};
 use crate::composer::Composition;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
@@ -39,6 +40,9 @@ pub enum BugKind {
     Assertion { id: String, message: String, assertion: AssertKind, details: Value },
     /// The guest crashed (kernel panic, triple fault, exit with an error...).
     Crash { end: End },
+    /// A checker found the history its timeline recorded invalid
+    /// (`checkers.rs`); `summary`: the checker's explanation.
+    Checker { checker: CheckerSpec, summary: String },
 }
 
 impl BugKind {
@@ -60,6 +64,15 @@ impl BugKind {
             BugKind::Crash { end: End::Exit { status } } => format!("crash:exit:{status}"),
             BugKind::Crash { end: End::GuestPanic { code } } => format!("crash:guest-panic:{code:#x}"),
             BugKind::Crash { end } => format!("crash:{}", end.name()),
+            BugKind::Checker { checker, .. } => format!("checker:{}", checker.name),
+        }
+    }
+
+    /// The checker, for a checker's bug.
+    pub fn checker(&self) -> Option<&String> {
+        match self {
+            BugKind::Checker { checker, .. } => Some(&checker.name),
+            _ => None,
         }
     }
 
@@ -79,6 +92,9 @@ impl BugKind {
             }
             BugKind::Assertion { message, .. } => format!("assertion failed: {message}"),
             BugKind::Crash { end } => format!("guest crashed: {}", end.detail()),
+            BugKind::Checker { checker, summary } => {
+                format!("checker {} ({}) found the history {summary}", checker.name, checker.model.name())
+            }
         }
     }
 }
@@ -134,6 +150,10 @@ pub struct BugRecord {
     /// that found it (at most [`CONSOLE_TAIL_LINES`], the last ones).
     #[serde(default)]
     pub console_after: Vec<String>,
+    /// For a checker's bug: the history's verdict, and the smallest
+    /// violating sub-history found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryFinding>,
     /// How the explorer's re-executions of the timeline went.
     #[serde(default)]
     pub reproduction: Reproduction,
@@ -258,6 +278,7 @@ impl BugRecord {
             buggify: BTreeMap::new(),
             after: Vec::new(),
             console_after: Vec::new(),
+            history: None,
             reproduction,
             replayable,
             replayable_reasons: why.into_iter().collect(),
@@ -518,6 +539,12 @@ fn follow_timeline(
     m.take_messages();
     m.set_stop_on_message(true);
     let mut observed = None;
+    // A checker's bug shows at the timeline's end: its history judged there.
+    let judged = |m: &Machine| match &bug.bug {
+        BugKind::Checker { checker, .. } => checkers::observe(checker, m.messages())
+            .map(|summary| BugKind::Checker { checker: checker.clone(), summary }.describe()),
+        _ => None,
+    };
     loop {
         match m.run_until_point(deadline(bug.at), bug.at.events)? {
             Stop::Message => {
@@ -533,9 +560,19 @@ fn follow_timeline(
                     }
                 }
             }
-            Stop::Deadline => return Ok(outcome(observed, m)),
+            Stop::Deadline => {
+                // A timeline's end on the clock may lie after its last exit
+                // (the guest halted, the clock ran on): the same wait here.
+                if m.trace_state().events == bug.at.events && m.now().nanos() < bug.at.vtime_ns {
+                    if let Stop::Ended(end) = m.run_until(Vtime(bug.at.vtime_ns))? {
+                        let o = is_crash(&end).then(|| BugKind::Crash { end }.describe());
+                        return Ok(outcome(o.or_else(|| judged(m)).or(observed), m));
+                    }
+                }
+                return Ok(outcome(judged(m).or(observed), m));
+            }
             Stop::Ended(end) => {
-                let o = is_crash(&end).then(|| BugKind::Crash { end }.describe()).or(observed);
+                let o = is_crash(&end).then(|| BugKind::Crash { end }.describe()).or_else(|| judged(m)).or(observed);
                 return Ok(outcome(o, m));
             }
         }

@@ -41,6 +41,7 @@ use crate::assertions::Assertions;
 use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules, Span};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
+use crate::checkers::{CheckerSpec, CheckerTally};
 use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
@@ -104,6 +105,8 @@ pub struct ExploreConfig {
     pub fresh_root: bool,
     /// How branches pick their snapshot (`schedule.rs`).
     pub policy: Policy,
+    /// Checkers run at the end of every timeline (`checkers.rs`).
+    pub checkers: Vec<CheckerSpec>,
 }
 
 impl ExploreConfig {
@@ -285,6 +288,9 @@ pub struct Exploration {
     /// What Test Composer ran, if the target has templates.
     #[serde(default)]
     pub composer: ComposerTally,
+    /// The project's checkers, and what they said of the timelines.
+    #[serde(default)]
+    pub checkers: Vec<CheckerTally>,
     pub garbage: Garbage,
     pub faults: FaultTally,
     pub coverage_edges: usize,
@@ -464,6 +470,8 @@ impl Knowledge {
             // Counted from the machine's table (`faults.rs`).
             SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
             SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
+            // Checked at the timeline's end (`checkers.rs`); counted here.
+            SdkMessage::History(_) => *self.events.entry(crate::history::KEY.to_owned()).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
                 if !self.instrumentation.sdks.contains(&info) {
                     self.instrumentation.sdks.push(info);
@@ -563,6 +571,7 @@ struct State {
     timelines: TimelineEnds,
     tree: TreeMemory,
     ending: Ending,
+    checkers: Vec<CheckerTally>,
 }
 
 impl State {
@@ -592,6 +601,7 @@ impl State {
             bugs: self.bugs.records.clone(),
             events: self.known.events.clone(),
             composer: self.known.composer.clone(),
+            checkers: self.checkers.clone(),
             garbage: self.known.garbage.clone(),
             faults: self.faults.clone(),
             series: self.series.clone(),
@@ -669,6 +679,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         timelines: TimelineEnds::default(),
         tree: TreeMemory { budget_bytes: config.snapshot_memory, ..TreeMemory::default() },
         ending: Ending::Running,
+        checkers: config.checkers.iter().map(CheckerTally::new).collect(),
     };
     let world = World::of(target, host)?;
     let cx = BugContext { target, world: &world, seed: config.seed };
@@ -764,6 +775,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             root: Vtime(state.root.point.vtime_ns),
             snapshots: config.branch_from_snapshots,
             draws: config.branch_from_snapshots && config.policy.draws(),
+            checkers: config.checkers.clone(),
         },
         memory_may_differ: bug::memory_may_differ(target, host),
     };
@@ -1043,6 +1055,10 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     state.phases.branches_ms += ms(run.run);
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
+    for c in &run.checked {
+        let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
+        tally.add(c);
+    }
     if run.end.is_some() {
         state.timelines.ended += 1;
     } else {
@@ -1050,6 +1066,9 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     }
     let branch = run.job.branch;
     let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, shared, cx);
+    for tally in state.checkers.iter_mut().filter(|t| t.bug.is_none()) {
+        tally.bug = state.bugs.records.iter().find(|b| b.bug.checker() == Some(&tally.spec.name)).map(|b| b.id.clone());
+    }
     if state.first_bug.is_none() && !state.bugs.records.is_empty() {
         // Time to find it, not to check it.
         let found = ms(state.started.elapsed()).saturating_sub(state.phases.reexecution_wait_ms);
@@ -1181,6 +1200,24 @@ fn merge(
                 bugs.later(filed, &kind, later, &mut known.assertions);
             }
             (None, None) => unreachable!("the worker fingerprints a crash that is the branch's first failure"),
+        }
+    }
+    if let Some((violation, failure)) = run.violation {
+        let kind = BugKind::Checker { checker: violation.spec.clone(), summary: violation.judgement.summary.clone() };
+        match (first, failure) {
+            (None, Some(failure)) => {
+                let timeline = base.then(segment(failure.at));
+                let filed = bugs.record(kind, timeline, &failure, &mut known.assertions, cx, branch);
+                if filed.new {
+                    bugs.records[filed.index].history = Some(violation.finding());
+                }
+                first = Some((filed, stops.len()));
+            }
+            (Some((filed, _)), _) => {
+                let later = Later { at: run.end_at, what: kind.describe() };
+                bugs.later(filed, &kind, later, &mut known.assertions);
+            }
+            (None, None) => unreachable!("the worker fingerprints a violation that is the branch's first failure"),
         }
     }
     if let Some((filed, _)) = first.filter(|(f, _)| f.new) {

@@ -2,6 +2,9 @@
 //!
 //! - [`sdk`]: the guest's JSON-lines protocol (Antithesis SDK shapes).
 //! - [`assertions`]: the catalog and per-assertion verdicts.
+//! - [`history`], [`checkers`], [`manifest`]: histories recorded through
+//!   the SDK, checked at the end of every timeline by the checkers the
+//!   project's `hvsim.toml` names.
 //! - [`composer`]: what Test Composer ran, in a timeline and over all.
 //! - [`coverage`]: the edges every timeline reached.
 //! - [`engine`]: the exploration loop over the snapshot tree, in rounds of
@@ -19,11 +22,14 @@ pub mod assertions;
 mod branch;
 pub mod bug;
 mod bugs;
+pub mod checkers;
 pub mod composer;
 pub mod coverage;
 pub mod engine;
 pub mod error;
 pub mod faults;
+pub mod history;
+pub mod manifest;
 pub mod report;
 pub mod roots;
 pub mod schedule;

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::assertions::Verdict;
 use crate::bug::Later;
+use crate::checkers::CheckerTally;
 use crate::composer::ComposerTally;
 use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
@@ -67,6 +68,19 @@ pub struct BugSummary {
     pub composer: Option<(String, Vec<String>)>,
     /// The buggify sites enabled in its timeline, one line each.
     pub buggify: Vec<String>,
+    /// For a checker's bug: the smallest violating sub-history found.
+    pub sub_history: Option<SubHistory>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SubHistory {
+    /// Operations in the whole history, and in the sub-history.
+    pub operations: usize,
+    pub kept: usize,
+    /// No single operation could be removed from it.
+    pub minimal: bool,
+    /// Its events, as JSON lines (`hvsim check --model M` takes them).
+    pub lines: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -115,6 +129,8 @@ pub struct Report {
     pub events: BTreeMap<String, u64>,
     /// What Test Composer ran over every timeline.
     pub composer: ComposerTally,
+    /// The project's checkers: timelines checked, and their verdicts.
+    pub checkers: Vec<CheckerTally>,
     /// Each buggify site: timelines it was enabled in, times it fired.
     pub buggify: BTreeMap<String, BuggifyTally>,
     /// Landing evidence over every timeline: per configured fault kind, the
@@ -162,6 +178,12 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
                     .iter()
                     .map(|(name, s)| format!("{name}: reached {}, fired {}", s.reached, s.fired))
                     .collect(),
+                sub_history: bug.history.as_ref().map(|h| SubHistory {
+                    operations: h.shrink.operations,
+                    kept: h.shrink.kept,
+                    minimal: h.shrink.minimal,
+                    lines: h.sub_history.iter().map(|e| serde_json::to_string(e).expect("events serialize")).collect(),
+                }),
             }
         })
         .collect();
@@ -232,6 +254,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
         bugs,
         events: exp.events.clone(),
         composer: exp.composer.clone(),
+        checkers: exp.checkers.clone(),
         buggify: exp.faults.buggify.clone(),
         faults: exp.faults.reports(),
         series,
@@ -335,6 +358,19 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
                 let _ = writeln!(m, "    - {s}");
             }
         }
+        if let Some(h) = &b.sub_history {
+            let _ = writeln!(
+                m,
+                "  - the smallest violating sub-history found: {} of the history's {} operations{}:\n\n    ```json",
+                h.kept,
+                h.operations,
+                if h.minimal { " (no one of them can be removed)" } else { "" }
+            );
+            for line in &h.lines {
+                let _ = writeln!(m, "    {line}");
+            }
+            let _ = writeln!(m, "    ```");
+        }
         if let Some((template, runs)) = &b.composer {
             let _ = writeln!(m, "  - Test Composer template `{template}`; commands in its timeline:");
             for r in runs {
@@ -371,6 +407,33 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
             a.failures,
             a.bug.as_deref().unwrap_or("")
         );
+    }
+    if !r.checkers.is_empty() {
+        let _ = writeln!(m, "\n## Checkers\n");
+        let _ = writeln!(
+            m,
+            "| checker | model | history | timelines | valid | invalid | undecided | malformed | operations | bug |"
+        );
+        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        for c in &r.checkers {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.spec.name.replace('|', "\\|"),
+                c.spec.model.name(),
+                c.spec.history.as_deref().unwrap_or("(unnamed)").replace('|', "\\|"),
+                c.timelines,
+                c.valid,
+                c.invalid,
+                c.undecided,
+                c.malformed,
+                c.operations,
+                c.bug.as_deref().unwrap_or("")
+            );
+        }
+        if let Some(e) = r.checkers.iter().find_map(|c| c.malformed_example.as_ref()) {
+            let _ = writeln!(m, "\nA history that could not be checked: {e}");
+        }
     }
     if !r.faults.is_empty() {
         let _ = writeln!(m, "\n## Faults\n");

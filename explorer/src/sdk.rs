@@ -200,6 +200,9 @@ pub enum SdkMessage {
     /// `hvsim_custom`, `hvsim_faults`): the VMM acts on it
     /// (`hvsim_vmm::control`); nothing for the explorer.
     Machine,
+    /// An operation of a recorded history (`send_event("hvsim_history",
+    /// ...)`: `crate::history`).
+    History(crate::history::Recorded),
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -257,6 +260,7 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             Some(name) => SdkMessage::Buggify { name },
             None => SdkMessage::Garbage("hvsim_buggify without a site name".into()),
         },
+        crate::history::KEY => crate::history::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::History),
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
         "hvsim_clock" | "hvsim_custom" | "hvsim_faults" => SdkMessage::Machine,
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },

@@ -38,6 +38,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         saved_roots: false,
         fresh_root: false,
         policy: Default::default(),
+        checkers: Vec::new(),
     }
 }
 

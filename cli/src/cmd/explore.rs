@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
+use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
 use hvsim_explorer::schedule::Policy;
 use hvsim_explorer::{
@@ -121,6 +122,11 @@ pub struct Args {
     /// (docs/exploration.md).
     #[arg(long, value_enum, default_value_t = SchedulePolicy::Rarity)]
     schedule: SchedulePolicy,
+    /// The project manifest: the checkers run on the history every
+    /// timeline recorded, at its end (default: `hvsim.toml` beside the
+    /// --compose file, if there is one; docs/checkers.md).
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
     #[command(flatten)]
     guest_profile: ProfileArgs,
 }
@@ -237,6 +243,15 @@ pub fn main(args: Args) -> Result<ExitCode> {
         args.linux_args.refuse_for_raw_guest(&guest, &[])?;
         (Target::Raw { guest }, StartOptions::default())
     };
+    let manifest = match args.manifest.clone().or_else(|| args.linux_args.compose.as_deref().and_then(Manifest::beside)) {
+        Some(path) => {
+            let m = Manifest::load(&path).map_err(|e| anyhow::anyhow!("project manifest {e}"))?;
+            let names: Vec<&str> = m.checkers.iter().map(|c| c.name.as_str()).collect();
+            eprintln!("hvsim: explore: checkers from {}: {}", path.display(), names.join(", "));
+            m
+        }
+        None => Manifest::default(),
+    };
     if args.out.exists() && !args.out.is_dir() {
         anyhow::bail!("--out {}: it is a file, not a directory", args.out.display());
     }
@@ -272,6 +287,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         saved_roots: true,
         fresh_root: args.fresh_root,
         policy: args.schedule.into(),
+        checkers: manifest.checkers,
     };
     let bar = ProgressBar::new(args.branches);
     bar.set_style(

@@ -103,6 +103,11 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             p { "Buggify sites enabled in its timeline:" }
                             ul { @for s in &b.buggify { li { (s) } } }
                         }
+                        @if let Some(h) = &b.sub_history {
+                            p { "The smallest violating sub-history found: " (h.kept) " of the history's " (h.operations) " operations"
+                                @if h.minimal { " (no one of them can be removed)" } ":" }
+                            pre { (h.lines.join("\n")) }
+                        }
                         @if let Some((template, runs)) = &b.composer {
                             p { "Test Composer template " code { (template) } "; commands in its timeline:" }
                             ul { @for run in runs { li { (run) } } }
@@ -119,6 +124,19 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                 }
                 h2 { "Properties (" (r.assertions.len()) ")" }
                 (properties(&r.assertions))
+                @if !r.checkers.is_empty() {
+                    h2 { "Checkers" }
+                    table {
+                        tr { th { "checker" } th { "model" } th { "history" } th { "timelines" } th { "valid" } th { "invalid" }
+                             th { "undecided" } th { "malformed" } th { "operations" } th { "bug" } }
+                        @for c in &r.checkers {
+                            tr { td { code { (c.spec.name) } } td { (c.spec.model.name()) } td { (c.spec.history.as_deref().unwrap_or("(unnamed)")) }
+                                 td { (c.timelines) } td { (c.valid) } td class=(if c.invalid > 0 { "bad" } else { "" }) { (c.invalid) }
+                                 td { (c.undecided) } td class=(if c.malformed > 0 { "bad" } else { "" }) { (c.malformed) }
+                                 td { (c.operations) } td { (c.bug.as_deref().unwrap_or("")) } }
+                        }
+                    }
+                }
                 @if !r.faults.is_empty() {
                     h2 { "Faults" }
                     table {
@@ -361,6 +379,7 @@ mod tests {
             garbage: crate::engine::Garbage { count: 1, examples: vec![HOSTILE.into()] },
             faults: Default::default(),
             composer: Default::default(),
+            checkers: Vec::new(),
             coverage_edges: 0,
             instrumentation: Default::default(),
             series: vec![point(1, 0), point(2, 1)],

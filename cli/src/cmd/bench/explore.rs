@@ -64,6 +64,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 saved_roots: true,
                 fresh_root: false,
                 policy: mode.policy,
+                checkers: Vec::new(),
             };
             let e = explore(&config, &host, &mut ())?;
             span_words = e.describe_span();

@@ -36,6 +36,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         saved_roots: true,
         fresh_root,
         policy: Default::default(),
+        checkers: Vec::new(),
     };
     let made = explore(&config(true), &host, &mut ())?;
     let restored = explore(&config(false), &host, &mut ())?;

@@ -52,6 +52,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             saved_roots: false,
             fresh_root: false,
             policy: Default::default(),
+            checkers: Vec::new(),
         };
         runs.push(explore(&config, &host, &mut ())?);
     }

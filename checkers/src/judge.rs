@@ -1,0 +1,213 @@
+//! One verdict for every model: whether a history is valid, invalid or
+//! undecided, a line for people, the model's own verdict, and the
+//! anomalies it found, each named so that a sub-history can be asked
+//! whether it still shows them (`shrink.rs`). `hvsim check` prints it; the
+//! explorer files an invalid one as a bug.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::history::{self, Event};
+use crate::linearizable::{self, Limits, Verdict};
+use crate::queue::{self, QueueKey, QueueVerdict};
+use crate::set::{self, SetKey, SetVerdict};
+
+/// What a history's objects are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A read/write/compare-and-set register per key: linearizability.
+    Register,
+    /// A set per key: `add`, and a final `read` of all of it.
+    Set,
+    /// A queue per key: `enqueue`, `dequeue`, and a final `drain`.
+    Queue,
+}
+
+impl ModelKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Register => "register",
+            ModelKind::Set => "set",
+            ModelKind::Queue => "queue",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Valid,
+    Invalid,
+    /// Nothing wrong was found, and the history cannot tell whether
+    /// something is: the search gave up, or nobody read the set back.
+    Undecided,
+}
+
+/// A model's verdict on a history.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Judgement {
+    pub status: Status,
+    /// One line for people.
+    pub summary: String,
+    /// The model's own verdict, with all it counted.
+    pub verdict: Value,
+    /// What is wrong, one name each (`lost "s" 3`, `not linearizable "r"`).
+    pub anomalies: BTreeSet<String>,
+}
+
+/// Checks `events` against `model`; `limits` bound a linearizability search.
+pub fn judge(model: ModelKind, events: &[Event], limits: Limits) -> Result<Judgement> {
+    match model {
+        ModelKind::Register => {
+            let v = linearizable::check(&history::operations(events)?, limits)?;
+            Ok(register(&v))
+        }
+        ModelKind::Set => Ok(set(&set::check(events)?)),
+        ModelKind::Queue => Ok(queue(&queue::check(events)?)),
+    }
+}
+
+fn key_prefix(key: &Option<String>) -> String {
+    key.as_deref().map(|k| format!("{k}: ")).unwrap_or_default()
+}
+
+fn register(v: &Verdict) -> Judgement {
+    let in_key = |key: &Option<String>| key.as_deref().map(|k| format!(" (key {k})")).unwrap_or_default();
+    let (status, summary, anomalies) = match v {
+        Verdict::Linearizable { operations, keys } => {
+            (Status::Valid, format!("linearizable: {operations} operations on {keys} key(s)"), BTreeSet::new())
+        }
+        Verdict::NotLinearizable { key, op, placed, of, .. } => (
+            Status::Invalid,
+            format!(
+                "NOT linearizable{}: no order of the operations explains {op} (at best {placed} of {of} ordered)",
+                in_key(key)
+            ),
+            BTreeSet::from([format!("not linearizable {}", Value::from(key.clone()))]),
+        ),
+        Verdict::Unknown { key, steps, why } => (
+            Status::Undecided,
+            format!("undecided{}: the search reached {why} after {steps} steps", in_key(key)),
+            BTreeSet::new(),
+        ),
+    };
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+/// `what key value` for each value.
+fn named(anomalies: &mut BTreeSet<String>, what: &str, key: &Option<String>, values: &[Value]) {
+    let key = Value::from(key.clone());
+    anomalies.extend(values.iter().map(|v| format!("{what} {key} {v}")));
+}
+
+fn set(v: &SetVerdict) -> Judgement {
+    let (keys, status, what) = match v {
+        SetVerdict::Valid { keys } => (keys, Status::Valid, "valid"),
+        SetVerdict::Invalid { keys } => (keys, Status::Invalid, "INVALID"),
+        SetVerdict::Undecided { keys } => (keys, Status::Undecided, "undecided (a set was never read)"),
+    };
+    let mut anomalies = BTreeSet::new();
+    let each = |k: &SetKey| {
+        format!(
+            "{}{} acknowledged of {} added: {} lost {}, {} unexpected {}, {} duplicated, {} failed but present, {} recovered",
+            key_prefix(&k.key),
+            k.acknowledged,
+            k.attempted,
+            k.lost.len(),
+            Value::from(k.lost.clone()),
+            k.unexpected.len(),
+            Value::from(k.unexpected.clone()),
+            k.duplicated.len(),
+            k.failed_but_present.len(),
+            k.recovered
+        )
+    };
+    for k in keys {
+        named(&mut anomalies, "lost", &k.key, &k.lost);
+        named(&mut anomalies, "unexpected", &k.key, &k.unexpected);
+        named(&mut anomalies, "duplicated", &k.key, &k.duplicated);
+        named(&mut anomalies, "failed but present", &k.key, &k.failed_but_present);
+    }
+    let summary = format!("{what}: {}", keys.iter().map(each).collect::<Vec<_>>().join("; "));
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+fn queue(v: &QueueVerdict) -> Judgement {
+    let (keys, status, what) = match v {
+        QueueVerdict::Valid { keys } => (keys, Status::Valid, "valid"),
+        QueueVerdict::Invalid { keys } => (keys, Status::Invalid, "INVALID"),
+        QueueVerdict::Undecided { keys } => (keys, Status::Undecided, "undecided (no drain)"),
+    };
+    let mut anomalies = BTreeSet::new();
+    let each = |k: &QueueKey| {
+        format!(
+            "{}{} acknowledged of {} enqueued, {} out: {} lost {}, {} duplicated {}, {} unexpected {}",
+            key_prefix(&k.key),
+            k.acknowledged,
+            k.enqueued,
+            k.dequeued,
+            k.lost.len(),
+            Value::from(k.lost.clone()),
+            k.duplicated.len(),
+            Value::from(k.duplicated.clone()),
+            k.unexpected.len(),
+            Value::from(k.unexpected.clone())
+        )
+    };
+    for k in keys {
+        named(&mut anomalies, "lost", &k.key, &k.lost);
+        named(&mut anomalies, "duplicated", &k.key, &k.duplicated);
+        named(&mut anomalies, "unexpected", &k.key, &k.unexpected);
+    }
+    let summary = format!("{what}: {}", keys.iter().map(each).collect::<Vec<_>>().join("; "));
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::parse;
+
+    fn judged(model: ModelKind, lines: &[&str]) -> Judgement {
+        judge(model, &parse(&lines.join("\n")).unwrap(), Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn each_model_names_what_is_wrong() {
+        let j = judged(
+            ModelKind::Set,
+            &[
+                r#"{"process":0,"type":"invoke","f":"add","key":"s","value":1}"#,
+                r#"{"process":0,"type":"ok","f":"add","key":"s","value":1}"#,
+                r#"{"process":1,"type":"invoke","f":"read","key":"s"}"#,
+                r#"{"process":1,"type":"ok","f":"read","key":"s","value":[9]}"#,
+            ],
+        );
+        assert_eq!(j.status, Status::Invalid);
+        assert_eq!(j.anomalies, BTreeSet::from([r#"lost "s" 1"#.to_owned(), r#"unexpected "s" 9"#.to_owned()]));
+        assert!(j.summary.starts_with("INVALID: s: 1 acknowledged of 1 added: 1 lost [1]"), "{}", j.summary);
+        let j = judged(
+            ModelKind::Register,
+            &[
+                r#"{"process":0,"type":"invoke","f":"write","key":"r","value":1}"#,
+                r#"{"process":0,"type":"ok","f":"write","key":"r","value":1}"#,
+                r#"{"process":0,"type":"invoke","f":"read","key":"r"}"#,
+                r#"{"process":0,"type":"ok","f":"read","key":"r","value":null}"#,
+            ],
+        );
+        assert_eq!((j.status, j.anomalies.len()), (Status::Invalid, 1));
+        assert_eq!(j.verdict["verdict"], "not-linearizable");
+        let j = judged(
+            ModelKind::Queue,
+            &[
+                r#"{"process":0,"type":"invoke","f":"enqueue","value":1}"#,
+                r#"{"process":0,"type":"ok","f":"enqueue","value":1}"#,
+            ],
+        );
+        assert_eq!((j.status, j.anomalies.len()), (Status::Undecided, 0));
+    }
+}
