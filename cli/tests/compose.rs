@@ -5,20 +5,8 @@
 
 mod common;
 
-use common::{explore_json, kvm_available, output, run_json, user_rdtsc_leaks};
+use common::{explore_json, kvm_available, output, redis_image, run_json, user_rdtsc_leaks};
 use serde_json::Value;
-
-/// The test suite's Redis image, built (once per machine) and loaded; the
-/// paths of its docker-archive and OCI layout.
-fn redis_image() -> (String, String) {
-    let out = output(&["image", "debian", "--redis", "--paths"]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "hvsim image debian --redis: {text}{}", String::from_utf8_lossy(&out.stderr));
-    let path = |prefix: &str| {
-        text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}")).to_owned()
-    };
-    (path("docker-archive: "), path("OCI layout: "))
-}
 
 fn inspect(name: &str) -> Value {
     let out = output(&["image", "inspect", name]);

@@ -8,13 +8,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{explore_json, kvm_available, output};
+use common::{explore_json, kvm_available, redis_image};
 use serde_json::Value;
-
-fn redis_image() {
-    let out = output(&["image", "debian", "--redis"]);
-    assert!(out.status.success(), "hvsim image debian --redis: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 fn write_script(dir: &Path, name: &str, body: &str) {
     use std::os::unix::fs::PermissionsExt;

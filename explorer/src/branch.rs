@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
-use crate::checkers::{self, CheckerSpec, Checked, Violation};
+use crate::checkers::{self, Checked, CheckerSpec, Violation};
 use crate::composer::Composition;
 use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};

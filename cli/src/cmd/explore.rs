@@ -243,7 +243,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         args.linux_args.refuse_for_raw_guest(&guest, &[])?;
         (Target::Raw { guest }, StartOptions::default())
     };
-    let manifest = match args.manifest.clone().or_else(|| args.linux_args.compose.as_deref().and_then(Manifest::beside)) {
+    let manifest = match args.manifest.clone().or_else(|| args.linux_args.compose.as_deref().and_then(Manifest::beside))
+    {
         Some(path) => {
             let m = Manifest::load(&path).map_err(|e| anyhow::anyhow!("project manifest {e}"))?;
             let names: Vec<&str> = m.checkers.iter().map(|c| c.name.as_str()).collect();

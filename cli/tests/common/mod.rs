@@ -181,3 +181,15 @@ pub fn replay_snapshot(file: &Path, more: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)))
 }
+
+/// The test suite's Redis image, built (once per machine) and loaded; the
+/// paths of its docker-archive and OCI layout.
+pub fn redis_image() -> (String, String) {
+    let out = output(&["image", "debian", "--redis", "--paths"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "hvsim image debian --redis: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let path = |prefix: &str| {
+        text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}")).to_owned()
+    };
+    (path("docker-archive: "), path("OCI layout: "))
+}
