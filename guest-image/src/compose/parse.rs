@@ -19,6 +19,8 @@ pub fn parse(text: &str, path: &Path, vars: &Variables) -> Result<(Project, Vec<
         Some(l) => format!("line {}: {}", l.line(), strip_location(&e.to_string())),
         None => e.to_string(),
     })?;
+    // `<<: *anchor` merge keys, as Compose takes them.
+    doc.apply_merge().map_err(|e| format!("merge keys (<<): {e}"))?;
     let mut p = Parser { text, vars, warnings: Vec::new() };
     p.interpolate(&mut doc, "")?;
     let project = p.project(&doc, path.parent().unwrap_or(Path::new(".")))?;
@@ -156,6 +158,8 @@ impl Parser<'_> {
                 "services" => services = Some(v),
                 "name" => project.name = Some(self.string(v, "name")?),
                 "version" => {} // obsolete, ignored by Compose too
+                // Extension fields: where YAML anchors live; Compose ignores them.
+                x if x.starts_with("x-") => {}
                 "volumes" => {
                     if let Value::Mapping(m) = v {
                         for (name, _) in m {
@@ -480,5 +484,16 @@ mod tests {
         assert_eq!(parse_go_duration("0"), Some(0));
         assert_eq!(parse_go_duration("10"), None);
         assert_eq!(parse_go_duration("5 parsecs"), None);
+    }
+
+    /// Anchors in `x-` extension fields, merged into services: what
+    /// Compose files use to share a service's definition.
+    #[test]
+    fn extension_fields_are_ignored_and_their_anchors_serve() {
+        let text = "x-common: &common\n  image: busybox\n  command: sleep 1\nservices:\n  a: *common\n  b:\n    <<: *common\n    command: sleep 2\n";
+        let (p, warnings) = parse(text, Path::new("/p/compose.yaml"), &Variables::default()).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let names: Vec<&str> = p.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
     }
 }
