@@ -9,7 +9,8 @@
 //! time. Each SDK message is checked for something new (an assertion state
 //! never seen, a better numeric or boolean watermark, a coverage edge) and
 //! for a bug (an always-type assertion failing, an unreachable point
-//! reached, the guest crashing). Where something is new, the machine is
+//! reached, the guest crashing; at a timeline's end, a checker finding its
+//! recorded history invalid: `checkers.rs`). Where something is new, the machine is
 //! snapshotted, and that snapshot gets energy to be branched from. Every
 //! decision depends only on the master seed, so an exploration with a
 //! branch budget is itself reproducible. A new bug's timeline is executed
