@@ -67,25 +67,25 @@ pub fn shrink(
     assert!(!anomalies.is_empty(), "shrinking a history with nothing wrong");
     let op_of = operations(events);
     let count = op_of.iter().max().map_or(0, |m| m + 1);
+    // The events of the operations in `ops`.
+    let sub_history = |ops: &[usize]| -> Vec<Event> {
+        let keep: BTreeSet<usize> = ops.iter().copied().collect();
+        events.iter().zip(&op_of).filter(|(_, o)| keep.contains(o)).map(|(e, _)| e.clone()).collect()
+    };
     let mut checks = 0;
     let mut still_fails = |ops: &[usize]| -> Option<bool> {
         if checks >= max_checks {
             return None;
         }
         checks += 1;
-        let keep: BTreeSet<usize> = ops.iter().copied().collect();
-        let sub: Vec<Event> =
-            events.iter().zip(&op_of).filter(|(_, o)| keep.contains(o)).map(|(e, _)| e.clone()).collect();
+        let sub = sub_history(ops);
         if model == ModelKind::Register && !reads_are_written(&sub) {
             return Some(false);
         }
         Some(judge(model, &sub, limits).is_ok_and(|j| j.status == Status::Invalid && anomalies.is_subset(&j.anomalies)))
     };
     let (kept, minimal) = ddmin((0..count).collect(), &mut still_fails);
-    let keep: BTreeSet<usize> = kept.iter().copied().collect();
-    let events: Vec<Event> =
-        events.iter().zip(&op_of).filter(|(_, o)| keep.contains(o)).map(|(e, _)| e.clone()).collect();
-    Shrunk { events, operations: count, kept: kept.len(), checks, minimal }
+    Shrunk { events: sub_history(&kept), operations: count, kept: kept.len(), checks, minimal }
 }
 
 /// Whether every value a read returns was written in `events` (or is the

@@ -53,7 +53,7 @@ pub fn of(messages: &[Message]) -> BTreeMap<Option<String>, Vec<Event>> {
     let mut out: BTreeMap<Option<String>, Vec<Event>> = BTreeMap::new();
     for m in messages {
         // Cheap test first: most messages are not history events.
-        if !m.bytes.starts_with(b"{\"hvsim_history\"") && !contains(&m.bytes, KEY.as_bytes()) {
+        if !contains(&m.bytes, KEY.as_bytes()) {
             continue;
         }
         if let SdkMessage::History(Recorded { history, mut event }) = sdk::parse(&m.bytes) {
