@@ -306,6 +306,9 @@ pub mod container {
         pub const HEALTH_INTERVAL_MS: &str = "health_interval_ms";
         pub const HEALTH_TIMEOUT_MS: &str = "health_timeout_ms";
         pub const HEALTH_START_PERIOD_MS: &str = "health_start_period_ms";
+        /// Between checks while the start period lasts and none has passed
+        /// yet (Docker's `start_interval`).
+        pub const HEALTH_START_INTERVAL_MS: &str = "health_start_interval_ms";
         pub const HEALTH_RETRIES: &str = "health_retries";
         /// The contents of the container's /etc/hosts.
         pub const HOSTS: &str = "hosts";

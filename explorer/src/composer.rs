@@ -182,6 +182,10 @@ pub struct CommandTally {
     pub stopped: u64,
 }
 
+/// How the tally counts, for readers of the report.
+pub const HOW_COUNTED: &str = "Each branch counts what happened after its snapshot: a command running when a \
+     snapshot was taken ends once in every branch from it, so ends may outnumber starts.";
+
 /// Test Composer over an exploration: how often each template was chosen
 /// and what each command did, over the root run and every branch (each
 /// branch counting what happened after its snapshot).

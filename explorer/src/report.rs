@@ -473,6 +473,7 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
                 t.started, t.succeeded, t.failed, t.by_fault, t.stopped
             );
         }
+        let _ = writeln!(m, "\n{}", crate::composer::HOW_COUNTED);
     }
     if !r.events.is_empty() {
         let _ = writeln!(m, "\n## Events\n");

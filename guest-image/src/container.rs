@@ -76,12 +76,20 @@ pub enum Mount {
     Bind { host: PathBuf, sha256: String, target: String, read_only: bool },
 }
 
+/// Docker's `start_interval` when a check does not say (records written
+/// before hvsim knew it).
+fn docker_start_interval_ms() -> u64 {
+    5_000
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthCheck {
     pub args: Vec<String>,
     pub interval_ms: u64,
     pub timeout_ms: u64,
     pub start_period_ms: u64,
+    #[serde(default = "docker_start_interval_ms")]
+    pub start_interval_ms: u64,
     pub retries: u32,
 }
 
@@ -241,6 +249,7 @@ impl Container {
             field(key::HEALTH_INTERVAL_MS, &h.interval_ms.to_string());
             field(key::HEALTH_TIMEOUT_MS, &h.timeout_ms.to_string());
             field(key::HEALTH_START_PERIOD_MS, &h.start_period_ms.to_string());
+            field(key::HEALTH_START_INTERVAL_MS, &h.start_interval_ms.to_string());
             field(key::HEALTH_RETRIES, &h.retries.to_string());
         }
         field(key::HOSTS, hosts);

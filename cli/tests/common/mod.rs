@@ -182,6 +182,13 @@ pub fn replay_snapshot(file: &Path, more: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)))
 }
 
+/// An image of Debian packages made by `hvsim image debian` (once per
+/// machine, then cached) and loaded into the store as `name`.
+pub fn debian_image(name: &str, packages: &str) {
+    let out = output(&["image", "debian", name, "--packages", packages]);
+    assert!(out.status.success(), "hvsim image debian {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// The test suite's Redis image, built (once per machine) and loaded; the
 /// paths of its docker-archive and OCI layout.
 pub fn redis_image() -> (String, String) {

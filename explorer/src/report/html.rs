@@ -166,6 +166,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                                  td class=(if t.failed > 0 { "bad" } else { "" }) { (t.failed) } td { (t.by_fault) } td { (t.stopped) } }
                         }
                     }
+                    p { (crate::composer::HOW_COUNTED) }
                 }
                 @if r.series.len() > 1 {
                     h2 { "Over the branches" }

@@ -64,13 +64,22 @@ pub struct Healthcheck {
     pub interval_ms: u64,
     pub timeout_ms: u64,
     pub start_period_ms: u64,
+    /// Between checks during the start period, until the first passes.
+    pub start_interval_ms: u64,
     pub retries: u32,
 }
 
 impl Default for Healthcheck {
     /// Docker's defaults.
     fn default() -> Healthcheck {
-        Healthcheck { test: HealthTest::None, interval_ms: 30_000, timeout_ms: 30_000, start_period_ms: 0, retries: 3 }
+        Healthcheck {
+            test: HealthTest::None,
+            interval_ms: 30_000,
+            timeout_ms: 30_000,
+            start_period_ms: 0,
+            start_interval_ms: 5_000,
+            retries: 3,
+        }
     }
 }
 
@@ -194,6 +203,7 @@ impl Project {
                 interval_ms: h.interval_ms,
                 timeout_ms: h.timeout_ms,
                 start_period_ms: h.start_period_ms,
+                start_interval_ms: h.start_interval_ms,
                 retries: h.retries,
             });
             for node_name in replica_names(s) {
@@ -259,6 +269,8 @@ services:
       test: ["CMD", "redis-cli", "ping"]
       interval: 1s
       retries: 5
+      start_period: 1m
+      start_interval: 200ms
     volumes:
       - data:/data
       - /tmp:/host-tmp:ro
@@ -285,6 +297,7 @@ volumes:
         assert_eq!(db.environment, ["A=1", "B=from the env file"]);
         let h = db.healthcheck.as_ref().unwrap();
         assert_eq!((h.interval_ms, h.timeout_ms, h.retries), (1000, 30_000, 5));
+        assert_eq!((h.start_period_ms, h.start_interval_ms), (60_000, 200));
         assert!(
             matches!(&db.volumes[0], Volume::Named { name, target, read_only: false } if name == "data" && target == "/data")
         );

@@ -363,6 +363,7 @@ impl Parser<'_> {
                 "interval" => h.interval_ms = self.duration(val, &at)?,
                 "timeout" => h.timeout_ms = self.duration(val, &at)?,
                 "start_period" => h.start_period_ms = self.duration(val, &at)?,
+                "start_interval" => h.start_interval_ms = self.duration(val, &at)?,
                 "retries" => {
                     h.retries = val
                         .as_u64()

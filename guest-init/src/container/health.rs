@@ -27,11 +27,23 @@ pub(super) struct HealthState {
 impl HealthState {
     pub(super) fn new(health: Health) -> HealthState {
         HealthState {
-            next: health.start_period.min(health.interval),
+            // The first check at once, unless a start period gives the
+            // service time to come up.
+            next: health.start_period.min(health.start_interval),
             health,
             running: None,
             failures: 0,
             healthy: false,
+        }
+    }
+
+    /// Docker's pause after a check: `start_interval` during the start
+    /// period until a check has passed, `interval` after.
+    fn interval_at(&self, elapsed: Duration) -> Duration {
+        if elapsed < self.health.start_period && !self.healthy {
+            self.health.start_interval
+        } else {
+            self.health.interval
         }
     }
 
@@ -89,7 +101,7 @@ impl HealthState {
                     let _ = std::fs::remove_file(dir.join("healthy"));
                 }
             }
-            self.next = elapsed + self.health.interval;
+            self.next = elapsed + self.interval_at(elapsed);
             return;
         }
         if elapsed >= self.next {
@@ -97,7 +109,7 @@ impl HealthState {
                 Ok(pid) => self.running = Some((pid, elapsed)),
                 Err(e) => {
                     eprintln!("hvsim-init: service {}: cannot run its health check: {e}", spec.name);
-                    self.next = elapsed + self.health.interval;
+                    self.next = elapsed + self.interval_at(elapsed);
                 }
             }
         }
@@ -156,4 +168,25 @@ pub(super) fn health_check(container: libc::pid_t, spec: &Spec, args: &[String])
     }
     // SAFETY: the child ends here if it could not exec.
     unsafe { libc::_exit(127) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_interval_paces_checks_until_one_passes_in_the_start_period() {
+        let s = Duration::from_secs;
+        let health = Health { interval: s(60), start_period: s(30), start_interval: s(1), ..Health::default() };
+        let mut h = HealthState::new(health.clone());
+        assert_eq!(h.next, s(1));
+        assert_eq!(h.interval_at(s(5)), s(1));
+        assert_eq!(h.interval_at(s(30)), s(60), "the start period is over");
+        h.healthy = true;
+        assert_eq!(h.interval_at(s(5)), s(60), "a check has passed");
+        // Without a start period: the first check at once, then `interval`.
+        let h = HealthState::new(Health { start_period: s(0), ..health });
+        assert_eq!(h.next, s(0));
+        assert_eq!(h.interval_at(s(0)), s(60));
+    }
 }

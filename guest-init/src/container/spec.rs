@@ -44,6 +44,7 @@ pub(super) struct Health {
     pub(super) interval: Duration,
     pub(super) timeout: Duration,
     pub(super) start_period: Duration,
+    pub(super) start_interval: Duration,
     pub(super) retries: u32,
 }
 
@@ -125,6 +126,7 @@ impl Spec {
                 key::HEALTH_INTERVAL_MS => s.health.get_or_insert_with(Health::default).interval = ms(v)?,
                 key::HEALTH_TIMEOUT_MS => s.health.get_or_insert_with(Health::default).timeout = ms(v)?,
                 key::HEALTH_START_PERIOD_MS => s.health.get_or_insert_with(Health::default).start_period = ms(v)?,
+                key::HEALTH_START_INTERVAL_MS => s.health.get_or_insert_with(Health::default).start_interval = ms(v)?,
                 key::HEALTH_RETRIES => {
                     s.health.get_or_insert_with(Health::default).retries =
                         v.parse().map_err(|_| bad(format!("health retries {v:?}")))?
