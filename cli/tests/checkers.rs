@@ -6,6 +6,8 @@
 mod common;
 
 use common::{debian_image, explore_json, kvm_available, output, redis_image};
+use std::path::Path;
+
 use serde_json::Value;
 
 /// `examples/compose/redis-set`: Debian's Redis, keeping its data only in
@@ -119,6 +121,20 @@ fn slow(what: &str) -> bool {
     on
 }
 
+/// The budget every exploration in docs/checkers.md states: seed 1, 10
+/// branches, 2 workers, timelines of up to 60 s; its report.
+fn explore_stated_budget(compose: &str, plan: &str, more: &[&str], out: &Path) -> Value {
+    let args = ["--compose", compose, "--fault-plan", plan, "--timeline-limit", "60s"];
+    explore_json(&[&args[..], &["--seed", "1", "--branches", "10", "--workers", "2"], more].concat(), out)
+}
+
+/// The record of the first checker's bug, if it found one.
+fn checker_bug_record(r: &Value) -> Option<(String, Value)> {
+    let bug = r["bugs"].as_array()?.iter().find(|b| b["id"] == r["checkers"][0]["bug"])?;
+    let file = bug["file"].as_str()?.to_owned();
+    Some((file.clone(), serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()))
+}
+
 /// The exploration of docs/checkers.md#redis-sentinel-losing-acknowledged-adds-found-by-search:
 /// partitions of any shape drawn per timeline (seed 1, 10 branches, 2
 /// workers) find Sentinel failing over while the old primary, cut off
@@ -134,15 +150,10 @@ fn redis_sentinel_loses_acknowledged_adds_to_a_partition_found_by_search_and_the
     debian_image(SENTINEL_IMAGE, SENTINEL_PACKAGES);
     let tmp = tempfile::tempdir().unwrap();
     let (compose, plan) = (format!("{SENTINEL}/compose.yaml"), format!("{SENTINEL}/partitions.toml"));
-    let args = ["--compose", &compose, "--fault-plan", &plan, "--timeline-limit", "60s"];
-    let r = explore_json(
-        &[&args[..], &["--seed", "1", "--branches", "10", "--workers", "2"]].concat(),
-        &tmp.path().join("out"),
-    );
+    let r = explore_stated_budget(&compose, &plan, &[], &tmp.path().join("out"));
     let set = &r["checkers"][0];
     assert!(set["invalid"].as_u64() >= Some(1), "no timeline lost an add: {set}\n{}", r["faults"]);
-    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["id"] == set["bug"]).expect("the checker's bug");
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(bug["file"].as_str().unwrap()).unwrap()).unwrap();
+    let (file, record) = checker_bug_record(&r).expect("the checker's bug");
     let verdict = &record["history"]["verdict"]["keys"][0];
     let lost: Vec<u64> = verdict["lost"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
     assert!(!lost.is_empty(), "{verdict}");
@@ -163,7 +174,7 @@ fn redis_sentinel_loses_acknowledged_adds_to_a_partition_found_by_search_and_the
             "{v} not acknowledged: {sub:?}"
         );
     }
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let o = output(&["replay", &file, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
     assert_eq!((v["reproduced"].as_bool(), v["trace_matches"].as_bool()), (Some(true), Some(true)), "{v}");
     assert_eq!(v["from_saved_root"].as_bool(), Some(true), "{v}");
@@ -182,17 +193,11 @@ fn redis_sentinel_with_only_the_primary_isolated_loses_no_add_acknowledged_durin
     debian_image(SENTINEL_IMAGE, SENTINEL_PACKAGES);
     let tmp = tempfile::tempdir().unwrap();
     let (compose, plan) = (format!("{SENTINEL}/compose.yaml"), format!("{SENTINEL}/primary-isolated.toml"));
-    let args = ["--compose", &compose, "--fault-plan", &plan, "--timeline-limit", "60s"];
-    let r = explore_json(
-        &[&args[..], &["--seed", "1", "--branches", "10", "--workers", "2"]].concat(),
-        &tmp.path().join("out"),
-    );
-    let set = &r["checkers"][0];
-    assert_eq!(set["timelines"], 10, "{set}");
-    let Some(bug) = r["bugs"].as_array().unwrap().iter().find(|b| b["id"] == set["bug"]) else {
+    let r = explore_stated_budget(&compose, &plan, &[], &tmp.path().join("out"));
+    assert_eq!(r["checkers"][0]["timelines"], 10, "{}", r["checkers"]);
+    let Some((_, record)) = checker_bug_record(&r) else {
         return; // Nothing lost at all.
     };
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(bug["file"].as_str().unwrap()).unwrap()).unwrap();
     let cuts: Vec<(u64, u64)> = record["faults"]
         .as_array()
         .unwrap()
@@ -225,11 +230,7 @@ fn etcd_stays_linearizable_under_every_survivable_fault() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/etcd");
     let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/faults.toml"));
     let tmp = tempfile::tempdir().unwrap();
-    let args = ["--compose", &compose, "--fault-plan", &plan, "--disk-size", "256M", "--timeline-limit", "60s"];
-    let r = explore_json(
-        &[&args[..], &["--seed", "1", "--branches", "10", "--workers", "2"]].concat(),
-        &tmp.path().join("out"),
-    );
+    let r = explore_stated_budget(&compose, &plan, &["--disk-size", "256M"], &tmp.path().join("out"));
     let register = &r["checkers"][0];
     assert_eq!(register["model"], "register", "{register}");
     assert_eq!(register["invalid"], 0, "etcd lost linearizability: {}", r["bugs"]);
