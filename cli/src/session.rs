@@ -47,7 +47,8 @@ fn parse_watchdog(s: &str) -> Result<Watchdog, String> {
 pub struct Output {
     /// Stop the run at this much virtual time (counted from the start of
     /// the run, also when replaying a snapshot). Default: 2h, or 1s for
-    /// built-in guests that never stop on their own (see --list-guests).
+    /// built-in guests that never stop on their own (`hvsim run
+    /// --list-guests`).
     #[arg(long, value_parser = util::parse_duration)]
     pub vtime_limit: Option<Duration>,
     /// Write the full determinism log (every exit) to FILE.
