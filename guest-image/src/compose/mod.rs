@@ -305,7 +305,7 @@ volumes:
         assert_eq!(db.restart, Restart::OnFailure);
         assert_eq!(p.services[1].depends_on, [("db".to_owned(), Condition::ServiceHealthy)]);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].starts_with("line 17: services.db.ports: ignored"), "{warnings:?}");
+        assert!(warnings[0].starts_with("line 19: services.db.ports: ignored"), "{warnings:?}");
     }
 
     #[test]
