@@ -17,6 +17,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Only warnings, errors and results on stderr: no progress, no notes.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// More on stderr: -v what hvsim does, -vv debugging detail, -vvv
+    /// everything (HVSIM_LOG=<filter> chooses precisely).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Subcommand)]
@@ -93,10 +100,22 @@ fn usage_error(e: clap::Error) -> ExitCode {
 
 fn main() -> ExitCode {
     util::install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    hvsim_guest_image::progress::set_quiet(cli.quiet);
     // Warnings from the machine (e.g. a device the guest broke) go to
-    // stderr as they happen; HVSIM_LOG=debug and the like show more.
+    // stderr as they happen; -v and HVSIM_LOG show more.
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("HVSIM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -104,10 +123,6 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => return usage_error(e),
-    };
     let result = match cli.command {
         Command::Explore(a) => cmd::explore::main(a),
         Command::Run(a) => cmd::run::main(a),

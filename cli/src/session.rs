@@ -82,6 +82,39 @@ struct Report {
     services: Vec<ServiceState>,
 }
 
+/// Starts `--log PATH`: every exit from here on, written to a temporary
+/// file that [`AtomicFile::commit`] puts in place.
+pub fn start_log(machine: &mut Machine, path: &std::path::Path, guest: &str, seed: u64) -> Result<AtomicFile> {
+    let f = AtomicFile::create(path)?;
+    let header = format!(
+        "hvsim determinism log v1\nhvsim {}\nguest {guest}\nseed {seed}\nfrom virtual time {}\nevents before {}",
+        env!("CARGO_PKG_VERSION"),
+        machine.now(),
+        machine.trace_state().events,
+    );
+    machine.log_to(f.tmp_path(), &header)?;
+    Ok(f)
+}
+
+/// `--profile`: where wall time went, on stderr.
+pub fn print_wall_profile(machine: &Machine) {
+    let Some(p) = machine.wall_profile() else { return };
+    eprintln!(
+        "hvsim: profile: {:.3?} in the guest (KVM_RUN), {:.3?} in the VMM; longest stretches without an exit:",
+        p.in_guest,
+        p.in_vmm()
+    );
+    for s in &p.longest {
+        eprintln!(
+            "  {:>10.3?}  ending at event {} ({}) at virtual time {}",
+            s.wall,
+            s.event,
+            s.ended_by.name(),
+            s.vtime
+        );
+    }
+}
+
 /// A machine being driven to the end of its run.
 pub struct Session {
     pub machine: Machine,
@@ -104,15 +137,7 @@ impl Session {
             session.machine.enable_wall_profile(10);
         }
         if let Some(path) = &out.log {
-            let f = AtomicFile::create(path)?;
-            let header = format!(
-                "hvsim determinism log v1\nhvsim {}\nguest {guest}\nseed {seed}\nfrom virtual time {}\nevents before {}",
-                env!("CARGO_PKG_VERSION"),
-                session.machine.now(),
-                session.machine.trace_state().events,
-            );
-            session.machine.log_to(f.tmp_path(), &header)?;
-            session.log = Some(f);
+            session.log = Some(start_log(&mut session.machine, path, guest, seed)?);
         }
         Ok(session)
     }
@@ -147,7 +172,7 @@ impl Session {
     /// (in steps: stopping at a deadline and going on changes nothing).
     fn run_with_progress(&mut self, limit: Vtime) -> Result<Option<End>> {
         const STEP: Vtime = Vtime(100_000_000);
-        let spinner = indicatif::ProgressBar::new_spinner();
+        let spinner = hvsim_guest_image::progress::spinner();
         if spinner.is_hidden() {
             return self.run_to(limit);
         }
@@ -203,22 +228,7 @@ impl Session {
         if let Some(first) = first {
             summary.verify_against(first);
         }
-        if let Some(p) = self.machine.wall_profile() {
-            eprintln!(
-                "hvsim: profile: {:.3?} in the guest (KVM_RUN), {:.3?} in the VMM; longest stretches without an exit:",
-                p.in_guest,
-                p.in_vmm()
-            );
-            for s in &p.longest {
-                eprintln!(
-                    "  {:>10.3?}  ending at event {} ({}) at virtual time {}",
-                    s.wall,
-                    s.event,
-                    s.ended_by.name(),
-                    s.vtime
-                );
-            }
-        }
+        print_wall_profile(&self.machine);
         if let (Some(p), Some(profile)) = (&self.profiling, self.machine.take_guest_profile()) {
             p.finish(&profile, &format!("hvsim run: {} (seed {})", self.guest, self.seed))?;
         }
@@ -238,7 +248,7 @@ impl Session {
                 eprintln!("hvsim: services: {}", states.join(", "));
             }
             if self.boot.kind != BootKind::Direct {
-                eprintln!("hvsim: boot: {} in {} ms", boot_words(self.boot.kind), self.boot.wall_ms);
+                hvsim_guest_image::note!("hvsim: boot: {} in {} ms", boot_words(self.boot.kind), self.boot.wall_ms);
             }
             eprintln!(
                 "hvsim: {} ({}) at virtual time {} after {} exits; trace {}{}",

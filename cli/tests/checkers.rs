@@ -66,6 +66,21 @@ fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_re
     assert_eq!(sub.last().unwrap()["f"], "read");
     assert!(kills[0]["start_ns"].as_u64().unwrap() < times[times.len() - 1], "the kill came before the read");
     assert_eq!(history["shrink"]["minimal"], true, "{}", history["shrink"]);
+    // The record tells the story on one line of virtual time: Redis's own
+    // output under its service's name, init's words on the services, the
+    // recorded operations, the kill as it struck, then the failure.
+    let story = record["story"].as_array().unwrap();
+    let times: Vec<u64> = story.iter().map(|e| e["vtime_ns"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "the story is in time order: {times:?}");
+    let told = |what: &str, source: &str, text: &str| {
+        story.iter().any(|e| e["what"] == what && e["source"] == source && e["text"].as_str().unwrap().contains(text))
+    };
+    assert!(told("output", "store", "Ready to accept connections"), "{story:#?}");
+    assert!(told("init", "init", "service store is healthy"), "{story:#?}");
+    assert!(told("sdk", "sdk", " ok add s "), "{story:#?}");
+    assert!(told("fault", "faults", "kill store: strikes"), "{story:#?}");
+    assert_eq!(story.last().unwrap()["what"], "failure", "{story:#?}");
+    assert_eq!(story.last().unwrap()["text"].as_str(), Some(summary));
     // ... which hvsim check, given it as a file, finds invalid too.
     let lines: Vec<String> = sub.iter().map(Value::to_string).collect();
     let file = tmp.path().join("sub.jsonl");
@@ -79,6 +94,11 @@ fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_re
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
     assert_eq!((v["trace_matches"].as_bool(), v["from_saved_root"].as_bool()), (Some(true), Some(true)), "{v}");
     assert_eq!(v["assertion"].as_str(), Some(summary));
+    // It told the same story as it re-executed: from the root on, the
+    // record's entries again, the kill among them.
+    let retold: Vec<&Value> = v["story"].as_array().unwrap().iter().collect();
+    let kill = story.iter().find(|e| e["what"] == "fault").unwrap();
+    assert!(retold.contains(&kill), "the replay did not tell {kill}: {retold:#?}");
 }
 
 /// Redis Sentinel's image: Debian's packages, built by hvsim's own tooling.

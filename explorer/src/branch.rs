@@ -35,6 +35,7 @@ use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
 use crate::faults::FaultTally;
+use crate::story;
 use crate::timeline::{Point, Timeline};
 
 /// A branch to run: from which snapshot, with which seed.
@@ -77,11 +78,15 @@ pub(crate) struct Failure {
     pub composer: Option<Composition>,
     /// The buggify sites enabled in the timeline up to there.
     pub buggify: BTreeMap<String, Site>,
+    /// What happened in the timeline up to there (`story.rs`).
+    pub story: Vec<story::Entry>,
 }
 
 impl Failure {
-    pub fn of(m: &Machine) -> Failure {
+    /// `nodes`: the target's node names (`story::nodes`).
+    pub fn of(m: &Machine, nodes: &[String]) -> Failure {
         Failure {
+            story: story::of(m, &|n| story::name(nodes, n)),
             at: point(m),
             fingerprint: Fingerprint::of(m),
             console_tail: bug::console_tail(m.console()),
@@ -171,6 +176,8 @@ pub(crate) struct Rules {
     pub draws: bool,
     /// Checkers run at the end of the branch's timeline.
     pub checkers: Vec<CheckerSpec>,
+    /// The target's node names, for bugs' stories (`story::nodes`).
+    pub nodes: Vec<String>,
 }
 
 impl Rules {
@@ -242,7 +249,7 @@ pub(crate) fn run(
                     fails |= o.bug.is_some();
                     draw_options = o.draw.or(draw_options);
                 }
-                let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine));
+                let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
                 if let Some(f) = &failure {
                     failed_at = Some(f.console_bytes);
                 }
@@ -307,10 +314,10 @@ pub(crate) fn run(
         }
     };
     let crashed = end.as_ref().is_some_and(is_crash);
-    let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine));
+    let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
     let (checked, violation) = checkers::run(&rules.checkers, machine.messages());
     let first_failure = failed_at.is_none() && crash.is_none();
-    let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine))));
+    let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine, &rules.nodes))));
     let console_after = failed_at.map(|from| bugs::console_after(machine.console(), from)).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);

@@ -30,6 +30,7 @@ use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
+use crate::story;
 use crate::timeline::{Point, Segment, Timeline};
 use crate::{StartOptions, Target};
 
@@ -141,6 +142,12 @@ pub struct BugRecord {
     /// a replay).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub buggify: BTreeMap<String, Site>,
+    /// What happened in its timeline up to the failure, on one line of
+    /// virtual time: the last output of every node and service, init's
+    /// words on services and Test Composer, SDK messages, every fault as it
+    /// struck and ended, and the failure (`story.rs`).
+    #[serde(default)]
+    pub story: Vec<story::Entry>,
     /// What failed after it in the same timeline (a service exiting with
     /// an error, another assertion): consequences of the bug, not bugs of
     /// their own.
@@ -276,6 +283,7 @@ impl BugRecord {
             faults: Vec::new(),
             composer: None,
             buggify: BTreeMap::new(),
+            story: Vec::new(),
             after: Vec::new(),
             console_after: Vec::new(),
             history: None,
@@ -398,6 +406,7 @@ pub fn replay(
     start: &StartOptions,
     limit: Option<Vtime>,
     root: Option<&RootId>,
+    observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
     let saved = root.and_then(|id| saved_root(bug, id, host, start));
     let from_saved_root = saved.is_some();
@@ -405,11 +414,33 @@ pub fn replay(
         Some(m) => m,
         None => bug.target.start(bug.master_seed, host, start)?.machine,
     };
-    let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit)?;
+    observer.prepare(&mut m)?;
+    let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit, observer)?;
+    observer.finish(&mut m)?;
     outcome.profile = m.take_guest_profile();
     outcome.from_saved_root = from_saved_root;
     Ok(outcome)
 }
+
+/// What a replay does besides following the timeline: `hvsim replay`
+/// tells the timeline's story as it goes (`story.rs`), writes logs, saves
+/// a snapshot; the explorer's re-executions do nothing more (`()`).
+pub trait Observer {
+    /// Before the timeline is followed, with the machine at its start or
+    /// at its root.
+    fn prepare(&mut self, _: &mut Machine) -> Result<()> {
+        Ok(())
+    }
+    /// At each stop on the way: a segment's end, an SDK message.
+    fn stopped(&mut self, _: &Machine) {}
+    /// Where the replay stopped: at the failure, where the timeline went
+    /// elsewhere, or at the virtual-time limit.
+    fn finish(&mut self, _: &mut Machine) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Observer for () {}
 
 /// The root of the bug's timeline, restored, if `id`'s root was saved and
 /// is that root.
@@ -451,6 +482,7 @@ pub fn follow(
     bug: &BugRecord,
     memory_may_differ: bool,
     limit: Option<Vtime>,
+    observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
     assert!(point_of(m).events <= bug.timeline.root.events, "the machine is past the bug's root");
     let outcome = |observed: Option<String>, m: &mut Machine| {
@@ -476,9 +508,12 @@ pub fn follow(
         }
     };
     let stop_on_message = m.stop_on_message();
-    m.set_stop_on_message(false);
+    // Every message is a stop: the observer hears of it as it comes
+    // (stopping changes nothing in the run).
+    m.set_stop_on_message(true);
+    m.take_messages();
     let deadline = |p: Point| Vtime(p.vtime_ns.saturating_add(SLACK.nanos())).min(limit.unwrap_or(Vtime::MAX));
-    let result = follow_timeline(m, bug, outcome, deadline);
+    let result = follow_timeline(m, bug, outcome, deadline, observer);
     m.set_stop_on_message(stop_on_message);
     result
 }
@@ -500,6 +535,7 @@ fn follow_timeline(
     bug: &BugRecord,
     outcome: impl Fn(Option<String>, &mut Machine) -> ReplayOutcome,
     deadline: impl Fn(Point) -> Vtime,
+    observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
     // Root, then every segment but the last, to their exact points.
     let mut stops: Vec<(Option<&Segment>, Point)> = vec![(None, bug.timeline.root)];
@@ -511,12 +547,18 @@ fn follow_timeline(
                 return Ok(outcome(None, m));
             }
         }
-        match m.run_until_point(deadline(until), until.events)? {
-            // Short of the point: the timeline went elsewhere.
-            Stop::Deadline if m.trace_state().events < until.events => return Ok(outcome(None, m)),
-            Stop::Deadline => {}
-            Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
-            Stop::Message => unreachable!("not stopping on messages before the last segment"),
+        loop {
+            let stop = m.run_until_point(deadline(until), until.events)?;
+            observer.stopped(m);
+            match stop {
+                Stop::Message => {
+                    m.take_messages();
+                }
+                // Short of the point: the timeline went elsewhere.
+                Stop::Deadline if m.trace_state().events < until.events => return Ok(outcome(None, m)),
+                Stop::Deadline => break,
+                Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
+            }
         }
         // A point the explorer stopped at on the clock (an interval, the
         // end of a slice, the setup limit) may lie after its last exit: the
@@ -536,8 +578,6 @@ fn follow_timeline(
         }
     }
     // The last stretch: watch every message up to the failure point.
-    m.take_messages();
-    m.set_stop_on_message(true);
     let mut observed = None;
     // A checker's bug shows at the timeline's end: its history judged there.
     let judged = |m: &Machine| match &bug.bug {
@@ -546,7 +586,9 @@ fn follow_timeline(
         _ => None,
     };
     loop {
-        match m.run_until_point(deadline(bug.at), bug.at.events)? {
+        let stop = m.run_until_point(deadline(bug.at), bug.at.events)?;
+        observer.stopped(m);
+        match stop {
             Stop::Message => {
                 for msg in m.take_messages() {
                     if let SdkMessage::Assert(a) = sdk::parse(&msg.bytes) {

@@ -15,6 +15,7 @@ use hvsim_guest_image::world::World;
 use crate::assertions::Assertions;
 use crate::branch::Failure;
 use crate::bug::{self, BugKind, BugRecord, Later, ReplayOutcome};
+use crate::story;
 use crate::timeline::Timeline;
 use crate::Target;
 
@@ -85,6 +86,8 @@ impl Bugs {
         record.faults = failure.faults.clone();
         record.composer = failure.composer.clone();
         record.buggify = failure.buggify.clone();
+        record.story = failure.story.clone();
+        record.story.push(story::failure(failure.at.vtime_ns, &record.summary));
         let index = self.records.len();
         self.by_id.insert(id, index);
         self.records.push(record);

@@ -50,6 +50,7 @@ use crate::faults::FaultTally;
 use crate::roots::{RootId, Roots, SavedRoot};
 use crate::schedule::{DrawTally, NewNode, Policy, Schedule};
 use crate::sdk::{self, Demand, SdkMessage};
+use crate::story;
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
 use crate::{StartOptions, Target};
@@ -336,23 +337,23 @@ pub struct BranchProgress {
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// Booting the target, or restoring it from the boot cache.
-    pub start_ms: u64,
+    pub start_ms: f64,
     /// Running the root until setup complete (or the setup limit).
-    pub setup_ms: u64,
+    pub setup_ms: f64,
     /// Running branches.
-    pub branches_ms: u64,
+    pub branches_ms: f64,
     /// Putting snapshots back at the start of branches.
-    pub restore_ms: u64,
+    pub restore_ms: f64,
     /// Taking snapshots.
-    pub snapshot_ms: u64,
+    pub snapshot_ms: f64,
     /// Executing new bugs' timelines again, to check they reproduce
     /// (summed over the workers).
     #[serde(default)]
-    pub reexecution_ms: u64,
+    pub reexecution_ms: f64,
     /// How long the exploration waited for those: between rounds with one
     /// worker; with more, only at the end, for the last ones.
     #[serde(default)]
-    pub reexecution_wait_ms: u64,
+    pub reexecution_wait_ms: f64,
 }
 
 /// The root's setup runs in steps of this much virtual time, with a
@@ -361,6 +362,19 @@ const SETUP_STEP: Vtime = Vtime(10_000_000);
 
 fn one() -> usize {
     1
+}
+
+/// Milliseconds, with the fraction: phases sum many short stretches (a
+/// branch of the demo takes 2-3 ms), which whole milliseconds would cut.
+fn ms_f(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Phases {
+    /// Wall time before the first branch: starting the target and its setup.
+    pub fn to_root_ms(&self) -> u64 {
+        (self.start_ms + self.setup_ms) as u64
+    }
 }
 
 fn ms(d: Duration) -> u64 {
@@ -630,7 +644,7 @@ impl State {
     /// Counts a finished check (a re-execution of a bug's timeline); the
     /// record goes out again once the bug is confirmed.
     fn checked(&mut self, c: Checked, watch: &mut dyn Watch, interrupt: &Interrupt) {
-        self.phases.reexecution_ms += ms(c.took);
+        self.phases.reexecution_ms += ms_f(c.took);
         match c.outcome {
             Ok(outcome) => {
                 if self.bugs.reexecuted(c.bug, &outcome) {
@@ -701,13 +715,13 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             start.prepare(&mut machine);
             machine.set_stop_on_message(true);
             restored_root(&mut machine, &saved, &mut state);
-            state.phases.start_ms = ms(state.started.elapsed());
+            state.phases.start_ms = ms_f(state.started.elapsed());
             watch.progress(Progress::RootRestored { made_ms: saved.wall_ms });
             (machine, true)
         }
         None => {
             let mut machine = target.start(config.seed, host, &start)?.machine;
-            state.phases.start_ms = ms(state.started.elapsed());
+            state.phases.start_ms = ms_f(state.started.elapsed());
             machine.set_stop_on_message(true);
             // Messages before the run (none, or the boot's) are not its own.
             let first_message = machine.messages().len();
@@ -716,7 +730,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             let before = FaultTally::mark(&machine);
             let setup_started = Instant::now();
             let setup = setup(&mut machine, config, &cx, &mut state, watch);
-            state.phases.setup_ms = ms(setup_started.elapsed());
+            state.phases.setup_ms = ms_f(setup_started.elapsed());
             state.root.point = point(&machine);
             state.faults.add(&before, &machine);
             // False: the target ended after a bug, and there is no root.
@@ -731,7 +745,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
                     point: state.root.point,
                     faults: state.faults.clone(),
                     first_message,
-                    wall_ms: state.phases.start_ms + state.phases.setup_ms,
+                    wall_ms: state.phases.to_root_ms(),
                 };
                 // Losing it costs the next exploration time, nothing else.
                 if let Err(e) = roots.put(&saved, &mut machine) {
@@ -750,11 +764,11 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             }
             let took = Instant::now();
             // Before the root: no saved root is of use.
-            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None);
+            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None, &mut ());
             state.checked(Checked { bug: i, outcome, took: took.elapsed() }, watch, &interrupt);
         }
     }
-    state.phases.reexecution_wait_ms += ms(checking.elapsed());
+    state.phases.reexecution_wait_ms += ms_f(checking.elapsed());
     if !branchable && state.ending == Ending::Running {
         state.ending = Ending::Finished;
     }
@@ -764,7 +778,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
     state.known.new_coverage(&machine);
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
-    state.phases.snapshot_ms += ms(taken.elapsed());
+    state.phases.snapshot_ms += ms_f(taken.elapsed());
     state.tree.root_bytes = tree.memory_bytes() as u64;
     state.tree.bytes = state.tree.root_bytes;
     state.tree.peak_bytes = state.tree.root_bytes;
@@ -777,6 +791,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             snapshots: config.branch_from_snapshots,
             draws: config.branch_from_snapshots && config.policy.draws(),
             checkers: config.checkers.clone(),
+            nodes: story::nodes(target),
         },
         memory_may_differ: bug::memory_may_differ(target, host),
     };
@@ -797,7 +812,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             if let Err(e) = run {
                 state.fail(&interrupt, "re-executions".into(), e);
             }
-            state.phases.reexecution_wait_ms += ms(waiting.elapsed());
+            state.phases.reexecution_wait_ms += ms_f(waiting.elapsed());
         }
         if state.ending == Ending::Running {
             state.ending = Ending::Finished;
@@ -851,7 +866,7 @@ fn setup(
                     match first {
                         None => {
                             let timeline = Timeline { root: at, segments: vec![] };
-                            let failure = Failure::of(machine);
+                            let failure = Failure::of(machine, &story::nodes(cx.target));
                             let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
                             first = Some(filed);
                             state.first_bug = Some((0, ms(state.started.elapsed())));
@@ -983,7 +998,7 @@ fn branch_rounds(
             if let Err(e) = pool.run_checks(shared, &mut |c| state.checked(c, watch, interrupt)) {
                 state.fail(interrupt, "re-executions".into(), e);
             }
-            state.phases.reexecution_wait_ms += ms(waiting.elapsed());
+            state.phases.reexecution_wait_ms += ms_f(waiting.elapsed());
         }
         evict(state, shared);
         if checkpointed.elapsed() >= CHECKPOINT_EVERY && state.ending == Ending::Running {
@@ -1051,9 +1066,9 @@ impl Drop for WallTimer {
 
 /// Adds a branch a worker ran to the exploration, with its progress.
 fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext) -> BranchProgress {
-    state.phases.restore_ms += ms(run.restore);
-    state.phases.snapshot_ms += ms(run.snapshot);
-    state.phases.branches_ms += ms(run.run);
+    state.phases.restore_ms += ms_f(run.restore);
+    state.phases.snapshot_ms += ms_f(run.snapshot);
+    state.phases.branches_ms += ms_f(run.run);
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
     for c in &run.checked {
@@ -1072,7 +1087,7 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     }
     if state.first_bug.is_none() && !state.bugs.records.is_empty() {
         // Time to find it, not to check it.
-        let found = ms(state.started.elapsed()).saturating_sub(state.phases.reexecution_wait_ms);
+        let found = ms(state.started.elapsed()).saturating_sub(state.phases.reexecution_wait_ms as u64);
         state.first_bug = Some((branch, found));
     }
     let p = BranchProgress {

@@ -10,6 +10,9 @@ pub enum ExploreError {
     Start(#[from] hvsim_guest_image::ImageError),
     #[error("{what} ({}): {source}", path.display())]
     Io { what: &'static str, path: std::path::PathBuf, source: std::io::Error },
+    /// What a replay's observer does besides following (`bug::Observer`).
+    #[error("{0}")]
+    Observer(String),
     #[error("bug file {}: {what}", path.display())]
     BugFile { path: std::path::PathBuf, what: String },
 }

@@ -34,6 +34,7 @@ pub mod report;
 pub mod roots;
 pub mod schedule;
 pub mod sdk;
+pub mod story;
 pub mod timeline;
 mod workers;
 

@@ -53,6 +53,8 @@ pub struct BugSummary {
     pub replay_command: String,
     /// The console's last lines when the bug showed.
     pub console_tail: Vec<String>,
+    /// What happened in its timeline up to the failure (`story.rs`).
+    pub story: Vec<crate::story::Entry>,
     /// "reproduced 3/3", "FLAKY: reproduced 1/3", or "UNCONFIRMED: ...".
     pub reproduction: String,
     /// Every re-execution asked for ran (whatever they showed).
@@ -123,6 +125,8 @@ pub struct Summary {
 /// What `hvsim explore --json` prints and `report.json` holds.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The hvsim, command line, host and start time of the exploration.
+    pub invocation: Invocation,
     pub summary: Summary,
     pub assertions: Vec<AssertionReport>,
     pub bugs: Vec<BugSummary>,
@@ -145,6 +149,31 @@ pub struct Report {
     pub edges_by_timeline: Vec<TimelineEdges>,
 }
 
+/// Who ran an exploration, how and when: a report's header.
+#[derive(Clone, Debug, Serialize)]
+pub struct Invocation {
+    pub hvsim_version: String,
+    /// The command line, as typed (arguments with spaces quoted).
+    pub command: String,
+    pub host: String,
+    /// When it started (RFC 3339, UTC).
+    pub started: String,
+}
+
+impl Invocation {
+    /// This process's.
+    pub fn here() -> Invocation {
+        let quote = |a: String| if a.contains(char::is_whitespace) || a.is_empty() { format!("'{a}'") } else { a };
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        Invocation {
+            hvsim_version: env!("CARGO_PKG_VERSION").to_owned(),
+            command: std::env::args().map(quote).collect::<Vec<_>>().join(" "),
+            host: host.trim().to_owned(),
+            started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct TimelineEdges {
     pub branch: u64,
@@ -152,7 +181,7 @@ pub struct TimelineEdges {
 }
 
 /// The report of `exp`, whose bug records are (or will be) in `bugs_dir`.
-pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
+pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Report {
     let bugs = exp
         .bugs
         .iter()
@@ -166,6 +195,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
                 replay_command: replay_command(&file),
                 file: file.display().to_string(),
                 console_tail: bug.console_tail.clone(),
+                story: bug.story.clone(),
                 reproduction: bug.reproduction_words(),
                 confirmed: bug.reproduction.confirmed(),
                 replayable: bug.replayable,
@@ -225,6 +255,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
     edges_by_timeline.sort_by(|a, b| b.new_edges.cmp(&a.new_edges).then(a.branch.cmp(&b.branch)));
     edges_by_timeline.truncate(10);
     Report {
+        invocation: invocation.clone(),
         summary: Summary {
             target: exp.target.name(),
             seed: exp.seed,
@@ -266,7 +297,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path) -> Report {
 /// Node `n` of `target` as people know it: its service's name in a
 /// compose project.
 pub fn node_name(target: &crate::Target, n: u16) -> String {
-    target.containers().get(usize::from(n)).map_or_else(|| format!("node{n}"), |c| c.name.clone())
+    crate::story::name(&crate::story::nodes(target), n)
 }
 
 /// How to replay the record at `file`.
@@ -315,8 +346,8 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let p = &s.phases;
     let _ = writeln!(
         m,
-        "- wall time: start {} ms, setup {} ms, branches {} ms, snapshot restores {} ms, snapshots {} ms, \
-         bug re-executions {} ms (these four summed over the workers; the exploration waited {} ms for \
+        "- wall time: start {:.1} ms, setup {:.1} ms, branches {:.1} ms, snapshot restores {:.1} ms, snapshots {:.1} ms, \
+         bug re-executions {:.1} ms (these four summed over the workers; the exploration waited {:.1} ms for \
          re-executions)",
         p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms, p.reexecution_wait_ms
     );

@@ -94,7 +94,7 @@ impl Worker {
         // The tree is held only for the reset: a check may outlast rounds.
         let root = shared.tree().root();
         shared.tree().reset(&mut self.cursor, &mut self.machine, root)?;
-        bug::follow(&mut self.machine, record, shared.memory_may_differ, None)
+        bug::follow(&mut self.machine, record, shared.memory_may_differ, None, &mut ())
     }
 
     /// `work`, with a panic (a bug in hvsim) turned into an error for its

@@ -19,6 +19,7 @@ pub mod host;
 pub mod inputs;
 pub mod linux;
 pub mod oci;
+pub mod progress;
 pub mod raw;
 pub mod snapshot_store;
 pub mod target;

@@ -353,7 +353,7 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
         indicatif::ProgressStyle::with_template("hvsim: building {msg} [{elapsed}] {spinner}").expect("valid template"),
     );
     if spinner.is_hidden() {
-        eprintln!("hvsim: building {what}");
+        crate::note!("hvsim: building {what}");
     } else {
         spinner.set_message(what);
         spinner.enable_steady_tick(std::time::Duration::from_millis(250));

@@ -213,10 +213,10 @@ impl Watch for Watcher<'_> {
                     p.snapshots,
                     p.signals,
                     p.bugs,
-                    ph.branches_ms as f64 / 1e3,
-                    ph.restore_ms as f64 / 1e3,
-                    ph.snapshot_ms as f64 / 1e3,
-                    ph.reexecution_ms as f64 / 1e3
+                    ph.branches_ms / 1e3,
+                    ph.restore_ms / 1e3,
+                    ph.snapshot_ms / 1e3,
+                    ph.reexecution_ms / 1e3
                 ));
             }
         }
@@ -248,7 +248,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         Some(path) => {
             let m = Manifest::load(&path).map_err(|e| anyhow::anyhow!("project manifest {e}"))?;
             let names: Vec<&str> = m.checkers.iter().map(|c| c.name.as_str()).collect();
-            eprintln!("hvsim: explore: checkers from {}: {}", path.display(), names.join(", "));
+            hvsim_guest_image::note!("hvsim: explore: checkers from {}: {}", path.display(), names.join(", "));
             m
         }
         None => Manifest::default(),
@@ -290,11 +290,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
         policy: args.schedule.into(),
         checkers: manifest.checkers,
     };
-    let bar = ProgressBar::new(args.branches);
+    let bar = hvsim_guest_image::progress::bar(args.branches);
     bar.set_style(
         ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
             .expect("valid template"),
     );
+    // Redrawn each second: a terminal's clock moves, and a log gets its
+    // status line on time even while one long timeline runs.
+    bar.enable_steady_tick(std::time::Duration::from_secs(1));
     let mut watcher = Watcher { bar: &bar, run: &run, hinted: false };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();

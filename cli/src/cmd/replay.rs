@@ -2,18 +2,21 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use hvsim_explorer::bug::{self, BugRecord};
 use hvsim_explorer::roots::RootId;
+use hvsim_explorer::story::{self, Narrator};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
 use hvsim_guest_image::target::Launch;
 use hvsim_guest_image::world::World;
 use hvsim_snapshot::file;
+use hvsim_vmm::{Machine, Vtime};
 
-use crate::session::{Output, Session};
+use crate::session::{self, Output, Session};
 use crate::util;
 
 #[derive(clap::Args)]
@@ -45,6 +48,14 @@ pub struct Args {
     /// was saved by the exploration (docs/snapshots.md#saved-roots).
     #[arg(long, conflicts_with = "snapshot")]
     fresh_root: bool,
+    /// With a bug record: stop this much virtual time before the failure
+    /// (e.g. 100ms) and save the machine there (--save-snapshot), for
+    /// `hvsim replay --snapshot` or `hvsim debug`.
+    #[arg(long, value_parser = util::parse_duration, requires_all = ["bug", "save_snapshot"], conflicts_with = "vtime_limit")]
+    snapshot_before: Option<Duration>,
+    /// Where --snapshot-before saves the snapshot.
+    #[arg(long, value_name = "FILE", requires = "snapshot_before")]
+    save_snapshot: Option<PathBuf>,
     #[command(flatten)]
     out: Output,
 }
@@ -71,8 +82,64 @@ pub fn main(args: Args) -> Result<ExitCode> {
             profiler: profiling.as_ref().map(|p| p.config),
             ..StartOptions::default()
         };
-        let limit = args.out.vtime_limit.map(|d| hvsim_vmm::Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
-        let outcome = bug::replay(&record, &host, &start, limit, root.as_ref())?;
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let moment = args.snapshot_before.map(|d| Vtime(record.at.vtime_ns.saturating_sub(nanos(d))));
+        let limit = moment.or(args.out.vtime_limit.map(|d| Vtime(nanos(d))));
+        if let Some(path) = args.save_snapshot.as_ref().filter(|p| p.is_dir()) {
+            bail!("--save-snapshot {}: it is a directory", path.display());
+        }
+        let mut observer = Replayer {
+            out: &args.out,
+            record: &record,
+            nodes: story::nodes(&record.target),
+            narrator: Narrator::default(),
+            told: Vec::new(),
+            print: !args.out.json && !hvsim_guest_image::progress::quiet(),
+            log: None,
+            snapshot: args.save_snapshot.as_deref().zip(moment),
+            saved: None,
+            world: &world,
+        };
+        let outcome = bug::replay(&record, &host, &start, limit, root.as_ref(), &mut observer)?;
+        let (told, saved) = (std::mem::take(&mut observer.told), observer.saved.take());
+        if let (Some(path), Some(moment)) = (&args.save_snapshot, moment) {
+            // The snapshot is what was asked for: the verdict on the
+            // failure cannot be had from a replay stopped short of it.
+            let Some(stats) = saved else {
+                bail!(
+                    "the replay of {} stopped at virtual time {} ns, short of {moment} (the timeline {}); no snapshot saved",
+                    record.id,
+                    outcome.vtime_ns,
+                    outcome.observed.as_deref().map_or("went elsewhere".to_owned(), |o| format!("ended: {o}"))
+                );
+            };
+            if args.out.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"bug": record.id, "snapshot": path, "vtime_ns": moment.nanos(),
+                        "before_failure_ns": record.at.vtime_ns - moment.nanos(), "pages": stats.pages, "bytes": stats.file_bytes})
+                );
+            } else {
+                println!(
+                    "{}: snapshot at virtual time {moment}, {:?} before the failure, saved to {} ({} pages, {} bytes); \
+                     `hvsim replay --snapshot {}` resumes it{}",
+                    record.id,
+                    Duration::from_nanos(record.at.vtime_ns - moment.nanos()),
+                    path.display(),
+                    stats.pages,
+                    stats.file_bytes,
+                    path.display(),
+                    match later_reseeds(&record, moment) {
+                        0 => " as the bug's timeline went on".to_owned(),
+                        n => format!(
+                            " without the {n} re-seeding{} the timeline made after it, so it may not reach the failure",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    }
+                );
+            }
+            return Ok(ExitCode::from(util::EXIT_OK));
+        }
         if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
             p.finish(profile, &format!("hvsim replay: {}", record.id))?;
         }
@@ -91,11 +158,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     "vtime_ns": outcome.vtime_ns,
                     "events": outcome.at.events,
                     "from_saved_root": outcome.from_saved_root,
+                    "story": told,
                 }))?
             );
         } else {
             if outcome.from_saved_root {
-                eprintln!("hvsim: replay: started from the saved root of its timeline (--fresh-root runs it again)");
+                hvsim_guest_image::note!(
+                    "hvsim: replay: started from the saved root of its timeline (--fresh-root runs it again)"
+                );
             }
             println!(
                 "{}: {} — {} at virtual time {} ns (event {}); {}",
@@ -140,6 +210,84 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
     session.profiling = profiling;
     session.finish(&args.out, None)
+}
+
+/// How many of the record's segments start after `moment`.
+fn later_reseeds(record: &BugRecord, moment: Vtime) -> usize {
+    let starts = std::iter::once(record.timeline.root).chain(record.timeline.segments.iter().map(|s| s.until));
+    starts.take(record.timeline.segments.len()).filter(|p| p.vtime_ns > moment.nanos()).count()
+}
+
+/// What `hvsim replay BUG.json` does as the timeline re-executes: tells
+/// its story, writes `--log`, measures `--profile`, saves the snapshot of
+/// `--snapshot-before`.
+struct Replayer<'a> {
+    out: &'a Output,
+    record: &'a BugRecord,
+    nodes: Vec<String>,
+    narrator: Narrator,
+    /// Everything told, for `--json`.
+    told: Vec<story::Entry>,
+    print: bool,
+    log: Option<util::AtomicFile>,
+    /// Where and when to save a snapshot.
+    snapshot: Option<(&'a Path, Vtime)>,
+    saved: Option<file::SaveStats>,
+    world: &'a World,
+}
+
+impl Replayer<'_> {
+    fn tell(&mut self, m: &Machine) {
+        let first = self.told.is_empty();
+        let mut entries = self.narrator.next(m, &|n| story::name(&self.nodes, n));
+        if first {
+            // What came before the replay's start: only the last of it.
+            entries = story::keep_last(entries);
+        }
+        if self.print {
+            for e in &entries {
+                println!("{}", e.line());
+            }
+        }
+        self.told.extend(entries);
+    }
+}
+
+impl bug::Observer for Replayer<'_> {
+    fn prepare(&mut self, m: &mut Machine) -> hvsim_explorer::Result<()> {
+        if self.out.profile {
+            m.enable_wall_profile(10);
+        }
+        if let Some(path) = &self.out.log {
+            let log = session::start_log(m, path, &self.record.target.name(), self.record.master_seed)
+                .map_err(|e| hvsim_explorer::ExploreError::Observer(format!("--log {}: {e:#}", path.display())))?;
+            self.log = Some(log);
+        }
+        self.tell(m);
+        Ok(())
+    }
+
+    fn stopped(&mut self, m: &Machine) {
+        self.tell(m);
+    }
+
+    fn finish(&mut self, m: &mut Machine) -> hvsim_explorer::Result<()> {
+        self.tell(m);
+        let other = |e: anyhow::Error| hvsim_explorer::ExploreError::Observer(format!("{e:#}"));
+        m.flush_log()?;
+        if let Some(log) = self.log.take() {
+            log.commit().map_err(other)?;
+        }
+        session::print_wall_profile(m);
+        if let Some((path, moment)) = self.snapshot {
+            if m.now() >= moment && m.state().ended.is_none() {
+                let stats = file::save(path, m, &self.record.target.name(), self.record.master_seed, &self.world.0)
+                    .map_err(|e| other(e.into()))?;
+                self.saved = Some(stats);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Compares the world a record or snapshot comes from with this one:

@@ -78,9 +78,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let name = target.name();
     let first = if args.verify {
         let launch = target.start(args.seed, &host, &start).context("cannot start the guest")?;
-        eprintln!("hvsim: --verify: first execution");
+        hvsim_guest_image::note!("hvsim: --verify: first execution");
         let summary = Session::start_silent(launch, &name, args.seed, host_limits.clone()).run_silently(&args.out)?;
-        eprintln!("hvsim: --verify: second execution");
+        hvsim_guest_image::note!("hvsim: --verify: second execution");
         Some(summary)
     } else {
         None

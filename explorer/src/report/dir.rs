@@ -14,13 +14,15 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{io, markdown, report, Report};
+use super::{io, markdown, report, Invocation, Report};
 use crate::bug::BugRecord;
 use crate::engine::Exploration;
 use crate::error::Result;
 
 pub struct RunDir {
     path: PathBuf,
+    /// Who made it, how and when: in every report written to it.
+    invocation: Invocation,
 }
 
 /// The name of the link to the newest exploration.
@@ -53,7 +55,7 @@ impl RunDir {
         let bugs = path.join("bugs");
         std::fs::create_dir(&bugs).map_err(io("creating the output directory", &bugs))?;
         point_latest(out, path.file_name().expect("a name was just given"))?;
-        Ok(RunDir { path })
+        Ok(RunDir { path, invocation: Invocation::here() })
     }
 
     pub fn path(&self) -> &Path {
@@ -84,7 +86,7 @@ impl RunDir {
         for bug in &exp.bugs {
             self.write_bug(bug)?;
         }
-        let report = report(exp, &self.bugs());
+        let report = report(exp, &self.bugs(), &self.invocation);
         let publish = |name: &str, bytes: &[u8]| {
             let file = self.path.join(name);
             hvsim_vmm::files::publish(&file, bytes).map_err(io("writing the report", &file))

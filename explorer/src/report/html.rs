@@ -17,21 +17,35 @@ use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
 
 const STYLE: &str = "
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #1d1d1f; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #1d1d1f;
+       overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+dl.head { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .15em 1em; margin: .6em 0; }
+dl.head dt { color: #555; } dl.head dd { margin: 0; }
 .chips span { display: inline-block; margin: .2em .4em .2em 0; padding: .1em .6em; border-radius: 1em; background: #eee; }
 .bad { background: #fde2e1 !important; color: #a1130c; } .warn { background: #fff1d0 !important; color: #7a5200; }
-.good { background: #dff5e3 !important; color: #16622a; } .muted { color: #6e6e73; }
+.good { background: #dff5e3 !important; color: #16622a; } .muted { color: #555; }
 .bug { border: 1px solid #f0b4b0; border-left: 5px solid #d33; border-radius: 4px; padding: .5em 1em; margin: 1em 0; }
-pre { background: #f6f6f8; padding: .6em; overflow-x: auto; } code { font-family: ui-monospace, monospace; }
+pre { background: #f6f6f8; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
+code { font-family: ui-monospace, monospace; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; width: 100%; } th, td { text-align: left; padding: .25em .6em; border-bottom: 1px solid #eee; }
+th, td { overflow-wrap: normal; } th { white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.failed td:first-child { color: #a1130c; font-weight: 600; } tr.unexercised td:first-child { color: #7a5200; font-weight: 600; }
+table.story td { font-family: ui-monospace, monospace; font-size: .85em; white-space: pre-wrap; vertical-align: top; }
+table.story td:nth-child(2) { white-space: nowrap; }
 .bar { display: flex; height: 1.4em; border-radius: 3px; overflow: hidden; } .bar div { min-width: 2px; }
-svg text { font-size: 11px; fill: #6e6e73; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 24em), 1fr)); gap: 1em 2em; }
+.charts figure { margin: 0; } .charts figcaption { font-weight: 600; }
+svg.plot { width: 100%; height: auto; display: block; }
+svg.plot text { font-size: 13px; fill: #333; }
+@media (max-width: 40em) { body { margin: 1em auto; font-size: 14px; } dl.head { grid-template-columns: minmax(0, 1fr); }
+  dl.head dd { margin-bottom: .3em; } }
 ";
 
-/// Colours of the phases bar (the last also marks bugs on the chart).
-const PHASE_COLOURS: [&str; 6] = ["#8e8e93", "#5ac8fa", "#34c759", "#ff9500", "#af52de", "#ff3b30"];
+/// Colours of the phases bar.
+const PHASE_COLOURS: [&str; 7] = ["#8e8e93", "#5ac8fa", "#34c759", "#ff9500", "#af52de", "#ff3b30", "#c7c7cc"];
 
 /// The page for `r`, the report of `exp`.
 pub fn render(r: &Report, exp: &Exploration) -> String {
@@ -46,6 +60,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
             }
             body {
                 h1 { "hvsim exploration of " code { (s.target) } }
+                (header(r))
                 div.chips {
                     span class=(match s.ending { Ending::Finished => "", Ending::Running => "warn", _ => "bad" }) {
                         (s.ending.describe())
@@ -57,7 +72,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     span { (s.snapshots) " snapshots" }
                     span { (s.signals) " signals" }
                     @if s.coverage_edges > 0 { span { (s.coverage_edges) " coverage edges" } }
-                    span { (format!("{:.1}", s.wall_ms as f64 / 1000.0)) " s, " (s.workers) " worker(s), rounds of " (s.batch) }
+                    span { (s.workers) " worker(s), rounds of " (s.batch) }
                     span class=(if s.bugs > 0 { "bad" } else { "good" }) { (s.bugs) " bug(s)" }
                     @for (label, n) in &s.verdicts {
                         span class=(verdict_class_of_label(label)) { (n) " " (label) }
@@ -79,21 +94,22 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             span { "found in branch " (record.branch) }
                         }
                         @for why in &b.replayable_reasons { p.muted { (why) } }
-                        p { "At " (point(b.at)) ". Replay it:" }
+                        p { "At " (point(b.at)) ". Replay it (it tells this story as it goes):" }
                         pre { code { (b.replay_command) } }
+                        (story(&b.story))
+                        @if b.console_tail.is_empty() {
+                            p.muted { "The console was empty when it failed: the guest had written nothing to it." }
+                        }
                         details {
-                            summary { "Timeline: the root, then " (record.timeline.segments.len()) " segment(s)" }
-                            table {
-                                tr { th { "from" } th { "seed" } th { "until" } }
+                            summary { "How the replay reaches it: boot with seed " (record.master_seed) " to the root, then "
+                                      (record.timeline.segments.len()) " re-seeded segment(s)" }
+                            div.scroll { table {
+                                tr { th { "from" } th { "seed (every entropy stream re-seeded)" } th { "until" } }
                                 tr { td { "boot" } td { (record.master_seed) } td { (point(record.timeline.root)) } }
                                 @for seg in &record.timeline.segments {
-                                    tr { td { "snapshot" } td { (seg.seed) } td { (point(seg.until)) } }
+                                    tr { td { "snapshot" } td { (format!("{:#018x}", seg.seed)) } td { (point(seg.until)) } }
                                 }
-                            }
-                        }
-                        @if !b.console_tail.is_empty() {
-                            p.muted { "The console's last lines:" }
-                            pre { (b.console_tail.join("\n")) }
+                            } }
                         }
                         @if !b.faults.is_empty() {
                             p { "Drawn faults in its timeline:" }
@@ -126,7 +142,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                 (properties(&r.assertions))
                 @if !r.checkers.is_empty() {
                     h2 { "Checkers" }
-                    table {
+                    div.scroll { table {
                         tr { th { "checker" } th { "model" } th { "history" } th { "timelines" } th { "valid" } th { "invalid" }
                              th { "undecided" } th { "malformed" } th { "operations" } th { "bug" } }
                         @for c in &r.checkers {
@@ -135,42 +151,42 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                                  td { (c.undecided) } td class=(if c.malformed > 0 { "bad" } else { "" }) { (c.malformed) }
                                  td { (c.operations) } td { (c.bug.as_deref().unwrap_or("")) } }
                         }
-                    }
+                    } }
                 }
                 @if !r.faults.is_empty() {
                     h2 { "Faults" }
-                    table {
+                    div.scroll { table {
                         tr { th { "fault" } th { "drawn faults that struck" } th { "touched, all timelines" } th { "" } }
                         @for f in &r.faults {
                             tr { td { code { (f.kind) } } td { (f.drawn) } td { (f.landed) }
                                  td class=(if f.landed > 0 { "good" } else { "bad" }) { (f.status) } }
                         }
-                    }
+                    } }
                 }
                 @if !r.buggify.is_empty() {
                     h2 { "Buggify" }
-                    table {
+                    div.scroll { table {
                         tr { th { "site" } th { "timelines enabled" } th { "timelines reaching it" } th { "reached" } th { "fired" } }
                         @for (site, t) in &r.buggify {
                             tr { td { code { (site) } } td { (t.timelines_enabled) } td { (t.timelines) } td { (t.reached) } td { (t.fired) } }
                         }
-                    }
+                    } }
                 }
                 @if !r.composer.is_empty() {
                     h2 { "Test Composer" }
                     @for (template, n) in &r.composer.templates { p { "template " code { (template) } ": chosen in " (n) " timeline(s)" } }
-                    table {
+                    div.scroll { table {
                         tr { th { "command" } th { "started" } th { "exit 0" } th { "failed" } th { "ended by a fault" } th { "stopped" } }
                         @for (c, t) in &r.composer.commands {
                             tr { td { code { (c) } } td { (t.started) } td { (t.succeeded) }
                                  td class=(if t.failed > 0 { "bad" } else { "" }) { (t.failed) } td { (t.by_fault) } td { (t.stopped) } }
                         }
-                    }
+                    } }
                     p { (crate::composer::HOW_COUNTED) }
                 }
                 @if r.series.len() > 1 {
                     h2 { "Over the branches" }
-                    (chart(&r.series))
+                    (charts(&r.series))
                 }
                 h2 { "Where the wall time went" }
                 (phases(r))
@@ -220,7 +236,7 @@ fn properties(assertions: &[AssertionReport]) -> Markup {
     let mut sorted: Vec<&AssertionReport> = assertions.iter().collect();
     sorted.sort_by_key(|a| rank(a.verdict));
     html! {
-        table {
+        div.scroll { table {
             tr { th { "verdict" } th { "kind" } th { "property" } th { "hits" } th { "held" } th { "failed" } th { "bug" } }
             @for a in sorted {
                 tr class=(match a.verdict { Verdict::Failed => "failed", Verdict::Held => "held", _ => "unexercised" }) {
@@ -229,61 +245,142 @@ fn properties(assertions: &[AssertionReport]) -> Markup {
                     td {
                         (a.message)
                         @if !a.location.file.is_empty() {
-                            br; span.muted { (a.location.file) ":" (a.location.begin_line) }
+                            br; span.muted { (a.location.file) @if a.location.begin_line > 0 { ":" (a.location.begin_line) } }
                         }
                     }
                     td { (a.hits) } td { (a.passes) } td { (a.failures) }
                     td { @if let Some(bug) = &a.bug { a href=(format!("#{bug}")) { (bug) } } }
                 }
             }
+        } }
+    }
+}
+
+/// What the charts draw: a name, a unit, a colour, the value at a point.
+type Line = (&'static str, &'static str, &'static str, fn(&SeriesPoint) -> u64);
+
+const LINES: [Line; 3] = [
+    ("Signals", "new behaviours found", "#1e8e3e", |p| p.signals),
+    ("Snapshots", "snapshots taken", "#0a6fb5", |p| p.snapshots as u64),
+    ("Coverage edges", "edges reached", "#8e44ad", |p| p.edges as u64),
+];
+
+/// One chart per measure (each with its own scale) against the branch
+/// number, all on the same branch axis, with a dashed red line where a new
+/// bug was found.
+fn charts(series: &[SeriesPoint]) -> Markup {
+    let bug_at: Vec<u64> = series.windows(2).filter(|w| w[1].bugs > w[0].bugs).map(|w| w[1].branch).collect();
+    html! {
+        div.charts {
+            @for line in &LINES {
+                @if series.iter().map(line.3).max().unwrap_or(0) > 0 {
+                    figure { figcaption { span style=(format!("color:{}", line.2)) { "━ " } (line.0) }
+                             (plot(series, line, &bug_at)) }
+                }
+            }
+        }
+        p.muted { "x: branches run (timelines); y: the count so far. "
+                  @if !bug_at.is_empty() { span style="color:#d33" { "┅" } " a new bug found at that branch." } }
+    }
+}
+
+/// "Nice" tick values from 0 to at least `max`: steps of 1, 2 or 5 times a
+/// power of ten, at most 6 of them.
+fn ticks(max: u64) -> Vec<u64> {
+    let max = max.max(1);
+    let mut step = 1u64;
+    'found: loop {
+        for m in [1, 2, 5] {
+            if max.div_ceil(step * m) <= 5 {
+                step *= m;
+                break 'found;
+            }
+        }
+        step *= 10;
+    }
+    (0..=max.div_ceil(step)).map(|k| k * step).collect()
+}
+
+fn plot(series: &[SeriesPoint], (name, unit, colour, value): &Line, bug_at: &[u64]) -> Markup {
+    const W: f64 = 400.0;
+    const H: f64 = 220.0;
+    const LEFT: f64 = 56.0;
+    const RIGHT: f64 = 20.0;
+    const TOP: f64 = 10.0;
+    const BOTTOM: f64 = 44.0;
+    let xs = ticks(series.last().map_or(1, |p| p.branch));
+    let ys = ticks(series.iter().map(value).max().unwrap_or(0));
+    let (x_max, y_max) = (*xs.last().expect("ticks") as f64, *ys.last().expect("ticks") as f64);
+    let x = |b: u64| LEFT + (W - LEFT - RIGHT) * b as f64 / x_max;
+    let y = |v: u64| H - BOTTOM - (H - BOTTOM - TOP) * v as f64 / y_max;
+    let points: Vec<String> = series.iter().map(|p| format!("{:.1},{:.1}", x(p.branch), y(value(p)))).collect();
+    html! {
+        svg.plot viewBox=(format!("0 0 {W} {H}")) role="img" aria-label=(format!("{name} ({unit}) against branches")) {
+            @for t in &ys {
+                line x1=(LEFT) x2=(W - RIGHT) y1=(y(*t)) y2=(y(*t)) stroke="#e5e5e5" {}
+                text x=(LEFT - 6.0) y=(y(*t) + 4.0) text-anchor="end" { (t) }
+            }
+            @for t in &xs {
+                line x1=(x(*t)) x2=(x(*t)) y1=(H - BOTTOM) y2=(H - BOTTOM + 5.0) stroke="#333" {}
+                text x=(x(*t)) y=(H - BOTTOM + 19.0) text-anchor="middle" { (t) }
+            }
+            line x1=(LEFT) x2=(W - RIGHT) y1=(H - BOTTOM) y2=(H - BOTTOM) stroke="#333" {}
+            line x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(H - BOTTOM) stroke="#333" {}
+            text x=(LEFT + (W - LEFT - RIGHT) / 2.0) y=(H - 6.0) text-anchor="middle" { "branch" }
+            text transform=(format!("translate(14,{}) rotate(-90)", (H - BOTTOM + TOP) / 2.0)) text-anchor="middle" { (unit) }
+            @for b in bug_at {
+                line x1=(x(*b)) x2=(x(*b)) y1=(TOP) y2=(H - BOTTOM) stroke="#d33" stroke-dasharray="4 3" {}
+            }
+            polyline points=(points.join(" ")) fill="none" stroke=(colour) stroke-width="2" {}
         }
     }
 }
 
-/// What the chart draws: a name, a colour, the value at a point.
-type Line = (&'static str, &'static str, fn(&SeriesPoint) -> u64);
-
-const LINES: [Line; 3] = [
-    ("signals", "#34c759", |p| p.signals),
-    ("snapshots", "#5ac8fa", |p| p.snapshots as u64),
-    ("coverage edges", "#af52de", |p| p.edges as u64),
-];
-
-/// Signals, snapshots and coverage edges against the branch number, each
-/// scaled to its own maximum, with a red line where the bug count rose.
-fn chart(series: &[SeriesPoint]) -> Markup {
-    const W: f64 = 800.0;
-    const H: f64 = 200.0;
-    let last = series.last().map_or(1, |p| p.branch.max(1)) as f64;
-    let x = |branch: u64| 40.0 + (W - 50.0) * branch as f64 / last;
-    let points = |value: fn(&SeriesPoint) -> u64, max: u64| {
-        let y = |p: &SeriesPoint| H - 20.0 - (H - 40.0) * value(p) as f64 / max as f64;
-        series.iter().map(|p| format!("{:.1},{:.1}", x(p.branch), y(p))).collect::<Vec<_>>().join(" ")
-    };
-    let bug_at: Vec<u64> = series.windows(2).filter(|w| w[1].bugs > w[0].bugs).map(|w| w[1].branch).collect();
+/// A bug's story (`story.rs`) as a table: when, who, what.
+fn story(entries: &[crate::story::Entry]) -> Markup {
+    use crate::story::What;
     html! {
-        svg width=(W) height=(H) viewBox=(format!("0 0 {W} {H}")) role="img" {
-            line x1="40" y1=(H - 20.0) x2=(W - 10.0) y2=(H - 20.0) stroke="#ccc" {}
-            text x="40" y=(H - 5.0) { "branch 0" }
-            text x=(W - 90.0) y=(H - 5.0) { "branch " (last) }
-            @for b in &bug_at {
-                line x1=(x(*b)) y1="15" x2=(x(*b)) y2=(H - 20.0) stroke=(PHASE_COLOURS[5]) stroke-dasharray="4 3" {}
+        @if !entries.is_empty() {
+            details open {
+                summary { "What happened, in virtual time: the last output of each service and of the kernel, \
+                           init's words, SDK messages, the faults as they struck and ended, and the failure" }
+                div.scroll { table.story {
+                    tr { th.num { "time (s)" } th { "who" } th { "what" } }
+                    @for e in entries {
+                        tr class=(match e.what { What::Fault => "warn", What::Failure => "bad", _ => "" }) {
+                            td.num { (format!("{:.6}", e.vtime_ns as f64 / 1e9)) } td { (e.source) } td { (e.text) }
+                        }
+                    }
+                } }
             }
-            @for (i, (name, colour, value)) in LINES.iter().enumerate() {
-                @let max = series.iter().map(*value).max().unwrap_or(0);
-                @if max > 0 {
-                    polyline points=(points(*value, max)) fill="none" stroke=(colour) stroke-width="2" {}
-                    text x=(50.0 + 170.0 * i as f64) y="12" style=(format!("fill:{colour}")) { (name) " (up to " (max) ")" }
+        }
+    }
+}
+
+/// The header: which hvsim, the command, the host, when, how long.
+fn header(r: &Report) -> Markup {
+    let (i, s) = (&r.invocation, &r.summary);
+    html! {
+        dl.head {
+            dt { "hvsim" } dd { (i.hvsim_version) }
+            dt { "command" } dd { code { (i.command) } }
+            dt { "host" } dd { (i.host) }
+            dt { "started" } dd { (i.started) }
+            dt { "wall time" } dd { (format!("{:.1} s", s.wall_ms as f64 / 1e3)) }
+            dt { "virtual time" } dd { (format!("{:.3} s", s.vtime_ns as f64 / 1e9)) " over every branch" }
+            dt { "first bug" } dd {
+                @match s.first_bug {
+                    Some((branch, ms)) => { (format!("{:.1} s", ms as f64 / 1e3)) " after the start, in branch " (branch) }
+                    None => { "none found" }
                 }
             }
         }
-        p.muted { "Each line is scaled to its own maximum; dashed red: a new bug." }
     }
 }
 
 fn phases(r: &Report) -> Markup {
-    let p = &r.summary.phases;
-    let parts = [
+    let (p, s) = (&r.summary.phases, &r.summary);
+    let mut parts = vec![
         ("start", p.start_ms),
         ("setup", p.setup_ms),
         ("branches", p.branches_ms),
@@ -291,20 +388,31 @@ fn phases(r: &Report) -> Markup {
         ("snapshots", p.snapshot_ms),
         ("bug re-executions", p.reexecution_ms),
     ];
-    let total = parts.iter().map(|(_, ms)| ms).sum::<u64>().max(1) as f64;
+    let accounted: f64 = parts.iter().map(|(_, ms)| ms).sum();
+    // One worker: the rest of the wall time is the explorer's own work.
+    if s.workers == 1 {
+        parts.push(("the explorer's own work", (s.wall_ms as f64 - accounted).max(0.0)));
+    }
+    let total = parts.iter().map(|(_, ms)| ms).sum::<f64>().max(1e-9);
     html! {
         div.bar {
             @for (i, (name, ms)) in parts.iter().enumerate() {
-                div style=(format!("width:{:.2}%;background:{}", 100.0 * *ms as f64 / total, PHASE_COLOURS[i]))
-                    title=(format!("{name}: {ms} ms")) {}
+                div style=(format!("width:{:.2}%;background:{}", 100.0 * ms / total, PHASE_COLOURS[i]))
+                    title=(format!("{name}: {ms:.1} ms")) {}
             }
         }
         p.muted {
             @for (i, (name, ms)) in parts.iter().enumerate() {
-                span style=(format!("color:{}", PHASE_COLOURS[i])) { "■ " } (name) " " (ms) " ms  "
+                span style=(format!("color:{}", PHASE_COLOURS[i])) { "■ " } (name) " " (format!("{ms:.1}")) " ms  "
             }
-            "(branches, restores, snapshots and re-executions are summed over the workers; the exploration waited "
-            (p.reexecution_wait_ms) " ms for re-executions)"
+            @if s.workers == 1 {
+                "(of " (s.wall_ms) " ms of wall time; the exploration waited " (format!("{:.1}", p.reexecution_wait_ms))
+                " ms for re-executions)"
+            } @else {
+                "(branches, restores, snapshots and re-executions are summed over the " (s.workers)
+                " workers, so they add up to more than the " (s.wall_ms) " ms of wall time; the exploration waited "
+                (format!("{:.1}", p.reexecution_wait_ms)) " ms for re-executions)"
+            }
         }
     }
 }
@@ -321,6 +429,18 @@ mod tests {
     use crate::sdk::{self, SdkMessage};
     use crate::timeline::{Point, Timeline};
     use crate::Target;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_maximum() {
+        assert_eq!(super::ticks(0), vec![0, 1]);
+        assert_eq!(super::ticks(7), vec![0, 2, 4, 6, 8]);
+        assert_eq!(super::ticks(500), vec![0, 100, 200, 300, 400, 500]);
+        assert_eq!(super::ticks(1770), vec![0, 500, 1000, 1500, 2000]);
+        for max in 1..3000 {
+            let t = super::ticks(max);
+            assert!(*t.last().unwrap() >= max && t.len() <= 6 && t.len() >= 2, "{max}: {t:?}");
+        }
+    }
 
     /// Markup a guest could try to slip into the page.
     const HOSTILE: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressStyle;
 use sha2::{Digest, Sha256};
 
 use crate::cache;
@@ -127,7 +127,7 @@ pub fn ensure_built() -> Result<Kernel> {
         return Ok(Kernel { vmlinux, key });
     }
     let start = Instant::now();
-    eprintln!("hvsim: building the guest kernel ({SOURCE_PACKAGE} {version}, key {})", &key[..16]);
+    crate::note!("hvsim: building the guest kernel ({SOURCE_PACKAGE} {version}, key {})", &key[..16]);
     let work = root.join(format!("build-{}", &key[..16]));
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(io("removing an old build tree", &work))?;
@@ -183,7 +183,7 @@ pub fn ensure_built() -> Result<Kernel> {
     std::fs::write(out_dir.join("config"), &config).map_err(io("saving the kernel config", &out_dir))?;
     std::fs::rename(&tmp, &vmlinux).map_err(io("publishing vmlinux", &vmlinux))?;
     std::fs::remove_dir_all(&work).map_err(io("removing the build tree", &work))?;
-    eprintln!("hvsim: guest kernel built in {:.0?}: {}", start.elapsed(), vmlinux.display());
+    crate::note!("hvsim: guest kernel built in {:.0?}: {}", start.elapsed(), vmlinux.display());
     Ok(Kernel { vmlinux, key })
 }
 
@@ -232,7 +232,7 @@ fn make() -> Command {
 }
 
 fn step(what: &str) {
-    eprintln!("hvsim: kernel: {what}");
+    crate::note!("hvsim: kernel: {what}");
 }
 
 /// Runs `cmd` with its output appended to the build log.
@@ -267,14 +267,13 @@ fn compile(log: &mut File, log_path: &Path, work: &Path, jobs: usize) -> Result<
         .stderr(err)
         .spawn()
         .map_err(|e| ImageError::Setup(format!("cannot run make: {e}")))?;
-    let bar = ProgressBar::new(EXPECTED_BUILD_STEPS);
+    let bar = crate::progress::bar(EXPECTED_BUILD_STEPS);
     bar.set_style(
         ProgressStyle::with_template("hvsim: kernel: [{elapsed_precise}] {bar:40} {pos}/~{len} {msg}")
             .expect("valid template"),
     );
     let stdout = child.stdout.take().expect("piped");
     let mut steps = 0u64;
-    let mut reported = 0u64;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         let _ = writeln!(log, "{line}");
@@ -282,11 +281,6 @@ fn compile(log: &mut File, log_path: &Path, work: &Path, jobs: usize) -> Result<
             steps += 1;
             bar.set_position(steps.min(EXPECTED_BUILD_STEPS));
             bar.set_message(line.split_whitespace().last().unwrap_or("").to_owned());
-            // Without a terminal the bar is hidden: report every 10%.
-            if bar.is_hidden() && steps * 10 / EXPECTED_BUILD_STEPS > reported {
-                reported = steps * 10 / EXPECTED_BUILD_STEPS;
-                eprintln!("hvsim: kernel: ~{}% ({steps} steps)", (reported * 10).min(99));
-            }
         }
     }
     bar.finish_and_clear();

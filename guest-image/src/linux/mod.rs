@@ -181,16 +181,14 @@ const BOOT_VTIME_LIMIT: Vtime = Vtime::from_secs(60);
 /// Boots `config` until init is ready for its run (`hc::op::READY`).
 /// Shows progress on stderr: on nested hosts this takes half a minute.
 pub fn boot_to_ready(config: &MachineConfig) -> Result<Machine> {
-    let spinner = indicatif::ProgressBar::new_spinner();
+    let spinner = crate::progress::spinner();
     spinner.set_style(
-        indicatif::ProgressStyle::with_template("hvsim: booting the Linux guest [{elapsed}] {spinner}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "hvsim: booting the Linux guest [{elapsed}] {spinner} (later runs of this machine shape restore it from the boot cache)",
+        )
+        .expect("valid template"),
     );
-    if spinner.is_hidden() {
-        eprintln!("hvsim: booting the Linux guest (later runs of this machine shape restore it from the boot cache)");
-    } else {
-        spinner.enable_steady_tick(std::time::Duration::from_millis(250));
-    }
+    spinner.enable_steady_tick(std::time::Duration::from_millis(250));
     let mut m = Machine::new(config)?;
     let stop = m.run_until_ready(BOOT_VTIME_LIMIT);
     spinner.finish_and_clear();

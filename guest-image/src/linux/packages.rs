@@ -44,7 +44,7 @@ pub fn ensure(packages: &[&str]) -> Result<()> {
             missing.join(" ")
         )));
     }
-    eprintln!("hvsim: installing Debian packages: {}", missing.join(" "));
+    crate::note!("hvsim: installing Debian packages: {}", missing.join(" "));
     let apt = |args: &[&str]| -> Result<()> {
         // dpkg's own lock may still be held by something outside hvsim.
         let status = Command::new("apt-get")

@@ -79,7 +79,7 @@ impl DebianImage {
         std::fs::create_dir_all(&dir).map_err(io("creating the image cache", &dir))?;
         let work = tempfile::tempdir_in(&dir).map_err(io("creating a scratch directory", &dir))?;
         let tar = work.path().join("rootfs.tar");
-        let spinner = indicatif::ProgressBar::new_spinner();
+        let spinner = crate::progress::spinner();
         spinner.set_style(
             indicatif::ProgressStyle::with_template(
                 "hvsim: building image {msg} from Debian packages [{elapsed}] {spinner}",

@@ -67,7 +67,7 @@ pub fn load(store: &Store, source: &Path, tag: Option<&str>) -> Result<Vec<Loade
     if tag.is_some() && found.len() > 1 {
         return Err(invalid(&label, format!("holds {} images; --tag names exactly one", found.len())));
     }
-    let bar = indicatif::ProgressBar::new(found.iter().flat_map(|f| &f.layers).map(|l| l.staged.size).sum());
+    let bar = crate::progress::bar(found.iter().flat_map(|f| &f.layers).map(|l| l.staged.size).sum());
     bar.set_style(
         indicatif::ProgressStyle::with_template("hvsim: verifying layers {bar:30} {bytes}/{total_bytes}")
             .expect("static template"),
@@ -108,7 +108,7 @@ impl Archive {
     fn unpack(path: &Path, scratch: &Path) -> Result<Archive> {
         let file = hvsim_vmm::files::open_regular(path).map_err(io("opening the image archive", path))?;
         let size = file.metadata().map_err(io("opening the image archive", path))?.len();
-        let bar = indicatif::ProgressBar::new(size).with_style(
+        let bar = crate::progress::bar(size).with_style(
             indicatif::ProgressStyle::with_template("hvsim: reading the archive {bar:30} {bytes}/{total_bytes}")
                 .expect("static template"),
         );

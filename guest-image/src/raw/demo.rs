@@ -24,10 +24,15 @@ pub const FIRST_DIGIT: &str = "the first digit is right";
 pub const TWO_DIGITS: &str = "the first two digits are right";
 pub const STARTED: &str = "the guesser started";
 pub const BAD_DIGIT: &str = "a digit above 9 came up";
+/// The line above that declares the first property: each property's
+/// location is its declaration's line, as an SDK reports its macro's.
+const FIRST_PROPERTY_LINE: u32 = line!() - 7;
 
 fn assertion(display: &str, assert_type: &str, message: &str, must_hit: bool, hit: bool, condition: bool) -> String {
+    let order = [VAULT_CLOSED, FIRST_DIGIT, TWO_DIGITS, STARTED, BAD_DIGIT];
+    let line = FIRST_PROPERTY_LINE + order.iter().position(|&m| m == message).expect("a demo property") as u32;
     format!(
-        r#"{{"antithesis_assert":{{"id":"{message}","message":"{message}","condition":{condition},"hit":{hit},"must_hit":{must_hit},"assert_type":"{assert_type}","display_type":"{display}","location":{{"class":"","function":"demo","file":"guest-image/src/raw/demo.rs","begin_line":0,"begin_column":0}},"details":null}}}}"#
+        r#"{{"antithesis_assert":{{"id":"{message}","message":"{message}","condition":{condition},"hit":{hit},"must_hit":{must_hit},"assert_type":"{assert_type}","display_type":"{display}","location":{{"class":"","function":"demo","file":"guest-image/src/raw/demo.rs","begin_line":{line},"begin_column":11}},"details":null}}}}"#
     )
 }
 
@@ -105,4 +110,22 @@ pub fn build() -> RawImage {
 
     dynasm!(p.a ; =>alarm ; mov QWORD [=>woke], 1 ; ret);
     p.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_property_points_at_its_declaration() {
+        let source: Vec<&str> = include_str!("demo.rs").lines().collect();
+        for (i, name) in ["VAULT_CLOSED", "FIRST_DIGIT", "TWO_DIGITS", "STARTED", "BAD_DIGIT"].iter().enumerate() {
+            let line = source[(FIRST_PROPERTY_LINE as usize) + i - 1];
+            assert!(
+                line.starts_with(&format!("pub const {name}: &str")),
+                "line {}: {line}",
+                FIRST_PROPERTY_LINE as usize + i
+            );
+        }
+    }
 }

@@ -121,7 +121,7 @@ impl Devices {
         } else if Rtc::claims(port) {
             self.rtc.pio_write(port, val);
         } else if Serial::claims(port) {
-            self.serial.pio_write(port, val);
+            self.serial.pio_write(port, val, now.nanos());
             self.sync_serial_irq();
         } else {
             self.unclaimed(format_args!("OUT {val:#04x} to unclaimed port {port:#x}"))?;

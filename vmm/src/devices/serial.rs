@@ -5,6 +5,10 @@
 //! (IRQ 4), which Linux's interrupt-driven tty output relies on. There is no
 //! input: a run never depends on a host terminal. Enough of the modem
 //! registers and loopback mode is modelled for Linux's probe to find a 16550A.
+//!
+//! Each console line is stamped with the virtual time of its first byte, so
+//! a bug record can put the guest's output on one line with its SDK messages
+//! and faults (`explorer/src/story.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +40,11 @@ pub struct Serial {
     /// A byte looped back in loopback mode, waiting to be read.
     rbr: Option<u8>,
     console: Vec<u8>,
+    /// Where each line of `console` starts, and the virtual time (ns) of
+    /// its first byte: ascending in both. (Empty in snapshots from before
+    /// lines were stamped: their lines are then not told.)
+    #[serde(default)]
+    line_starts: Vec<(u64, u64)>,
     dropped: u64,
 }
 
@@ -46,6 +55,16 @@ impl Serial {
 
     pub fn console(&self) -> &[u8] {
         &self.console
+    }
+
+    /// The console's lines, each with the virtual time (ns) its first byte
+    /// was written; the last one may be incomplete.
+    pub fn lines(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.line_starts.iter().enumerate().map(|(i, &(start, vtime))| {
+            let end = self.line_starts.get(i + 1).map_or(self.console.len(), |&(next, _)| next as usize);
+            let line = &self.console[start as usize..end];
+            (vtime, line.strip_suffix(b"\n").unwrap_or(line))
+        })
     }
 
     /// Bytes written beyond [`CONSOLE_LIMIT`].
@@ -69,10 +88,14 @@ impl Serial {
         id | if self.fifo { IIR_FIFO } else { 0 }
     }
 
-    fn transmit(&mut self, byte: u8) {
+    fn transmit(&mut self, byte: u8, now_ns: u64) {
         if self.mcr & MCR_LOOP != 0 {
             self.rbr = Some(byte);
         } else if self.console.len() < CONSOLE_LIMIT {
+            if self.console.last().is_none_or(|&b| b == b'\n') {
+                debug_assert!(self.line_starts.last().is_none_or(|&(_, t)| t <= now_ns), "time ran backwards");
+                self.line_starts.push((self.console.len() as u64, now_ns));
+            }
             self.console.push(byte);
         } else {
             self.dropped += 1;
@@ -80,10 +103,11 @@ impl Serial {
         self.thr_pending = true;
     }
 
-    pub fn pio_write(&mut self, port: u16, val: u8) {
+    /// `now_ns`: the virtual time, which stamps a line's first byte.
+    pub fn pio_write(&mut self, port: u16, val: u8, now_ns: u64) {
         let dlab = self.lcr & LCR_DLAB != 0;
         match (port - hvsim_abi::port::COM1, dlab) {
-            (0, false) => self.transmit(val),
+            (0, false) => self.transmit(val, now_ns),
             (0, true) => self.dll = val,
             (1, false) => {
                 let enabling_thri = val & IER_THRI != 0 && self.ier & IER_THRI == 0;
@@ -143,29 +167,39 @@ mod tests {
         let mut s = Serial::default();
         for b in b"hi\n" {
             assert_ne!(s.pio_read(COM1 + 5) & LSR_THRE, 0);
-            s.pio_write(COM1, *b);
+            s.pio_write(COM1, *b, 0);
         }
         assert_eq!(s.console(), b"hi\n");
+    }
+
+    #[test]
+    fn lines_carry_the_time_of_their_first_byte() {
+        let mut s = Serial::default();
+        for (t, b) in b"ab\ncd\ne".iter().enumerate() {
+            s.pio_write(COM1, *b, t as u64 * 10);
+        }
+        let lines: Vec<(u64, &[u8])> = s.lines().collect();
+        assert_eq!(lines, vec![(0, &b"ab"[..]), (30, &b"cd"[..]), (60, &b"e"[..])]);
     }
 
     #[test]
     fn thre_interrupt_raised_and_cleared_by_iir_read() {
         let mut s = Serial::default();
         assert!(!s.irq_level());
-        s.pio_write(COM1 + 1, IER_THRI);
+        s.pio_write(COM1 + 1, IER_THRI, 0);
         assert!(s.irq_level(), "enabling THRI with an empty transmitter interrupts");
         assert_eq!(s.pio_read(COM1 + 2) & 0x0F, IIR_THRI);
         assert!(!s.irq_level());
-        s.pio_write(COM1, b'x');
+        s.pio_write(COM1, b'x', 0);
         assert!(s.irq_level());
     }
 
     #[test]
     fn loopback_as_linux_probes_it() {
         let mut s = Serial::default();
-        s.pio_write(COM1 + 4, MCR_LOOP | 0x0A); // loop, RTS, OUT2
+        s.pio_write(COM1 + 4, MCR_LOOP | 0x0A, 0); // loop, RTS, OUT2
         assert_eq!(s.pio_read(COM1 + 6) & 0xF0, 0x90);
-        s.pio_write(COM1, 0x5A);
+        s.pio_write(COM1, 0x5A, 0);
         assert_eq!(s.pio_read(COM1 + 5) & LSR_DR, LSR_DR);
         assert_eq!(s.pio_read(COM1), 0x5A);
         assert!(s.console().is_empty());
@@ -174,19 +208,19 @@ mod tests {
     #[test]
     fn dlab_switches_to_divisor_latch() {
         let mut s = Serial::default();
-        s.pio_write(COM1 + 3, LCR_DLAB);
-        s.pio_write(COM1, 0x01);
-        s.pio_write(COM1 + 1, 0x00);
-        s.pio_write(COM1 + 3, 0x03);
+        s.pio_write(COM1 + 3, LCR_DLAB, 0);
+        s.pio_write(COM1, 0x01, 0);
+        s.pio_write(COM1 + 1, 0x00, 0);
+        s.pio_write(COM1 + 3, 0x03, 0);
         assert!(s.console().is_empty());
-        s.pio_write(COM1 + 3, LCR_DLAB);
+        s.pio_write(COM1 + 3, LCR_DLAB, 0);
         assert_eq!(s.pio_read(COM1), 0x01);
     }
 
     #[test]
     fn fifo_reported_in_iir() {
         let mut s = Serial::default();
-        s.pio_write(COM1 + 2, 0x07);
+        s.pio_write(COM1 + 2, 0x07, 0);
         assert_eq!(s.pio_read(COM1 + 2) & 0xC0, 0xC0);
     }
 }

@@ -334,6 +334,17 @@ impl Episode {
     /// One line for people: what, whom, when, and what it touched; `name`
     /// names a node.
     pub fn describe(&self, name: &dyn Fn(u16) -> String) -> String {
+        let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
+        let until = match (self.ended_ns, self.end_ns) {
+            (Some(e), planned) if e < planned => format!("{} (cut short by a pause)", t(e)),
+            (_, u64::MAX) => "never (stays down)".to_owned(),
+            (_, planned) => t(planned),
+        };
+        format!("{} {}, {} to {until}: touched {}", self.kind.name(), self.whom(name), t(self.start_ns), self.landed)
+    }
+
+    /// Whom or what it strikes, for people; `name` names a node.
+    pub fn whom(&self, name: &dyn Fn(u16) -> String) -> String {
         let list = |nodes: &[u16]| nodes.iter().map(|&n| name(n)).collect::<Vec<_>>().join(" ");
         let cut = |c: &Cut| match c {
             Cut::Groups(groups) => groups.iter().map(|g| list(g)).collect::<Vec<_>>().join(" | "),
@@ -343,7 +354,7 @@ impl Episode {
                 format!("ring, cut {}", p.join(" "))
             }
         };
-        let whom = match &self.effect {
+        match &self.effect {
             Effect::Links(LinkEffect::Partition(c) | LinkEffect::Clog(c)) => cut(c),
             Effect::Links(LinkEffect::Slow { cut: c, delay_ns }) => {
                 format!("{} (+{:?})", cut(c), std::time::Duration::from_nanos(*delay_ns))
@@ -371,14 +382,7 @@ impl Episode {
             }
             Effect::Clock { nodes, change } => format!("{}: {}", list(nodes), change.describe()),
             Effect::Custom { nodes, command } => format!("command {command} on {}", list(nodes)),
-        };
-        let t = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
-        let until = match (self.ended_ns, self.end_ns) {
-            (Some(e), planned) if e < planned => format!("{} (cut short by a pause)", t(e)),
-            (_, u64::MAX) => "never (stays down)".to_owned(),
-            (_, planned) => t(planned),
-        };
-        format!("{} {whom}, {} to {until}: touched {}", self.kind.name(), t(self.start_ns), self.landed)
+        }
     }
 }
 

@@ -491,6 +491,11 @@ impl Machine {
         self.state.devices.serial.console()
     }
 
+    /// The console's lines, each with the virtual time (ns) it began.
+    pub fn console_lines(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.state.devices.serial.lines()
+    }
+
     /// Ends the run from outside (e.g. at the virtual-time limit).
     pub fn end(&mut self, end: End) {
         if self.state.ended.is_none() {

@@ -19,7 +19,7 @@ pub fn bench_boot(mem: usize, nodes: u16, repeat: usize, json: bool) -> Result<E
     let system = System { nodes, disk_bytes: 64 << 20, ..System::default() };
     let settings = host.settings(true, None);
     let config = linux_boot(mem, &system, false, &host, settings.clone())?;
-    eprintln!("hvsim: bench boot: one cold boot (half a minute or more here), then {repeat} restores");
+    hvsim_guest_image::note!("hvsim: bench boot: one cold boot (half a minute or more here), then {repeat} restores");
 
     let t = Instant::now();
     let mut booted = linux::boot_to_ready(&config)?;

@@ -30,7 +30,9 @@ const FROM_ROOT: Mode = Mode { name: "from-root", policy: Policy::Energy, from_s
 pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let (target, span, every, modes) = if linux {
-        eprintln!("hvsim: bench explore --linux: exploring the Rust SDK vault to its bug (minutes here)");
+        hvsim_guest_image::note!(
+            "hvsim: bench explore --linux: exploring the Rust SDK vault to its bug (minutes here)"
+        );
         (rust_vault()?, Span::Slice(Vtime(500_000_000)), None, vec![RARITY, ENERGY])
     } else {
         let limit = Vtime(20_000_000);
@@ -68,10 +70,9 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
             };
             let e = explore(&config, &host, &mut ())?;
             span_words = e.describe_span();
-            let run_ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms);
-            let (timelines, ms) = e.first_bug.map_or((None, None), |(b, ms)| {
-                (Some(b), Some(ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms)))
-            });
+            let run_ms = e.wall_ms.saturating_sub(e.phases.to_root_ms());
+            let (timelines, ms) =
+                e.first_bug.map_or((None, None), |(b, ms)| (Some(b), Some(ms.saturating_sub(e.phases.to_root_ms()))));
             if !json {
                 eprintln!(
                     "  seed {seed} {:<9} {}",

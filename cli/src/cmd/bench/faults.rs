@@ -70,7 +70,10 @@ fn run(host: &Host, plan: Option<String>) -> Result<(f64, u64)> {
 
 pub fn bench_faults(repeat: usize, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
-    eprintln!("hvsim: bench faults: {} kinds, {repeat} x 2 runs each and a baseline (a few minutes here)", KINDS.len());
+    hvsim_guest_image::note!(
+        "hvsim: bench faults: {} kinds, {repeat} x 2 runs each and a baseline (a few minutes here)",
+        KINDS.len()
+    );
     let mut rows = Vec::new();
     let mut baseline = Vec::new();
     for (kind, extra) in KINDS {
@@ -84,7 +87,7 @@ pub fn bench_faults(repeat: usize, json: bool) -> Result<ExitCode> {
             held.push(wall);
             ended.push(run(&host, Some(plan(kind, extra, "300ms")))?.0);
         }
-        eprintln!("hvsim: bench faults: {kind} measured");
+        hvsim_guest_image::note!("hvsim: bench faults: {kind} measured");
         rows.push((kind, median(held), median(ended)));
     }
     let base = median(baseline);

@@ -169,7 +169,7 @@ fn marked_spans(mut m: Machine, abouts: &[&str]) -> Result<Vec<(f64, u64)>> {
                         marks.push((rest.to_owned(), Instant::now(), msg.vtime.nanos()));
                         let done = marks.len() / 2;
                         if marks.len().is_multiple_of(2) && done <= abouts.len() {
-                            eprintln!("hvsim: bench guest: {} done in the guest", abouts[done - 1]);
+                            hvsim_guest_image::note!("hvsim: bench guest: {} done in the guest", abouts[done - 1]);
                         }
                     }
                 }
@@ -222,7 +222,7 @@ fn redis_guest(requests: u64, host: &Host) -> Result<(f64, f64)> {
     let image = debian::redis();
     let store = Store::open()?;
     if store.resolve(&image.name).is_err() {
-        eprintln!("hvsim: bench guest: building the Debian Redis image (once)");
+        hvsim_guest_image::note!("hvsim: bench guest: building the Debian Redis image (once)");
         load(&store, &image.build()?.archive, None)?;
     }
     let mark = "echo bench mark > $HVSIM_SDK_OUTPUT";
@@ -274,7 +274,9 @@ fn run_host(ops: &[Op]) -> Result<Vec<f64>> {
 pub fn bench_guest(scale: u64, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let ops = ops(scale.max(1));
-    eprintln!("hvsim: bench guest: the workloads on the host, then in a two-node Linux guest (minutes here)");
+    hvsim_guest_image::note!(
+        "hvsim: bench guest: the workloads on the host, then in a two-node Linux guest (minutes here)"
+    );
     let host_ns = run_host(&ops)?;
     let guest = run_guest(&ops, &host)?;
     let redis_requests = 40 * scale.max(1) + REDIS_SHORT;

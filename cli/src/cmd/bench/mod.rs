@@ -84,7 +84,11 @@ enum What {
     /// from the saved roots (docs/snapshots.md#saved-roots): on a compose
     /// project or image (--compose, --image, ...), else on a Linux program
     /// (guest-sdk/c/vault.c, built with gcc); checking both explored the same.
+    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
     Roots {
+        /// Explore hvsim's Linux guest running --init-cmd instead.
+        #[arg(long)]
+        linux: bool,
         #[command(flatten)]
         linux_args: crate::linux_args::LinuxArgs,
         /// Branches each exploration runs after its root.
@@ -185,8 +189,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
             workers::bench_workers(workers, branches, linux, json)
         }
-        What::Roots { linux_args, branches, json } => {
-            let target = if linux_args.implies_linux() { Some(linux_args.target(false)?) } else { None };
+        What::Roots { linux, linux_args, branches, json } => {
+            let target = if linux || linux_args.implies_linux() { Some(linux_args.target(false)?) } else { None };
             roots::bench_roots(target, branches, json)
         }
         What::Net { bytes, json } => net::bench_net(bytes, json),

@@ -64,7 +64,9 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
     let mut m = target.start(0, &host, &StartOptions::default()).context("cannot start the guest")?.machine;
     m.set_stop_on_message(true);
     m.enable_wall_profile(0);
-    eprintln!("hvsim: bench net: booting two nodes and exchanging {bytes} bytes four ways (a few minutes here)");
+    hvsim_guest_image::note!(
+        "hvsim: bench net: booting two nodes and exchanging {bytes} bytes four ways (a few minutes here)"
+    );
 
     // Per mark: wall clock, virtual time, frames through the switch, wall
     // time spent inside KVM_RUN so far.

@@ -18,7 +18,9 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         Some(t) => t,
         None => super::linux_vault(dir.path())?,
     };
-    eprintln!("hvsim: bench roots: exploring a Linux target twice, its root run then restored (minutes here)");
+    hvsim_guest_image::note!(
+        "hvsim: bench roots: exploring a Linux target twice, its root run then restored (minutes here)"
+    );
     let config = |fresh_root| ExploreConfig {
         target: target.clone(),
         seed: 1,
@@ -47,7 +49,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         bail!("the second exploration did not restore the root the first saved (see HVSIM_LOG=debug)");
     }
     let same = explored(&made) == explored(&restored);
-    let to_root = |e: &Exploration| e.phases.start_ms + e.phases.setup_ms;
+    let to_root = |e: &Exploration| e.phases.to_root_ms();
     let (run_ms, restore_ms) = (to_root(&made), to_root(&restored));
     let ratio = run_ms as f64 / restore_ms.max(1) as f64;
     if json {

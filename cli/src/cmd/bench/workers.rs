@@ -27,7 +27,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
     let host = Host::open()?;
     let dir = tempfile::tempdir()?;
     let (target, slice) = if linux {
-        eprintln!("hvsim: bench workers --linux: exploring a Linux program twice (minutes here)");
+        hvsim_guest_image::note!("hvsim: bench workers --linux: exploring a Linux program twice (minutes here)");
         (super::linux_vault(dir.path())?, Vtime(500_000_000))
     } else {
         // Long slices: each branch costs far more than merging it.
@@ -58,7 +58,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
     }
     // Branch time only: start and setup are the same work either way.
     let rate = |e: &Exploration| {
-        let ms = e.wall_ms.saturating_sub(e.phases.start_ms + e.phases.setup_ms).max(1);
+        let ms = e.wall_ms.saturating_sub(e.phases.to_root_ms()).max(1);
         e.branches as f64 / (ms as f64 / 1000.0)
     };
     let (one, many) = (&runs[0], &runs[1]);
