@@ -42,6 +42,9 @@ enum Command {
     Run(cmd::run::Args),
     /// Reproduce a bug found by `explore`, or resume a saved snapshot.
     Replay(cmd::replay::Args),
+    /// Shrink a bug's timeline to the fewest decisions (faults, buggify
+    /// sites, chosen draws) with which it still fails, as a new record.
+    Minimize(cmd::minimize::Args),
     /// Inspect snapshot files.
     Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
         Command::Explore(a) => cmd::explore::main(a),
         Command::Run(a) => cmd::run::main(a),
         Command::Replay(a) => cmd::replay::main(a),
+        Command::Minimize(a) => cmd::minimize::main(a),
         Command::Snapshot(a) => cmd::snapshot::main(a),
         Command::DiffLog(a) => cmd::diff_log::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),

@@ -13,23 +13,6 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 
-/// Builds a C program from `cli/tests/guest/` statically; returns HOST:GUEST.
-fn c_program(dir: &Path, name: &str, guest: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("tests/guest").join(format!("{name}.c"));
-    let bin = dir.join(name);
-    let out = Command::new("gcc")
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-static", "-s", "-pthread", "-I"])
-        .arg(root.join("../guest-sdk/c"))
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("gcc runs");
-    assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
-    format!("{}:{guest}", bin.display())
-}
-
 fn assertion<'a>(r: &'a Value, message: &str) -> &'a Value {
     r["assertions"]
         .as_array()

@@ -226,3 +226,81 @@ fn every_command_takes_quiet_and_verbose() {
     let o = output(&["-q", "-v", "doctor"]);
     assert_eq!(o.status.code(), Some(2), "-q and -v conflict: {o:?}");
 }
+
+/// Delta debugging over a timeline's decisions: `tests/guest/clockstep.c`
+/// trusts the wall clock not to step back 500 ms; the plan draws small
+/// clock bumps of its node every ~100 ms (harmless) and a large one now and
+/// then (the bug). The first bug's record holds several faults; `hvsim
+/// minimize` keeps only the large bump, and its record replays.
+#[test]
+fn minimize_keeps_the_one_fault_that_matters_and_its_record_replays() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::c_program(dir.path(), "clockstep", "/bin/clockstep");
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, CLOCK_BUMPS).unwrap();
+    let args = [
+        "--linux",
+        "--nodes",
+        "1",
+        "--guest-file",
+        &program,
+        "--init-cmd",
+        "hvsim-node 0 /bin/clockstep",
+        "--fault-plan",
+        plan.to_str().unwrap(),
+        "--branches",
+        "4",
+        "--seed",
+        "1",
+    ];
+    let r = explore_json(&args, &dir.path().join("out"));
+    let file = r["bugs"][0]["file"].as_str().expect("a bug").to_owned();
+    let record: Value = serde_json::from_str(&read(Path::new(&file))).unwrap();
+    let faults = record["faults"].as_array().unwrap();
+    assert!(faults.len() >= 3, "too few faults to minimize: {faults:#?}");
+
+    let o = output(&["minimize", &file, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["minimization"];
+    assert_eq!(m["one_minimal"], true, "{m}");
+    assert_eq!(m["decisions"].as_u64(), Some(faults.len() as u64), "{m}");
+    let kept = m["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{m}");
+    // The one kept is a large bump: the plan's second rule (2 to 3 s).
+    let id = kept[0]["id"].as_u64().unwrap();
+    let fault = faults.iter().find(|f| f["id"].as_u64() == Some(id)).unwrap();
+    let offset = fault["effect"]["Clock"]["change"]["bump"]["offset_ns"].as_i64().unwrap();
+    assert!(offset.unsigned_abs() >= 2_000_000_000, "{fault}");
+    let min = v["file"].as_str().unwrap();
+    let minimized: Value = serde_json::from_str(&read(Path::new(min))).unwrap();
+    assert_eq!((minimized["id"].as_str(), minimized["replayable"].as_str()), (record["id"].as_str(), Some("verified")));
+    assert_eq!(minimized["timeline"]["vetoes"]["faults"].as_array().map(Vec::len), Some(faults.len() - 1));
+    let struck: Vec<u64> = minimized["faults"].as_array().unwrap().iter().filter_map(|f| f["id"].as_u64()).collect();
+    assert_eq!(struck, vec![id], "only the kept fault struck");
+    // Replayed from its own record, in a new process.
+    common::replay_reproduces(min, &[]);
+}
+
+/// Small bumps of node 0 every ~100 ms, and a 2-3 s one every ~0.7 s.
+const CLOCK_BUMPS: &str = r#"
+[draw]
+swarm = false
+
+[[draw.fault]]
+kind = "bump"
+every = ["80ms", "120ms"]
+duration = "40ms"
+offset = ["1ms", "50ms"]
+targets = [[0]]
+
+[[draw.fault]]
+kind = "bump"
+every = ["500ms", "900ms"]
+duration = "200ms"
+offset = ["2s", "3s"]
+targets = [[0]]
+"#;

@@ -164,6 +164,10 @@ pub struct BugRecord {
     /// How the explorer's re-executions of the timeline went.
     #[serde(default)]
     pub reproduction: Reproduction,
+    /// A record `hvsim minimize` wrote: what it kept of the original's
+    /// decisions, and what it took back (its timeline's vetoes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimized: Option<crate::minimize::Minimization>,
     /// `verified` if every re-execution reached the same failure with the
     /// same trace and memory; `no` (a flaky bug) if one did not.
     #[serde(default = "unverified")]
@@ -287,6 +291,7 @@ impl BugRecord {
             after: Vec::new(),
             console_after: Vec::new(),
             history: None,
+            minimized: None,
             reproduction,
             replayable,
             replayable_reasons: why.into_iter().collect(),
@@ -408,18 +413,22 @@ pub fn replay(
     root: Option<&RootId>,
     observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
-    let saved = root.and_then(|id| saved_root(bug, id, host, start));
-    let from_saved_root = saved.is_some();
-    let mut m = match saved {
-        Some(m) => m,
-        None => bug.target.start(bug.master_seed, host, start)?.machine,
-    };
+    let (mut m, from_saved_root) = machine(bug, host, start, root)?;
     observer.prepare(&mut m)?;
     let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit, observer)?;
     observer.finish(&mut m)?;
     outcome.profile = m.take_guest_profile();
     outcome.from_saved_root = from_saved_root;
     Ok(outcome)
+}
+
+/// A machine to follow the bug's timeline on: its saved root, restored,
+/// if `root` names it (true), else the target started afresh (false).
+pub fn machine(bug: &BugRecord, host: &Host, start: &StartOptions, root: Option<&RootId>) -> Result<(Machine, bool)> {
+    match root.and_then(|id| saved_root(bug, id, host, start)) {
+        Some(m) => Ok((m, true)),
+        None => Ok((bug.target.start(bug.master_seed, host, start)?.machine, false)),
+    }
 }
 
 /// What a replay does besides following the timeline: `hvsim replay`
@@ -521,13 +530,50 @@ pub fn follow(
 /// A segment's start: every stream re-seeded, and the pending draw's value
 /// if the segment chose it (it starts at a draw point). False if no draw
 /// is pending there: the timeline went elsewhere.
-fn begin(m: &mut Machine, segment: &Segment) -> Result<bool> {
+pub(crate) fn begin(m: &mut Machine, segment: &Segment) -> Result<bool> {
     m.reseed(segment.seed)?;
     match segment.draw {
         Some(_) if !m.draw_pending() => Ok(false),
         Some(value) => Ok(m.choose_draw(value).map(|()| true)?),
         None => Ok(true),
     }
+}
+
+/// How a run to a point of a timeline went.
+pub(crate) enum Reach {
+    Reached,
+    /// Short of the point, or past it: the timeline went elsewhere.
+    Elsewhere,
+    Ended(End),
+}
+
+/// Runs `m` to `until` exactly, by `deadline` at the latest, telling the
+/// observer of every stop on the way.
+pub(crate) fn reach(m: &mut Machine, until: Point, deadline: Vtime, observer: &mut dyn Observer) -> Result<Reach> {
+    loop {
+        let stop = m.run_until_point(deadline, until.events)?;
+        observer.stopped(m);
+        match stop {
+            Stop::Message => {
+                m.take_messages();
+            }
+            Stop::Deadline if m.trace_state().events < until.events => return Ok(Reach::Elsewhere),
+            Stop::Deadline => break,
+            Stop::Ended(end) => return Ok(Reach::Ended(end)),
+        }
+    }
+    // A point the explorer stopped at on the clock (an interval, the end of
+    // a slice, the setup limit) may lie after its last exit: the guest was
+    // halted and the clock ran on to it, exit-less. The same wait here; an
+    // exit on the way means the timeline went elsewhere.
+    if m.now().nanos() < until.vtime_ns {
+        match m.run_until(Vtime(until.vtime_ns))? {
+            Stop::Deadline if m.trace_state().events == until.events => {}
+            Stop::Ended(end) => return Ok(Reach::Ended(end)),
+            _ => return Ok(Reach::Elsewhere),
+        }
+    }
+    Ok(Reach::Reached)
 }
 
 fn follow_timeline(
@@ -547,29 +593,14 @@ fn follow_timeline(
                 return Ok(outcome(None, m));
             }
         }
-        loop {
-            let stop = m.run_until_point(deadline(until), until.events)?;
-            observer.stopped(m);
-            match stop {
-                Stop::Message => {
-                    m.take_messages();
-                }
-                // Short of the point: the timeline went elsewhere.
-                Stop::Deadline if m.trace_state().events < until.events => return Ok(outcome(None, m)),
-                Stop::Deadline => break,
-                Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
-            }
+        match reach(m, until, deadline(until), observer)? {
+            Reach::Reached => {}
+            Reach::Elsewhere => return Ok(outcome(None, m)),
+            Reach::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
         }
-        // A point the explorer stopped at on the clock (an interval, the
-        // end of a slice, the setup limit) may lie after its last exit: the
-        // guest was halted and the clock ran on to it, exit-less. The same
-        // wait here; an exit on the way means the timeline went elsewhere.
-        if m.now().nanos() < until.vtime_ns {
-            match m.run_until(Vtime(until.vtime_ns))? {
-                Stop::Deadline if m.trace_state().events == until.events => {}
-                Stop::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
-                _ => return Ok(outcome(None, m)),
-            }
+        if segment.is_none() {
+            // What the timeline takes back, it takes back from its root.
+            m.veto(&bug.timeline.vetoes);
         }
     }
     if let Some(segment) = last {

@@ -800,8 +800,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         profiler: config.start.profiler,
         interrupt: interrupt.clone(),
     };
-    state.schedule =
-        Schedule::new(config.policy, Timeline { root: state.root.point, segments: vec![] }, shared.tree().root());
+    state.schedule = Schedule::new(config.policy, Timeline::at(state.root.point), shared.tree().root());
     let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
         branch_rounds(&mut pool, &shared, config, &cx, &mut state, &interrupt, watch);
@@ -865,7 +864,7 @@ fn setup(
                     let at = point(machine);
                     match first {
                         None => {
-                            let timeline = Timeline { root: at, segments: vec![] };
+                            let timeline = Timeline::at(at);
                             let failure = Failure::of(machine, &story::nodes(cx.target));
                             let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
                             first = Some(filed);

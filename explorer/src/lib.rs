@@ -30,6 +30,7 @@ pub mod error;
 pub mod faults;
 pub mod history;
 pub mod manifest;
+pub mod minimize;
 pub mod report;
 pub mod roots;
 pub mod schedule;

@@ -429,7 +429,7 @@ mod tests {
     use crate::timeline::Point;
 
     fn timeline() -> Timeline {
-        Timeline { root: Point { events: 0, vtime_ns: 0 }, segments: vec![] }
+        Timeline::at(Point { events: 0, vtime_ns: 0 })
     }
 
     fn node<'a>(

@@ -7,6 +7,7 @@
 //! virtual time, pins the point exactly (several exits may share a time).
 //! A segment that starts at an SDK draw also says the value the draw took.
 
+use hvsim_vmm::faults::Vetoes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -33,6 +34,17 @@ pub struct Segment {
 pub struct Timeline {
     pub root: Point,
     pub segments: Vec<Segment>,
+    /// Decisions of its seeds taken back from the root on: a minimized
+    /// timeline's (`minimize.rs`); none in a timeline the explorer ran.
+    #[serde(default, skip_serializing_if = "Vetoes::is_empty")]
+    pub vetoes: Vetoes,
+}
+
+impl Timeline {
+    /// The timeline of the root itself.
+    pub fn at(root: Point) -> Timeline {
+        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default() }
+    }
 }
 
 impl Timeline {

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explore;
 pub mod image;
 pub mod kernel;
+pub mod minimize;
 pub mod replay;
 pub mod run;
 pub mod snapshot;

@@ -63,18 +63,7 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
-        let mut record = BugRecord::load(path)?;
-        let world = World::of(&record.target, &host)?;
-        let differences = check_world(path, &record.world, &world, args.force)?;
-        // The saved root is keyed by the target as explored: before its
-        // files are relocated below.
-        let root = if args.fresh_root { None } else { Some(RootId::new(&record.target, &world, record.master_seed)?) };
-        // The exploration kept copies of the files the target reads beside
-        // its records: those serve, wherever this runs and whatever became
-        // of the originals.
-        if let Some(store) = hvsim_explorer::report::inputs_of_record(path) {
-            hvsim_guest_image::inputs::relocate(&mut record.target, &store);
-        }
+        let Opened { record, world, differences, root, .. } = open(path, &host, args.force, args.fresh_root)?;
         let profiling = args.out.guest_profile.start(record.target.is_linux())?;
         let start = StartOptions {
             cold_boot: args.cold_boot,
@@ -210,6 +199,40 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
     session.profiling = profiling;
     session.finish(&args.out, None)
+}
+
+/// A bug record, ready to follow.
+pub(crate) struct Opened {
+    pub record: BugRecord,
+    /// This host's world for its target.
+    pub world: World,
+    /// How it differs from the record's (with `force`).
+    pub differences: String,
+    /// Its timeline's saved root, unless asked to run it afresh.
+    pub root: Option<RootId>,
+    /// Its target as explored, before its files were relocated: what a
+    /// record derived from it (`hvsim minimize`) keeps.
+    pub explored: hvsim_explorer::Target,
+}
+
+/// Loads the bug record at `path`: refused if found in another world
+/// unless `force`; the target's files relocated to the copies the
+/// exploration kept beside its records.
+pub(crate) fn open(path: &Path, host: &Host, force: bool, fresh_root: bool) -> Result<Opened> {
+    let mut record = BugRecord::load(path)?;
+    let world = World::of(&record.target, host)?;
+    let differences = check_world(path, &record.world, &world, force)?;
+    // The saved root is keyed by the target as explored: before its files
+    // are relocated below.
+    let root = if fresh_root { None } else { Some(RootId::new(&record.target, &world, record.master_seed)?) };
+    let explored = record.target.clone();
+    // The exploration kept copies of the files the target reads beside its
+    // records: those serve, wherever this runs and whatever became of the
+    // originals.
+    if let Some(store) = hvsim_explorer::report::inputs_of_record(path) {
+        hvsim_guest_image::inputs::relocate(&mut record.target, &store);
+    }
+    Ok(Opened { record, world, differences, root, explored })
 }
 
 /// How many of the record's segments start after `moment`.

@@ -462,7 +462,7 @@ mod tests {
         let mut bug = BugRecord::new(
             kind,
             at,
-            Timeline { root: at, segments: vec![] },
+            Timeline::at(at),
             Target::Raw { guest: HOSTILE.into() },
             1,
             1,

@@ -205,6 +205,10 @@ impl Hypercall {
         &self.buggify
     }
 
+    pub fn buggify_mut(&mut self) -> &mut Buggify {
+        &mut self.buggify
+    }
+
     /// Whether an announced draw waits for its `RANDOM`.
     pub fn draw_pending(&self) -> bool {
         self.draw.is_some()

@@ -49,6 +49,9 @@ pub struct Buggify {
     /// Reaches of sites beyond [`MAX_SITES`] or with names beyond
     /// [`MAX_NAME`]: never fired.
     refused: u64,
+    /// Sites that do not fire (`Vetoes`): still decided and drawn.
+    #[serde(default)]
+    vetoes: super::Vetoes,
 }
 
 impl Default for Buggify {
@@ -59,7 +62,18 @@ impl Default for Buggify {
 
 impl Buggify {
     pub fn new(seed: u64) -> Buggify {
-        Buggify { stream: Stream::new(seed, "buggify"), armed: false, sites: BTreeMap::new(), refused: 0 }
+        Buggify {
+            stream: Stream::new(seed, "buggify"),
+            armed: false,
+            sites: BTreeMap::new(),
+            refused: 0,
+            vetoes: Default::default(),
+        }
+    }
+
+    /// From now on, the sites `vetoes` names do not fire.
+    pub fn veto(&mut self, vetoes: &super::Vetoes) {
+        self.vetoes = vetoes.clone();
     }
 
     pub fn reseed(&mut self, seed: u64) {
@@ -87,7 +101,8 @@ impl Buggify {
             .entry(name.to_owned())
             .or_insert_with(|| Site { enabled: chance(stream, ENABLE), ..Site::default() });
         site.reached += 1;
-        let fires = site.enabled && chance(stream, fire.filter(|p| p.is_finite()).unwrap_or(FIRE).clamp(0.0, 1.0));
+        let drawn = site.enabled && chance(stream, fire.filter(|p| p.is_finite()).unwrap_or(FIRE).clamp(0.0, 1.0));
+        let fires = drawn && self.vetoes.fires(name);
         site.fired += u64::from(fires);
         fires
     }
@@ -110,6 +125,25 @@ fn chance(stream: &mut Stream, p: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With `buggify_only`, other sites are decided and drawn as before
+    /// (so the stream stays where it was) but do not fire.
+    #[test]
+    fn sites_outside_buggify_only_are_decided_but_do_not_fire() {
+        let mut all = Buggify::new(7);
+        all.arm();
+        let mut only = all.clone();
+        only.veto(&crate::faults::Vetoes { buggify_only: Some(["b".to_owned()].into()), ..Default::default() });
+        for _ in 0..200 {
+            for name in ["a", "b", "c"] {
+                let (x, y) = (all.reach(name, Some(0.5)), only.reach(name, Some(0.5)));
+                assert_eq!(y, x && name == "b", "{name}");
+            }
+        }
+        for (name, site) in only.sites() {
+            assert_eq!(site.enabled, all.sites()[name].enabled, "{name}: decided the same");
+        }
+    }
 
     #[test]
     fn a_site_is_decided_once_per_timeline_and_only_enabled_sites_fire() {

@@ -9,7 +9,8 @@
 //!   the switch, the disks, the node power schedule and the guest's clock
 //!   apply it;
 //! - [`buggify`]: faulty behaviour programs turn on at their own code
-//!   points, each site enabled or not per timeline.
+//!   points, each site enabled or not per timeline;
+//! - [`Vetoes`]: decisions of a timeline taken back (`hvsim minimize`).
 //!
 //! Every fault that touches a packet, a request or a node is counted by
 //! kind ([`Landed`]): a kind a plan switches on that touched nothing is
@@ -31,6 +32,40 @@ pub use disk::DiskFaults;
 pub use network::{Burst, Cut, LinkDelay, NetFaults, Partition, Span};
 pub use node::Crash;
 pub use plan::{parse_size, FaultPlan};
+
+/// Decisions a timeline's seeds make that a minimized timeline takes back
+/// (`hvsim minimize`): drawn faults that do not strike, by their number in
+/// the timeline (`schedule::Episode::id`), and buggify sites that do not
+/// fire. Every draw is still made, so what the seeds decide otherwise stays
+/// the same as far as the run itself does.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vetoes {
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub faults: std::collections::BTreeSet<u64>,
+    /// Nor does any fault numbered from this on: a minimized timeline has
+    /// only the decisions it kept, none drawn after its original failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults_from: Option<u64>,
+    /// If set, only these buggify sites fire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buggify_only: Option<std::collections::BTreeSet<String>>,
+}
+
+impl Vetoes {
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty() && self.faults_from.is_none() && self.buggify_only.is_none()
+    }
+
+    /// Whether drawn fault `id` strikes.
+    pub fn strikes(&self, id: u64) -> bool {
+        !self.faults.contains(&id) && self.faults_from.is_none_or(|from| id < from)
+    }
+
+    /// Whether buggify site `name` may fire.
+    pub fn fires(&self, name: &str) -> bool {
+        self.buggify_only.as_ref().is_none_or(|only| only.contains(name))
+    }
+}
 
 /// How many packets or requests each fault kind touched.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -426,6 +426,9 @@ pub struct Schedule {
     next_id: u64,
     stream: Stream,
     pause: Pause,
+    /// Faults drawn that do not strike (`Vetoes`).
+    #[serde(default)]
+    vetoes: super::Vetoes,
 }
 
 /// A uniform draw from `[lo, hi]`.
@@ -476,7 +479,13 @@ impl Schedule {
             next_id: 0,
             stream: Stream::new(seed, "fault-draw"),
             pause: Pause::Off,
+            vetoes: super::Vetoes::default(),
         }
+    }
+
+    /// From now on, the drawn faults `vetoes` names do not strike.
+    pub fn veto(&mut self, vetoes: &super::Vetoes) {
+        self.vetoes = vetoes.clone();
     }
 
     pub fn armed(&self) -> bool {
@@ -569,7 +578,7 @@ impl Schedule {
         let mut down = down.clone();
         for i in 0..self.rules.len() {
             while let Some(t) = self.next_ns[i].filter(|&t| t <= now) {
-                if let Some(e) = self.draw(i, t, &down) {
+                if let Some(e) = self.draw(i, t, &down).filter(|e| self.vetoes.strikes(e.id)) {
                     if let Effect::Crash { nodes, .. } = &e.effect {
                         down.extend(nodes);
                     }
@@ -857,6 +866,29 @@ mod tests {
         let mut a2 = root.clone();
         a2.reseed(11, 5_000);
         assert_eq!(run(&mut a2, 20_000), sa, "the same branch seed draws the same");
+    }
+
+    /// A vetoed fault is drawn (the others keep their numbers, times and
+    /// targets) but does not strike; nor does any from `faults_from` on.
+    #[test]
+    fn vetoed_faults_are_drawn_but_do_not_strike() {
+        let rules = vec![rule(DrawnKind::Latency, vec![Selector::One])];
+        let mut all = Schedule::new(rules, false, false, 5, 1);
+        all.arm(0);
+        let mut vetoed = all.clone();
+        let struck = |steps: &[Step]| -> Vec<Episode> {
+            steps.iter().filter_map(|s| if let Step::Start(e) = s { Some(e.clone()) } else { None }).collect()
+        };
+        let every = struck(&run(&mut all, 20_000));
+        assert!(every.len() >= 8, "{every:?}");
+        vetoed.veto(&super::super::Vetoes {
+            faults: [1, 3].into(),
+            faults_from: Some(6),
+            ..super::super::Vetoes::default()
+        });
+        let kept = struck(&run(&mut vetoed, 20_000));
+        let expected: Vec<Episode> = every.into_iter().filter(|e| ![1, 3].contains(&e.id) && e.id < 6).collect();
+        assert_eq!(kept, expected);
     }
 
     #[test]

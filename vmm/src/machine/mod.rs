@@ -491,6 +491,12 @@ impl Machine {
         self.state.devices.serial.console()
     }
 
+    /// Takes back decisions from now on (`faults::Vetoes`).
+    pub fn veto(&mut self, vetoes: &crate::faults::Vetoes) {
+        self.state.devices.virtio.schedule.veto(vetoes);
+        self.state.devices.hc.buggify_mut().veto(vetoes);
+    }
+
     /// The console's lines, each with the virtual time (ns) it began.
     pub fn console_lines(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         self.state.devices.serial.lines()
