@@ -181,6 +181,12 @@ pub mod hc {
         pub const CLOCK: u32 = 10;
         /// The `node` of a [`CLOCK`] event about the machine's rate.
         pub const CLOCK_MACHINE: u16 = 0xFFFF;
+        /// `hvsim debug`: a person's shell command waits in the inbox
+        /// ([`super::op::INBOX`], its bytes to the inbox's end); init runs
+        /// it with `/bin/sh -c` on the node, its output on the console
+        /// (each line prefixed [`crate::linux::DEBUG_PREFIX`] and the node),
+        /// then sends `{"hvsim_debug": {"node": N, "status": S}}`.
+        pub const DEBUG: u32 = 11;
         /// Event kinds from here up are custom faults: kind
         /// `CUSTOM_BASE + i` runs the plan's custom command `i`
         /// ([`crate::linux::CUSTOM_FAULTS`]) on the node.
@@ -226,6 +232,9 @@ pub mod linux {
     /// With custom faults in the fault plan: their commands, in plan order,
     /// each ended by a NUL byte (`hc::event::CUSTOM_BASE`).
     pub const CUSTOM_FAULTS: &str = "/etc/hvsim/custom-faults";
+    /// What prefixes the console lines of an `hvsim debug` command's
+    /// output: `debug[NODE]: `.
+    pub const DEBUG_PREFIX: &str = "debug[";
 }
 
 /// Test Composer (Antithesis's test templates): what a command's file name

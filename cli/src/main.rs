@@ -45,6 +45,9 @@ enum Command {
     /// Shrink a bug's timeline to the fewest decisions (faults, buggify
     /// sites, chosen draws) with which it still fails, as a new record.
     Minimize(cmd::minimize::Args),
+    /// A shell in a node or service at a moment of a bug's timeline
+    /// (e.g. 100 ms before its failure).
+    Debug(cmd::debug::Args),
     /// Inspect snapshot files.
     Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::main(a),
         Command::Replay(a) => cmd::replay::main(a),
         Command::Minimize(a) => cmd::minimize::main(a),
+        Command::Debug(a) => cmd::debug::main(a),
         Command::Snapshot(a) => cmd::snapshot::main(a),
         Command::DiffLog(a) => cmd::diff_log::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),

@@ -231,9 +231,10 @@ fn every_command_takes_quiet_and_verbose() {
 /// trusts the wall clock not to step back 500 ms; the plan draws small
 /// clock bumps of its node every ~100 ms (harmless) and a large one now and
 /// then (the bug). The first bug's record holds several faults; `hvsim
-/// minimize` keeps only the large bump, and its record replays.
+/// minimize` keeps only the large bump, and its record replays. `hvsim
+/// debug` then reads the program's file at two moments before the failure.
 #[test]
-fn minimize_keeps_the_one_fault_that_matters_and_its_record_replays() {
+fn minimize_keeps_the_one_fault_that_matters_and_debug_reads_a_moment_before_it() {
     if !kvm_available() {
         return;
     }
@@ -283,6 +284,27 @@ fn minimize_keeps_the_one_fault_that_matters_and_its_record_replays() {
     assert_eq!(struck, vec![id], "only the kept fault struck");
     // Replayed from its own record, in a new process.
     common::replay_reproduces(min, &[]);
+
+    // `hvsim debug` at two moments before the failure: the file the
+    // program leaves holds an earlier reading at the earlier moment; a
+    // command's status comes back; the run says it is no longer the
+    // timeline's.
+    let reading = |at: &str| -> u64 {
+        let o = hvsim()
+            .args(["debug", &file, "--at", at, "--node", "0"])
+            .write_stdin("cat /tmp/clockstep.last\necho bye; exit 3\n")
+            .output()
+            .unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(err.contains("no longer deterministic") && err.contains("[exit status 3;"), "{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[1], "bye");
+        lines[0].split_whitespace().next().unwrap().parse().unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let (early, late) = (reading("-45ms"), reading("-5ms"));
+    assert!(0 < early && early < late && late < 150, "readings {early} then {late}");
 }
 
 /// Small bumps of node 0 every ~100 ms, and a 2-3 s one every ~0.7 s.

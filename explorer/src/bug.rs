@@ -413,13 +413,26 @@ pub fn replay(
     root: Option<&RootId>,
     observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
+    Ok(replay_to(bug, host, start, limit, root, observer)?.0)
+}
+
+/// [`replay`], and the machine where it stopped (`hvsim debug` goes on
+/// from there).
+pub fn replay_to(
+    bug: &BugRecord,
+    host: &Host,
+    start: &StartOptions,
+    limit: Option<Vtime>,
+    root: Option<&RootId>,
+    observer: &mut dyn Observer,
+) -> Result<(ReplayOutcome, Machine)> {
     let (mut m, from_saved_root) = machine(bug, host, start, root)?;
     observer.prepare(&mut m)?;
     let mut outcome = follow(&mut m, bug, memory_may_differ(&bug.target, host), limit, observer)?;
     observer.finish(&mut m)?;
     outcome.profile = m.take_guest_profile();
     outcome.from_saved_root = from_saved_root;
-    Ok(outcome)
+    Ok((outcome, m))
 }
 
 /// A machine to follow the bug's timeline on: its saved root, restored,

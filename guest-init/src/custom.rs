@@ -59,7 +59,7 @@ pub fn run(args: &[String]) -> ExitCode {
 }
 
 /// Runs `cmd` on `node`, relaying its output; its exit status.
-fn spawn(node: u16, cmd: &str, label: &str) -> io::Result<u8> {
+pub(crate) fn spawn(node: u16, cmd: &str, label: &str) -> io::Result<u8> {
     let argv = ["/bin/sh".to_owned(), "-c".to_owned(), cmd.to_owned()];
     if std::path::Path::new(&format!("{}/{node}", hvsim_abi::linux::CONTAINERS)).exists() {
         let (pid, _pidfd, out, err) = crate::container::composer::spawn(node, &argv)?;
@@ -84,7 +84,7 @@ fn spawn(node: u16, cmd: &str, label: &str) -> io::Result<u8> {
 }
 
 /// Prints both streams' lines, prefixed, until both end.
-fn relay(out: impl Read + Send + 'static, err: impl Read, label: &str) {
+pub(crate) fn relay(out: impl Read + Send + 'static, err: impl Read, label: &str) {
     let prefix = label.to_owned();
     let t = std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {

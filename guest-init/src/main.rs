@@ -21,6 +21,7 @@ mod bench;
 mod clock;
 mod container;
 mod custom;
+mod debug;
 mod nodes;
 mod power;
 mod sdk;

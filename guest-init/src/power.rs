@@ -95,6 +95,7 @@ impl Power {
                 (event::NODE_START, node) if node < self.nodes => self.start_again(node),
                 (event::CLOCK, event::CLOCK_MACHINE) => self.clock.apply_rate(),
                 (event::CLOCK, node) if node < self.nodes => self.clock.apply_node(node),
+                (event::DEBUG, node) => crate::debug::start(node, node < self.nodes),
                 (kind, node) if kind >= event::CUSTOM_BASE && node < self.nodes => {
                     crate::custom::start(kind - event::CUSTOM_BASE, node)
                 }

@@ -18,9 +18,10 @@ pub fn main(args: Vec<String>) -> ExitCode {
         Some("compose-wait") => crate::container::wait_all(),
         Some("bench") => crate::bench::main(&args[1..]),
         Some("custom-fault") => crate::custom::run(&args[1..]),
+        Some("debug") => crate::debug::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: /init rdtsc [N] | emulate-tsc | container NODE | compose-wait | bench OP N | custom-fault I NODE   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
+                "usage: /init rdtsc [N] | emulate-tsc | container NODE | compose-wait | bench OP N | custom-fault I NODE | debug NODE CMD   (as PID 1: hvsim's init; as hvsim-node: run on a node)"
             );
             ExitCode::from(2)
         }

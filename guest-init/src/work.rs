@@ -107,6 +107,17 @@ pub fn receive() -> io::Result<usize> {
     Ok(count)
 }
 
+/// What the inbox holds now, to its end (at most 64 KiB): the command of
+/// an `hvsim debug` session (`hc::event::DEBUG`).
+pub fn read_rest() -> io::Result<Vec<u8>> {
+    let dev = OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut chunk = Chunk { addr: buf.as_mut_ptr() as u64, len: CHUNK as u64 };
+    let len = ioctl(&dev, HVSIM_IOC_INBOX, (&mut chunk as *mut Chunk).cast())?;
+    buf.truncate(len);
+    Ok(buf)
+}
+
 /// Creates (or truncates) one file of the work with `mode`, and the
 /// directories it needs.
 fn create(path: &str, mode: u32) -> io::Result<File> {

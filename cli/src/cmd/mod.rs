@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod cache;
 pub mod check;
+pub mod debug;
 pub mod diff_log;
 pub mod doctor;
 pub mod explore;

@@ -2,7 +2,10 @@
  * for 1.5 s of virtual time and trusts it not to step back by more than
  * 500 ms (a lease measured on it would outlive its holder). Small clock
  * bumps, and their resets, are harmless; one large step back (a large
- * bump backward, or a forward one's reset to true time) breaks it. */
+ * bump backward, or a forward one's reset to true time) breaks it. Each
+ * reading is also left in /tmp/clockstep.last ("READING_NUMBER NS"), for
+ * `hvsim debug` to find at a moment. */
+#include <stdio.h>
 #include <time.h>
 
 #include "hvsim_sdk.h"
@@ -21,6 +24,11 @@ int main(void) {
         struct timespec pause = {0, 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
         long long now = realtime_ns();
+        FILE *f = fopen("/tmp/clockstep.last", "w");
+        if (f) {
+            fprintf(f, "%d %lld\n", i + 1, now);
+            fclose(f);
+        }
         HVSIM_ALWAYS(now > last - 500000000LL, "the wall clock never steps back more than 500 ms", NULL);
         last = now;
     }

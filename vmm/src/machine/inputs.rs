@@ -85,6 +85,22 @@ impl Machine {
 }
 
 impl Machine {
+    /// `hvsim debug`: asks the guest's init to run `command` with
+    /// `/bin/sh -c` on `node` (`hc::event::DEBUG`): the command in the
+    /// inbox, the event raised. The run is no longer the timeline's from
+    /// here. Call between runs of the vCPU.
+    pub fn debug_command(&mut self, node: u16, command: &str) -> Result<()> {
+        self.complete_pending_io()?;
+        let devices = &mut self.state.devices;
+        devices.hc.set_inbox(command.as_bytes().to_vec());
+        devices.hc.push_event(hc::event::word(hc::event::DEBUG, node));
+        devices.pic.pulse_irq(hvsim_abi::irq::EVENT);
+        if !self.state.halted {
+            self.inject_if_ready()?;
+        }
+        Ok(())
+    }
+
     /// Whether the guest announced an SDK draw and has not read it yet: a
     /// point where [`Machine::choose_draw`] can decide its value.
     pub fn draw_pending(&self) -> bool {
