@@ -48,6 +48,9 @@ enum Command {
     /// A shell in a node or service at a moment of a bug's timeline
     /// (e.g. 100 ms before its failure).
     Debug(cmd::debug::Args),
+    /// Run a bug's decisions on the build it was found on and on a changed
+    /// one (new files, compose project or image): how often each fails.
+    Retest(cmd::retest::Args),
     /// Inspect snapshot files.
     Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd::replay::main(a),
         Command::Minimize(a) => cmd::minimize::main(a),
         Command::Debug(a) => cmd::debug::main(a),
+        Command::Retest(a) => cmd::retest::main(a),
         Command::Snapshot(a) => cmd::snapshot::main(a),
         Command::DiffLog(a) => cmd::diff_log::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),

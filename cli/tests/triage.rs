@@ -232,9 +232,10 @@ fn every_command_takes_quiet_and_verbose() {
 /// clock bumps of its node every ~100 ms (harmless) and a large one now and
 /// then (the bug). The first bug's record holds several faults; `hvsim
 /// minimize` keeps only the large bump, and its record replays. `hvsim
-/// debug` then reads the program's file at two moments before the failure.
+/// debug` then reads the program's file at two moments before the failure,
+/// and `hvsim retest` finds the fix (`clockstep_fixed.c`) fixes it.
 #[test]
-fn minimize_keeps_the_one_fault_that_matters_and_debug_reads_a_moment_before_it() {
+fn minimize_debug_and_retest_a_bug_of_clock_bumps() {
     if !kvm_available() {
         return;
     }
@@ -305,6 +306,20 @@ fn minimize_keeps_the_one_fault_that_matters_and_debug_reads_a_moment_before_it(
     };
     let (early, late) = (reading("-45ms"), reading("-5ms"));
     assert!(0 < early && early < late && late < 150, "readings {early} then {late}");
+
+    // `hvsim retest` with the fix (the lease on the monotonic clock): the
+    // bug's decisions and fresh runs fail before the change, none after.
+    let o = output(&["retest", &file, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "nothing changed is refused");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing changed"), "{o:?}");
+    let fixed = common::c_program(dir.path(), "clockstep_fixed", "/bin/clockstep");
+    let o = output(&["retest", &file, "--guest-file", &fixed, "--runs", "2", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    let (before, after) = (&v["retest"]["before"], &v["retest"]["after"]);
+    assert_eq!(before["own_decisions"], true, "{v}");
+    assert!(before["hits"].as_u64() >= Some(1), "{v}");
+    assert_eq!((after["own_decisions"].as_bool(), after["hits"].as_u64()), (Some(false), Some(0)), "{v}");
+    assert_eq!((v["fixed"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
 
 /// Small bumps of node 0 every ~100 ms, and a 2-3 s one every ~0.7 s.

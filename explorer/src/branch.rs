@@ -78,15 +78,20 @@ pub(crate) struct Failure {
     pub composer: Option<Composition>,
     /// The buggify sites enabled in the timeline up to there.
     pub buggify: BTreeMap<String, Site>,
-    /// What happened in the timeline up to there (`story.rs`).
+    /// What happened in the timeline up to there (`story.rs`), and the
+    /// wall time telling it took.
     pub story: Vec<story::Entry>,
+    pub story_took: Duration,
 }
 
 impl Failure {
     /// `nodes`: the target's node names (`story::nodes`).
     pub fn of(m: &Machine, nodes: &[String]) -> Failure {
+        let telling = Instant::now();
+        let story = story::of(m, &|n| story::name(nodes, n));
         Failure {
-            story: story::of(m, &|n| story::name(nodes, n)),
+            story,
+            story_took: telling.elapsed(),
             at: point(m),
             fingerprint: Fingerprint::of(m),
             console_tail: bug::console_tail(m.console()),
@@ -149,6 +154,15 @@ pub(crate) struct BranchRun {
     pub restore: Duration,
     pub snapshot: Duration,
     pub run: Duration,
+}
+
+impl BranchRun {
+    /// The wall time its failures' stories took (part of `run`).
+    pub fn story_took(&self) -> Duration {
+        let failures = self.stops.iter().filter_map(|s| s.failure.as_ref());
+        let more = self.crash.iter().chain(self.violation.as_ref().and_then(|(_, f)| f.as_ref()));
+        failures.chain(more).map(|f| f.story_took).sum()
+    }
 }
 
 /// How far a branch runs.

@@ -86,6 +86,26 @@ impl BugKind {
         format!("BUG-{}", &hex::encode(digest)[..12])
     }
 
+    /// Whether the SDK message `bytes` shows this bug: its assertion,
+    /// failing.
+    pub fn shown_by(&self, bytes: &[u8]) -> bool {
+        match (self, sdk::parse(bytes)) {
+            (BugKind::Assertion { id, .. }, SdkMessage::Assert(a)) => a.hit && a.id == *id && a.kind.fails(a.condition),
+            _ => false,
+        }
+    }
+
+    /// Whether the run ending `end` shows this bug: the same crash.
+    pub fn shown_by_end(&self, end: &End) -> bool {
+        is_crash(end) && BugKind::Crash { end: end.clone() }.id() == self.id()
+    }
+
+    /// For a checker's bug: whether the history `m` recorded so far is
+    /// still invalid.
+    pub fn judged_in(&self, m: &Machine) -> bool {
+        matches!(self, BugKind::Checker { checker, .. } if checkers::observe(checker, m.messages()).is_some())
+    }
+
     pub fn describe(&self) -> String {
         match self {
             BugKind::Assertion { message, assertion: AssertKind::Unreachable, .. } => {
@@ -164,6 +184,10 @@ pub struct BugRecord {
     /// How the explorer's re-executions of the timeline went.
     #[serde(default)]
     pub reproduction: Reproduction,
+    /// How likely the bug was from moments of its timeline on
+    /// (`likelihood.rs`); `None` where the exploration did not estimate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<crate::likelihood::Likelihood>,
     /// A record `hvsim minimize` wrote: what it kept of the original's
     /// decisions, and what it took back (its timeline's vetoes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -292,6 +316,7 @@ impl BugRecord {
             console_after: Vec::new(),
             history: None,
             minimized: None,
+            likelihood: None,
             reproduction,
             replayable,
             replayable_reasons: why.into_iter().collect(),

@@ -47,6 +47,7 @@ use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
 use crate::faults::FaultTally;
+use crate::likelihood::{self, Likelihood};
 use crate::roots::{RootId, Roots, SavedRoot};
 use crate::schedule::{DrawTally, NewNode, Policy, Schedule};
 use crate::sdk::{self, Demand, SdkMessage};
@@ -109,6 +110,9 @@ pub struct ExploreConfig {
     pub policy: Policy,
     /// Checkers run at the end of every timeline (`checkers.rs`).
     pub checkers: Vec<CheckerSpec>,
+    /// Each bug's likelihood over its timeline, estimated at the end
+    /// (`likelihood.rs`).
+    pub likelihood: likelihood::Params,
 }
 
 impl ExploreConfig {
@@ -354,6 +358,12 @@ pub struct Phases {
     /// worker; with more, only at the end, for the last ones.
     #[serde(default)]
     pub reexecution_wait_ms: f64,
+    /// Telling each bug's story (`story.rs`), summed over the workers.
+    #[serde(default)]
+    pub story_ms: f64,
+    /// Estimating each bug's likelihood over its timeline, at the end.
+    #[serde(default)]
+    pub likelihood_ms: f64,
 }
 
 /// The root's setup runs in steps of this much virtual time, with a
@@ -813,6 +823,11 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             }
             state.phases.reexecution_wait_ms += ms_f(waiting.elapsed());
         }
+        if state.ending == Ending::Running && config.likelihood.runs > 0 {
+            let estimating = Instant::now();
+            estimate_likelihoods(&mut pool, &shared, config, &mut state, &interrupt);
+            state.phases.likelihood_ms += ms_f(estimating.elapsed());
+        }
         if state.ending == Ending::Running {
             state.ending = Ending::Finished;
         }
@@ -821,6 +836,42 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         Ok(pool.finish())
     })?;
     Ok(state.exploration(config, guest_profile))
+}
+
+/// Each bug's likelihood over its timeline (`likelihood.rs`), on the
+/// calling thread's machine, within the budget, in the order found.
+fn estimate_likelihoods(
+    pool: &mut Pool,
+    shared: &Shared,
+    config: &ExploreConfig,
+    state: &mut State,
+    interrupt: &Interrupt,
+) {
+    let params = config.likelihood;
+    let mut budget = (params.budget.max(0.0) * state.vtime_total as f64) as u64;
+    let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
+    let (machine, cursor) = pool.main_machine();
+    for i in 0..state.bugs.records.len() {
+        let record = &state.bugs.records[i];
+        if record.timeline.segments.is_empty() {
+            let why = "found before the root: no branch starts before it".to_owned();
+            state.bugs.records[i].likelihood = Some(Likelihood { not_estimated: Some(why), ..Likelihood::default() });
+            continue;
+        }
+        let horizon = match config.span {
+            Span::Whole { limit } => Vtime(record.timeline.root.vtime_ns.saturating_add(limit.nanos())),
+            Span::Slice(slice) => Vtime(record.at.vtime_ns.saturating_add(slice.nanos())),
+        };
+        match likelihood::estimate(record, params, horizon, &mut tree, cursor, machine, &mut budget) {
+            Ok(l) => state.bugs.records[i].likelihood = Some(l),
+            Err(_) if interrupt.raised() => return,
+            Err(e) => {
+                let why = format!("the estimate failed: {e}");
+                state.bugs.records[i].likelihood =
+                    Some(Likelihood { not_estimated: Some(why), ..Likelihood::default() });
+            }
+        }
+    }
 }
 
 /// Takes in a saved root as if the exploration had just run it: what its
@@ -1068,6 +1119,7 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
     state.phases.restore_ms += ms_f(run.restore);
     state.phases.snapshot_ms += ms_f(run.snapshot);
     state.phases.branches_ms += ms_f(run.run);
+    state.phases.story_ms += ms_f(run.story_took());
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
     for c in &run.checked {

@@ -26,10 +26,9 @@ use serde::{Deserialize, Serialize};
 use crate::branch::Failure;
 use crate::bug::{self, BugKind, BugRecord, Reach, Reproduction};
 use crate::checkers;
-use crate::engine::{is_crash, point};
+use crate::engine::point;
 use crate::error::{ExploreError, Result};
 use crate::roots::RootId;
-use crate::sdk::{self, SdkMessage};
 use crate::story;
 use crate::timeline::{Point, Timeline};
 use crate::StartOptions;
@@ -166,16 +165,15 @@ impl Runner<'_> {
             loop {
                 match m.run_until_point(self.limit, until)? {
                     Stop::Message => {
-                        if m.take_messages().iter().any(|msg| shows(bug, &msg.bytes)) {
+                        if m.take_messages().iter().any(|msg| bug.shown_by(&msg.bytes)) {
                             return Ok(failed(m, ends));
                         }
                     }
                     Stop::Ended(end) => {
-                        let same = is_crash(&end) && BugKind::Crash { end }.id() == self.bug.id;
-                        return Ok(if same || judged(bug, m) { failed(m, ends) } else { None });
+                        return Ok(if bug.shown_by_end(&end) || bug.judged_in(m) { failed(m, ends) } else { None });
                     }
                     Stop::Deadline if m.now() >= self.limit => {
-                        return Ok(if judged(bug, m) { failed(m, ends) } else { None });
+                        return Ok(if bug.judged_in(m) { failed(m, ends) } else { None });
                     }
                     Stop::Deadline => break,
                 }
@@ -191,19 +189,6 @@ impl Runner<'_> {
         }
         Ok(None)
     }
-}
-
-/// Whether the SDK message `bytes` is the bug's assertion failing.
-fn shows(bug: &BugKind, bytes: &[u8]) -> bool {
-    match (bug, sdk::parse(bytes)) {
-        (BugKind::Assertion { id, .. }, SdkMessage::Assert(a)) => a.hit && a.id == *id && a.kind.fails(a.condition),
-        _ => false,
-    }
-}
-
-/// For a checker's bug: whether the history so far is still invalid.
-fn judged(bug: &BugKind, m: &Machine) -> bool {
-    matches!(bug, BugKind::Checker { checker, .. } if checkers::observe(checker, m.messages()).is_some())
 }
 
 /// Minimizes `bug`'s decisions (see the module's comment); `progress` hears

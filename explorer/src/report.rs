@@ -55,6 +55,8 @@ pub struct BugSummary {
     pub console_tail: Vec<String>,
     /// What happened in its timeline up to the failure (`story.rs`).
     pub story: Vec<crate::story::Entry>,
+    /// How likely it was from moments of its timeline on (`likelihood.rs`).
+    pub likelihood: Option<crate::likelihood::Likelihood>,
     /// "reproduced 3/3", "FLAKY: reproduced 1/3", or "UNCONFIRMED: ...".
     pub reproduction: String,
     /// Every re-execution asked for ran (whatever they showed).
@@ -196,6 +198,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
                 file: file.display().to_string(),
                 console_tail: bug.console_tail.clone(),
                 story: bug.story.clone(),
+                likelihood: bug.likelihood.clone(),
                 reproduction: bug.reproduction_words(),
                 confirmed: bug.reproduction.confirmed(),
                 replayable: bug.replayable,
@@ -348,8 +351,16 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         m,
         "- wall time: start {:.1} ms, setup {:.1} ms, branches {:.1} ms, snapshot restores {:.1} ms, snapshots {:.1} ms, \
          bug re-executions {:.1} ms (these four summed over the workers; the exploration waited {:.1} ms for \
-         re-executions)",
-        p.start_ms, p.setup_ms, p.branches_ms, p.restore_ms, p.snapshot_ms, p.reexecution_ms, p.reexecution_wait_ms
+         re-executions; telling bugs' stories took {:.1} ms of the branches'), likelihood estimates {:.1} ms",
+        p.start_ms,
+        p.setup_ms,
+        p.branches_ms,
+        p.restore_ms,
+        p.snapshot_ms,
+        p.reexecution_ms,
+        p.reexecution_wait_ms,
+        p.story_ms,
+        p.likelihood_ms
     );
     if s.garbage.count > 0 {
         let _ =
@@ -377,6 +388,22 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
             },
             b.replay_command
         );
+        if let Some(l) = &b.likelihood {
+            let _ = writeln!(
+                m,
+                "  - likelihood that it follows, from moments of its timeline (bug/runs): {} ({:.3} s of virtual time, {:.0} ms)",
+                l.describe(),
+                l.vtime_ns as f64 / 1e9,
+                l.wall_ms
+            );
+        }
+        if !b.story.is_empty() {
+            let _ = writeln!(m, "  - what happened (virtual time, who, what):\n\n    ```text");
+            for e in &b.story {
+                let _ = writeln!(m, "    {}", e.line());
+            }
+            let _ = writeln!(m, "    ```");
+        }
         if !b.faults.is_empty() {
             let _ = writeln!(m, "  - drawn faults in its timeline:");
             for f in &b.faults {

@@ -274,6 +274,12 @@ impl<'scope> Pool<'scope> {
 
     /// Runs or waits for every check queued, the calling thread taking
     /// its share.
+    /// The calling thread's machine and where it stands in the tree, for
+    /// work after the rounds (`likelihood.rs`).
+    pub fn main_machine(&mut self) -> (&mut Machine, &mut Cursor) {
+        (&mut self.main.machine, &mut self.main.cursor)
+    }
+
     pub fn run_checks(&mut self, shared: &Shared, checked: &mut dyn FnMut(Checked)) -> Result<()> {
         while self.checks_out > 0 {
             let done = match self.check_queue.try_recv() {

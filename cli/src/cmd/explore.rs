@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
+use hvsim_explorer::likelihood;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
 use hvsim_explorer::schedule::Policy;
@@ -99,6 +100,20 @@ pub struct Args {
     /// check (bug records then say `replayable: expected`).
     #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(0..=100))]
     reexecute: u32,
+    /// Each bug's likelihood over its timeline: this many fresh branches
+    /// from each of --likelihood-points moments of it, counting those the
+    /// same bug follows (0: no estimate; docs/triage.md).
+    #[arg(long, default_value = "8", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    likelihood_runs: u32,
+    /// Moments of each bug's timeline to estimate from: the root and
+    /// evenly spaced points up to the failure.
+    #[arg(long, default_value = "5", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    likelihood_points: u32,
+    /// The virtual time every estimate together may run, in percent of
+    /// what the exploration's branches ran; a bug whose estimate would not
+    /// fit is reported not estimated.
+    #[arg(long, default_value = "10", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    likelihood_budget: u32,
     /// Machines that run branches at once, a thread each (up to the host's
     /// cores is useful). Changes only how fast: the same seed and --batch
     /// explore the same timelines with any number of workers.
@@ -289,6 +304,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
         fresh_root: args.fresh_root,
         policy: args.schedule.into(),
         checkers: manifest.checkers,
+        likelihood: likelihood::Params {
+            runs: args.likelihood_runs,
+            points: args.likelihood_points,
+            budget: f64::from(args.likelihood_budget) / 100.0,
+        },
     };
     let bar = hvsim_guest_image::progress::bar(args.branches);
     bar.set_style(

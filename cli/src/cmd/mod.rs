@@ -9,5 +9,6 @@ pub mod image;
 pub mod kernel;
 pub mod minimize;
 pub mod replay;
+pub mod retest;
 pub mod run;
 pub mod snapshot;

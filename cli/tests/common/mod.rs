@@ -93,7 +93,7 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 
 /// What an exploration found, from its report and bug files, without what
 /// depends on the host's speed, on the workers or on whether the root was
-/// restored from a saved one (wall times, file paths):
+/// restored from a saved one (wall times, file paths, the command line):
 /// two explorations that agree on this explored the same timelines. Each
 /// bug's failure point carries the hash of its trace and, unless `memory`
 /// is false, of guest memory. How often a bug's re-executions reproduced it
@@ -102,7 +102,8 @@ pub fn user_rdtsc_leaks(v: &Value) -> bool {
 /// differ between executions of the same trace).
 #[allow(dead_code)]
 pub fn exploration_digest(report: &Value, memory: bool) -> Value {
-    const LEFT_OUT: [&str; 9] = [
+    const LEFT_OUT: [&str; 10] = [
+        "invocation",
         "workers",
         "root_restored",
         "file",

@@ -10,9 +10,14 @@
 
 #include "hvsim_sdk.h"
 
+/* The clock the lease is kept on (clockstep_fixed.c: the monotonic one). */
+#ifndef LEASE_CLOCK
+#define LEASE_CLOCK CLOCK_REALTIME
+#endif
+
 static long long realtime_ns(void) {
     struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
+    clock_gettime(LEASE_CLOCK, &t);
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 

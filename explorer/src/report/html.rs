@@ -45,7 +45,8 @@ svg.plot text { font-size: 13px; fill: #333; }
 ";
 
 /// Colours of the phases bar.
-const PHASE_COLOURS: [&str; 7] = ["#8e8e93", "#5ac8fa", "#34c759", "#ff9500", "#af52de", "#ff3b30", "#c7c7cc"];
+const PHASE_COLOURS: [&str; 8] =
+    ["#8e8e93", "#5ac8fa", "#34c759", "#ff9500", "#af52de", "#ff3b30", "#ffcc00", "#c7c7cc"];
 
 /// The page for `r`, the report of `exp`.
 pub fn render(r: &Report, exp: &Exploration) -> String {
@@ -97,6 +98,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         p { "At " (point(b.at)) ". Replay it (it tells this story as it goes):" }
                         pre { code { (b.replay_command) } }
                         (story(&b.story))
+                        @if let Some(l) = &b.likelihood { (likelihood(l, b.at.vtime_ns)) }
                         @if b.console_tail.is_empty() {
                             p.muted { "The console was empty when it failed: the guest had written nothing to it." }
                         }
@@ -336,6 +338,58 @@ fn plot(series: &[SeriesPoint], (name, unit, colour, value): &Line, bug_at: &[u6
     }
 }
 
+/// A bug's likelihood over its timeline (`likelihood.rs`): the share of
+/// fresh branches from each moment that the bug followed, with its 95%
+/// interval, against virtual time; the failure's moment marked.
+fn likelihood(l: &crate::likelihood::Likelihood, failure_ns: u64) -> Markup {
+    const W: f64 = 400.0;
+    const H: f64 = 200.0;
+    const LEFT: f64 = 48.0;
+    const RIGHT: f64 = 20.0;
+    const TOP: f64 = 10.0;
+    const BOTTOM: f64 = 44.0;
+    let first = l.points.first().map_or(0, |p| p.vtime_ns);
+    let span = failure_ns.saturating_sub(first).max(1) as f64;
+    let x = |t: u64| LEFT + (W - LEFT - RIGHT) * (t.saturating_sub(first)) as f64 / span;
+    let y = |p: f64| H - BOTTOM - (H - BOTTOM - TOP) * p;
+    let secs = |t: u64| format!("{:.3}", t as f64 / 1e9);
+    html! {
+        @match &l.not_estimated {
+            Some(why) => { p.muted { "Likelihood over its timeline: not estimated (" (why) ")." } }
+            None => {
+                p { "How likely the bug was, from moments of its timeline: of fresh branches from each (new seeds, the same horizon), \
+                     the share the same bug followed, with its 95% interval. " (l.describe()) "." }
+                figure.likelihood style="max-width:32em;margin:0" {
+                    svg.plot viewBox=(format!("0 0 {W} {H}")) role="img" aria-label="the bug's likelihood against virtual time" {
+                        @for t in [0.0, 0.5, 1.0] {
+                            line x1=(LEFT) x2=(W - RIGHT) y1=(y(t)) y2=(y(t)) stroke="#e5e5e5" {}
+                            text x=(LEFT - 6.0) y=(y(t) + 4.0) text-anchor="end" { (t) }
+                        }
+                        @for p in &l.points {
+                            line x1=(x(p.vtime_ns)) x2=(x(p.vtime_ns)) y1=(H - BOTTOM) y2=(H - BOTTOM + 5.0) stroke="#333" {}
+                        }
+                        text x=(x(first)) y=(H - BOTTOM + 19.0) text-anchor="start" { (secs(first)) }
+                        text x=(x(failure_ns)) y=(H - BOTTOM + 19.0) text-anchor="end" { (secs(failure_ns)) }
+                        line x1=(LEFT) x2=(W - RIGHT) y1=(H - BOTTOM) y2=(H - BOTTOM) stroke="#333" {}
+                        line x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(H - BOTTOM) stroke="#333" {}
+                        line x1=(x(failure_ns)) x2=(x(failure_ns)) y1=(TOP) y2=(H - BOTTOM) stroke="#d33" stroke-dasharray="4 3" {}
+                        text x=(LEFT + (W - LEFT - RIGHT) / 2.0) y=(H - 6.0) text-anchor="middle" { "virtual time (s); dashed: the failure" }
+                        text transform=(format!("translate(14,{}) rotate(-90)", (H - BOTTOM + TOP) / 2.0)) text-anchor="middle" { "P(bug follows)" }
+                        @for p in &l.points {
+                            line x1=(x(p.vtime_ns)) x2=(x(p.vtime_ns)) y1=(y(p.low)) y2=(y(p.high)) stroke="#0a6fb5" stroke-width="2" {}
+                            circle cx=(x(p.vtime_ns)) cy=(y(p.share())) r="4" fill="#0a6fb5" {
+                                title { (secs(p.vtime_ns)) " s: " (p.hits) "/" (p.runs) }
+                            }
+                        }
+                    }
+                }
+                p.muted { (l.points.iter().map(|p| p.runs).sum::<u32>()) " runs, " (format!("{:.3}", l.vtime_ns as f64 / 1e9))
+                          " s of virtual time, " (format!("{:.0}", l.wall_ms)) " ms of wall time (--likelihood-runs, --likelihood-points, --likelihood-budget)." }
+            }
+        }
+    }
+}
+
 /// A bug's story (`story.rs`) as a table: when, who, what.
 fn story(entries: &[crate::story::Entry]) -> Markup {
     use crate::story::What;
@@ -387,6 +441,7 @@ fn phases(r: &Report) -> Markup {
         ("restores", p.restore_ms),
         ("snapshots", p.snapshot_ms),
         ("bug re-executions", p.reexecution_ms),
+        ("likelihood estimates", p.likelihood_ms),
     ];
     let accounted: f64 = parts.iter().map(|(_, ms)| ms).sum();
     // One worker: the rest of the wall time is the explorer's own work.
@@ -413,6 +468,7 @@ fn phases(r: &Report) -> Markup {
                 " workers, so they add up to more than the " (s.wall_ms) " ms of wall time; the exploration waited "
                 (format!("{:.1}", p.reexecution_wait_ms)) " ms for re-executions)"
             }
+            " Telling bugs' stories took " (format!("{:.1}", p.story_ms)) " ms of the branches' time."
         }
     }
 }

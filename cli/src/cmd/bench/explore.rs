@@ -67,6 +67,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 fresh_root: false,
                 policy: mode.policy,
                 checkers: Vec::new(),
+                likelihood: hvsim_explorer::likelihood::Params::default(),
             };
             let e = explore(&config, &host, &mut ())?;
             span_words = e.describe_span();
@@ -92,6 +93,10 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 "run_ms": run_ms,
                 "draw_points": e.draws.points,
                 "chosen_draws": e.draws.chosen,
+                // Explaining bugs: their stories (within the branches) and
+                // their likelihood estimates (after), in wall ms.
+                "story_ms": e.phases.story_ms,
+                "likelihood_ms": e.phases.likelihood_ms,
             }));
         }
     }
@@ -120,6 +125,13 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
     let ratio = |key: &str, base: &str| -> Option<f64> {
         Some(median(base, key)? as f64 / median("rarity", key)?.max(1) as f64)
     };
+    // What explaining costs, as a share of the explorations' wall time
+    // after their roots (summed over every run of every policy).
+    let total = |key: &str| rows.iter().map(|r| r[key].as_f64().unwrap_or(0.0)).sum::<f64>();
+    let explained = json!({
+        "story_share": total("story_ms") / total("run_ms").max(1.0),
+        "likelihood_share": total("likelihood_ms") / total("run_ms").max(1.0),
+    });
     let target_name = if linux { "the Rust SDK vault (five chained 1-in-8 draws)" } else { "the demo" };
     if json {
         println!(
@@ -133,6 +145,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 "rows": rows,
                 "medians": medians,
                 "energy_over_rarity": { "timelines": ratio("timelines_to_bug", "energy"), "ms": ratio("ms_to_bug", "energy") },
+                "explaining": explained,
             })
         );
         return Ok(ExitCode::SUCCESS);
@@ -151,6 +164,11 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         }
         _ => println!("  energy / rarity: energy's median is not a number within {max_branches} timelines"),
     }
+    println!(
+        "  explaining bugs: stories {:.2}% and likelihood estimates {:.1}% of the explorations' wall time after their roots",
+        100.0 * explained["story_share"].as_f64().unwrap_or(0.0),
+        100.0 * explained["likelihood_share"].as_f64().unwrap_or(0.0)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

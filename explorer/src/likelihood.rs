@@ -1,0 +1,305 @@
+//! How likely a bug is along its own timeline: from a few moments of the
+//! timeline that found it (the root, and evenly spaced points up to the
+//! failure), a few fresh branches each (new seeds, the same horizon), and
+//! the share of them in which the same bug follows. Where that share jumps
+//! is where the bug became likely: the decision that mattered lies between
+//! those two moments (Antithesis's bug likelihood over time).
+//!
+//! Each share comes with its 95% Wilson interval: with 8 branches a point,
+//! 8/8 means "at least 0.68", not certainty. The runs' seeds derive from
+//! the master seed, the bug and the point, so the estimate is part of the
+//! exploration's pure function of its seed. What it may cost is bounded in
+//! virtual time, a share of what the exploration's branches ran; a bug
+//! whose estimate would not fit is left unestimated, and says so.
+
+use hvsim_snapshot::{Cursor, NodeId, SnapshotTree};
+use hvsim_vmm::{Machine, Stop, Vtime};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::bug::{self, BugRecord, Reach};
+use crate::error::Result;
+
+/// What to estimate, and at what cost at most.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Branches from each point (0: no estimate).
+    pub runs: u32,
+    /// Points along each bug's timeline: the root, evenly spaced moments,
+    /// and one just before the failure.
+    pub points: u32,
+    /// The virtual time all estimates may run, as a share of the virtual
+    /// time the exploration's branches ran.
+    pub budget: f64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params { runs: 8, points: 5, budget: 0.10 }
+    }
+}
+
+impl Params {
+    pub fn off() -> Params {
+        Params { runs: 0, ..Params::default() }
+    }
+}
+
+/// One moment of the bug's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub vtime_ns: u64,
+    pub runs: u32,
+    /// Runs in which the same bug followed.
+    pub hits: u32,
+    /// The 95% Wilson interval of `hits / runs`.
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Point {
+    pub fn share(&self) -> f64 {
+        f64::from(self.hits) / f64::from(self.runs.max(1))
+    }
+}
+
+/// A bug's likelihood over its timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Likelihood {
+    pub points: Vec<Point>,
+    /// How far each run went at most: the exploration's horizon.
+    pub horizon_ns: u64,
+    /// Virtual time the runs took, and wall time.
+    pub vtime_ns: u64,
+    pub wall_ms: f64,
+    /// Why there is no estimate, if there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_estimated: Option<String>,
+}
+
+impl Likelihood {
+    /// Where the share rose most between two consecutive points, and by
+    /// how much: `(before, after)`.
+    pub fn jump(&self) -> Option<(&Point, &Point)> {
+        self.points
+            .windows(2)
+            .map(|w| (&w[0], &w[1]))
+            .filter(|(a, b)| b.share() > a.share())
+            .max_by(|(a, b), (c, d)| (b.share() - a.share()).total_cmp(&(d.share() - c.share())))
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        if let Some(why) = &self.not_estimated {
+            return format!("not estimated: {why}");
+        }
+        let shares: Vec<String> =
+            self.points.iter().map(|p| format!("{:.3}s {}/{}", p.vtime_ns as f64 / 1e9, p.hits, p.runs)).collect();
+        let jump = match self.jump() {
+            Some((a, b)) => format!(
+                "; it became likely between {:.3} s and {:.3} s ({:.2} to {:.2})",
+                a.vtime_ns as f64 / 1e9,
+                b.vtime_ns as f64 / 1e9,
+                a.share(),
+                b.share()
+            ),
+            None => String::new(),
+        };
+        format!("{}{jump}", shares.join(", "))
+    }
+}
+
+/// The 95% Wilson score interval of `hits` in `runs`.
+pub fn wilson(hits: u32, runs: u32) -> (f64, f64) {
+    if runs == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, p, z) = (f64::from(runs), f64::from(hits) / f64::from(runs), 1.959_964);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / (1.0 + z * z / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// The seed of run `run` from point `point` of bug `bug`'s estimate.
+fn seed(master: u64, bug: &str, point: u32, run: u32) -> u64 {
+    let mut h = Sha256::new();
+    h.update(b"hvsim/likelihood/v1");
+    h.update(master.to_le_bytes());
+    h.update(bug.as_bytes());
+    h.update(point.to_le_bytes());
+    h.update(run.to_le_bytes());
+    u64::from_le_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+/// The moments of `bug`'s timeline to estimate from: the root, evenly
+/// spaced ones, and the last just before the failure (at 99% of the way).
+fn moments(bug: &BugRecord, points: u32) -> Vec<Vtime> {
+    let (root, at) = (bug.timeline.root.vtime_ns, bug.at.vtime_ns);
+    let n = u64::from(points.max(1));
+    let mut all: Vec<Vtime> = (0..n.saturating_sub(1)).map(|j| Vtime(root + (at - root) * j / (n - 1))).collect();
+    all.push(Vtime(root + (at - root) * 99 / 100));
+    all.dedup();
+    all
+}
+
+/// Estimates `bug`'s likelihood with `machine` (standing at `cursor` in
+/// `tree`, whose root is the bug's root), runs going to `horizon` at most;
+/// `budget_ns`: the virtual time left to spend, less what this spends.
+/// Runs go round the points (one from each, then another from each...), so
+/// a budget that runs out leaves every point with as many runs, give or
+/// take one.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn estimate(
+    bug: &BugRecord,
+    params: Params,
+    horizon: Vtime,
+    tree: &mut SnapshotTree,
+    cursor: &mut Cursor,
+    machine: &mut Machine,
+    budget_ns: &mut u64,
+) -> Result<Likelihood> {
+    let started = std::time::Instant::now();
+    let mut out = Likelihood { horizon_ns: horizon.nanos(), ..Likelihood::default() };
+    let from = machine_at_root(tree, cursor, machine)?;
+    let nodes = moments_of(bug, &moments(bug, params.points), tree, cursor, machine)?;
+    out.vtime_ns += machine.now().nanos().saturating_sub(from.nanos());
+    *budget_ns = budget_ns.saturating_sub(out.vtime_ns);
+    let mut hits = vec![0u32; nodes.len()];
+    let mut runs = vec![0u32; nodes.len()];
+    'rounds: for k in 0..params.runs {
+        for (j, &(t, node)) in nodes.iter().enumerate() {
+            // Only a run that cannot overrun the budget starts.
+            if horizon.nanos().saturating_sub(t.nanos()) > *budget_ns {
+                break 'rounds;
+            }
+            tree.reset(cursor, machine, node)?;
+            machine.reseed(seed(bug.master_seed, &bug.id, j as u32, k))?;
+            hits[j] += u32::from(follows(bug, machine, horizon)?);
+            runs[j] += 1;
+            let ran = machine.now().nanos().saturating_sub(t.nanos());
+            out.vtime_ns += ran;
+            *budget_ns = budget_ns.saturating_sub(ran);
+        }
+    }
+    for (j, &(t, _)) in nodes.iter().enumerate() {
+        if runs[j] > 0 {
+            let (low, high) = wilson(hits[j], runs[j]);
+            out.points.push(Point { vtime_ns: t.nanos(), runs: runs[j], hits: hits[j], low, high });
+        }
+    }
+    // Evicted leaf by leaf: each moment's node is the next one's parent.
+    for &(_, node) in nodes.iter().rev() {
+        if node != tree.root() && tree.is_leaf(node) {
+            tree.evict(node);
+        }
+    }
+    if out.points.is_empty() {
+        out.not_estimated = Some(format!(
+            "a run from its root could take {:.1} s of virtual time, more than the budget left \
+             (--likelihood-budget, --likelihood-runs)",
+            horizon.nanos().saturating_sub(bug.timeline.root.vtime_ns) as f64 / 1e9
+        ));
+    }
+    out.wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(out)
+}
+
+/// Resets the machine to the tree's root (the bug's root); the time there.
+fn machine_at_root(tree: &SnapshotTree, cursor: &mut Cursor, machine: &mut Machine) -> Result<Vtime> {
+    tree.reset(cursor, machine, tree.root())?;
+    Ok(machine.now())
+}
+
+/// Follows `bug`'s timeline once from the root, snapshotting it at each of
+/// `moments` on the way (the root's own node for a moment at the root);
+/// the moments it reached, with their nodes.
+fn moments_of(
+    bug: &BugRecord,
+    moments: &[Vtime],
+    tree: &mut SnapshotTree,
+    cursor: &mut Cursor,
+    machine: &mut Machine,
+) -> Result<Vec<(Vtime, NodeId)>> {
+    let mut nodes = Vec::new();
+    let mut next = moments.iter().peekable();
+    while next.next_if(|t| t.nanos() <= bug.timeline.root.vtime_ns).is_some() {
+        nodes.push((Vtime(bug.timeline.root.vtime_ns), tree.root()));
+    }
+    let last = bug.timeline.segments.len().saturating_sub(1);
+    for (i, segment) in bug.timeline.segments.iter().enumerate() {
+        if !bug::begin(machine, segment)? {
+            return Ok(nodes);
+        }
+        let until = if i == last { bug.at } else { segment.until };
+        while let Some(&&t) = next.peek() {
+            if t.nanos() >= until.vtime_ns {
+                break;
+            }
+            // Stopping on the clock and going on changes nothing.
+            match machine.run_until_point(t, until.events)? {
+                Stop::Deadline if machine.now() >= t => {
+                    nodes.push((t, tree.snapshot(cursor, machine)?));
+                    next.next();
+                }
+                Stop::Deadline => break, // the segment's end came first
+                Stop::Message => {}
+                Stop::Ended(_) => return Ok(nodes),
+            }
+        }
+        if i < last
+            && !matches!(
+                bug::reach(machine, until, Vtime(until.vtime_ns + bug::SLACK.nanos()), &mut ())?,
+                Reach::Reached
+            )
+        {
+            return Ok(nodes);
+        }
+    }
+    Ok(nodes)
+}
+
+/// Runs `m` to `horizon`: whether the bug shows on the way.
+fn follows(bug: &BugRecord, m: &mut Machine, horizon: Vtime) -> Result<bool> {
+    let stop_on_message = m.stop_on_message();
+    m.set_stop_on_message(true);
+    m.take_messages();
+    let shown = loop {
+        match m.run_until(horizon)? {
+            Stop::Message => {
+                if m.take_messages().iter().any(|msg| bug.bug.shown_by(&msg.bytes)) {
+                    break true;
+                }
+            }
+            Stop::Ended(end) => break bug.bug.shown_by_end(&end) || bug.bug.judged_in(m),
+            Stop::Deadline => break bug.bug.judged_in(m),
+        }
+    };
+    m.set_stop_on_message(stop_on_message);
+    Ok(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_intervals_bound_the_share_and_narrow_with_runs() {
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+        let (lo, hi) = wilson(8, 8);
+        assert!((0.67..0.68).contains(&lo) && hi == 1.0, "{lo} {hi}");
+        let (lo, hi) = wilson(0, 8);
+        assert!(lo == 0.0 && (0.32..0.33).contains(&hi), "{lo} {hi}");
+        let (a, b) = wilson(4, 8);
+        let (c, d) = wilson(40, 80);
+        assert!(a < 0.5 && 0.5 < b && b - a > d - c);
+    }
+
+    #[test]
+    fn the_jump_is_the_largest_rise() {
+        let p = |t: u64, hits: u32| Point { vtime_ns: t, runs: 8, hits, low: 0.0, high: 1.0 };
+        let l = Likelihood { points: vec![p(0, 0), p(1, 1), p(2, 7), p(3, 8)], ..Likelihood::default() };
+        let (a, b) = l.jump().unwrap();
+        assert_eq!((a.vtime_ns, b.vtime_ns), (1, 2));
+        assert!(l.describe().contains("became likely between 0.000 s and 0.000 s (0.12 to 0.88)"), "{}", l.describe());
+    }
+}
