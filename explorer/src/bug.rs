@@ -429,21 +429,9 @@ pub struct ReplayOutcome {
 /// `root` names was saved and is that root (`roots.rs`: the id is of the
 /// target as explored, before its files were relocated), and follows its
 /// timeline to the failure point. `limit`, if given, bounds the virtual
-/// time the replay may run.
+/// time the replay may run. Returns the machine where it stopped too
+/// (`hvsim debug` goes on from there).
 pub fn replay(
-    bug: &BugRecord,
-    host: &Host,
-    start: &StartOptions,
-    limit: Option<Vtime>,
-    root: Option<&RootId>,
-    observer: &mut dyn Observer,
-) -> Result<ReplayOutcome> {
-    Ok(replay_to(bug, host, start, limit, root, observer)?.0)
-}
-
-/// [`replay`], and the machine where it stopped (`hvsim debug` goes on
-/// from there).
-pub fn replay_to(
     bug: &BugRecord,
     host: &Host,
     start: &StartOptions,

@@ -774,7 +774,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             }
             let took = Instant::now();
             // Before the root: no saved root is of use.
-            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None, &mut ());
+            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None, &mut ()).map(|(o, _)| o);
             state.checked(Checked { bug: i, outcome, took: took.elapsed() }, watch, &interrupt);
         }
     }

@@ -70,23 +70,25 @@ pub fn spinner() -> ProgressBar {
 }
 
 /// A "terminal" that prints each frame indicatif draws as one plain line
-/// on stderr, at most once per `every` (the first at once).
+/// on stderr, at most once per `every`, the first after `every`: what ends
+/// sooner (or fails at once, with its one-line error) prints no status.
 #[derive(Debug)]
 struct StatusLines {
     every: Duration,
     state: Mutex<Frames>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Frames {
     /// The frame being drawn.
     frame: Vec<String>,
-    last: Option<Instant>,
+    /// When the last status line was printed (at first: when it began).
+    last: Instant,
 }
 
 impl StatusLines {
     fn new(every: Duration) -> StatusLines {
-        StatusLines { every, state: Mutex::new(Frames::default()) }
+        StatusLines { every, state: Mutex::new(Frames { frame: Vec::new(), last: Instant::now() }) }
     }
 
     fn frames(&self) -> std::sync::MutexGuard<'_, Frames> {
@@ -160,11 +162,11 @@ impl TermLike for StatusLines {
 
     fn flush(&self) -> std::io::Result<()> {
         let mut f = self.frames();
-        if f.frame.is_empty() || f.last.is_some_and(|t| t.elapsed() < self.every) {
+        if f.frame.is_empty() || f.last.elapsed() < self.every {
             return Ok(());
         }
         let line = f.frame.join(" | ");
-        f.last = Some(Instant::now());
+        f.last = Instant::now();
         f.frame.clear();
         let mut err = std::io::stderr().lock();
         writeln!(err, "{line}")?;
@@ -183,13 +185,17 @@ mod tests {
 
     #[test]
     fn frames_print_at_most_once_per_interval() {
-        let t = StatusLines::new(Duration::from_secs(3600));
+        let t = StatusLines::new(Duration::from_millis(50));
         t.write_line("first").unwrap();
         t.flush().unwrap();
-        assert!(t.frames().last.is_some() && t.frames().frame.is_empty(), "the first frame prints at once");
+        assert_eq!(t.frames().frame, vec!["first".to_owned()], "held back within the first interval");
+        std::thread::sleep(Duration::from_millis(60));
         t.move_cursor_up(1).unwrap();
         t.write_line("second").unwrap();
         t.flush().unwrap();
-        assert_eq!(t.frames().frame, vec!["second".to_owned()], "held back within the interval");
+        assert!(t.frames().frame.is_empty(), "printed once the interval passed");
+        t.write_line("third").unwrap();
+        t.flush().unwrap();
+        assert_eq!(t.frames().frame, vec!["third".to_owned()], "held back again");
     }
 }

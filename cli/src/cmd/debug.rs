@@ -79,7 +79,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let label = names.get(usize::from(node)).cloned().unwrap_or_else(|| format!("node {node}"));
     hvsim_guest_image::note!("hvsim debug: replaying {} to virtual time {at}", record.id);
     let (outcome, mut m) =
-        bug::replay_to(record, &host, &StartOptions::default(), Some(at), opened.root.as_ref(), &mut ())?;
+        bug::replay(record, &host, &StartOptions::default(), Some(at), opened.root.as_ref(), &mut ())?;
     if m.now() < at || m.state().ended.is_some() {
         bail!(
             "the replay of {} stopped at virtual time {}, short of {at} ({}): nothing to debug there",

@@ -63,119 +63,7 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode> {
     let host = Host::open()?;
     if let Some(path) = &args.bug {
-        let Opened { record, world, differences, root, .. } = open(path, &host, args.force, args.fresh_root)?;
-        let profiling = args.out.guest_profile.start(record.target.is_linux())?;
-        let start = StartOptions {
-            cold_boot: args.cold_boot,
-            watchdog: args.out.watchdog.map(|w| w.0),
-            profiler: profiling.as_ref().map(|p| p.config),
-            ..StartOptions::default()
-        };
-        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let moment = args.snapshot_before.map(|d| Vtime(record.at.vtime_ns.saturating_sub(nanos(d))));
-        let limit = moment.or(args.out.vtime_limit.map(|d| Vtime(nanos(d))));
-        if let Some(path) = args.save_snapshot.as_ref().filter(|p| p.is_dir()) {
-            bail!("--save-snapshot {}: it is a directory", path.display());
-        }
-        let mut observer = Replayer {
-            out: &args.out,
-            record: &record,
-            nodes: story::nodes(&record.target),
-            narrator: Narrator::default(),
-            told: Vec::new(),
-            print: !args.out.json && !hvsim_guest_image::progress::quiet(),
-            log: None,
-            snapshot: args.save_snapshot.as_deref().zip(moment),
-            saved: None,
-            world: &world,
-        };
-        let outcome = bug::replay(&record, &host, &start, limit, root.as_ref(), &mut observer)?;
-        let (told, saved) = (std::mem::take(&mut observer.told), observer.saved.take());
-        if let (Some(path), Some(moment)) = (&args.save_snapshot, moment) {
-            // The snapshot is what was asked for: the verdict on the
-            // failure cannot be had from a replay stopped short of it.
-            let Some(stats) = saved else {
-                bail!(
-                    "the replay of {} stopped at virtual time {} ns, short of {moment} (the timeline {}); no snapshot saved",
-                    record.id,
-                    outcome.vtime_ns,
-                    outcome.observed.as_deref().map_or("went elsewhere".to_owned(), |o| format!("ended: {o}"))
-                );
-            };
-            if args.out.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"bug": record.id, "snapshot": path, "vtime_ns": moment.nanos(),
-                        "before_failure_ns": record.at.vtime_ns - moment.nanos(), "pages": stats.pages, "bytes": stats.file_bytes})
-                );
-            } else {
-                println!(
-                    "{}: snapshot at virtual time {moment}, {:?} before the failure, saved to {} ({} pages, {} bytes); \
-                     `hvsim replay --snapshot {}` resumes it{}",
-                    record.id,
-                    Duration::from_nanos(record.at.vtime_ns - moment.nanos()),
-                    path.display(),
-                    stats.pages,
-                    stats.file_bytes,
-                    path.display(),
-                    match later_reseeds(&record, moment) {
-                        0 => " as the bug's timeline went on".to_owned(),
-                        n => format!(
-                            " without the {n} re-seeding{} the timeline made after it, so it may not reach the failure",
-                            if n == 1 { "" } else { "s" }
-                        ),
-                    }
-                );
-            }
-            return Ok(ExitCode::from(util::EXIT_OK));
-        }
-        if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
-            p.finish(profile, &format!("hvsim replay: {}", record.id))?;
-        }
-        if args.out.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "bug": record.id,
-                    "reproduced": outcome.reproduced,
-                    "trace_matches": outcome.trace_matches,
-                    "memory_matches": outcome.memory_matches,
-                    "trace_hash": outcome.fingerprint.trace_hash,
-                    "world_differences": differences,
-                    "assertion": outcome.observed,
-                    "expected": outcome.expected,
-                    "vtime_ns": outcome.vtime_ns,
-                    "events": outcome.at.events,
-                    "from_saved_root": outcome.from_saved_root,
-                    "story": told,
-                }))?
-            );
-        } else {
-            if outcome.from_saved_root {
-                hvsim_guest_image::note!(
-                    "hvsim: replay: started from the saved root of its timeline (--fresh-root runs it again)"
-                );
-            }
-            println!(
-                "{}: {} — {} at virtual time {} ns (event {}); {}",
-                record.id,
-                if outcome.reproduced { "reproduced" } else { "NOT reproduced" },
-                outcome.observed.as_deref().unwrap_or("no failure observed"),
-                outcome.vtime_ns,
-                outcome.at.events,
-                match (outcome.trace_matches, outcome.memory_matches) {
-                    (true, true) => "the same trace and memory",
-                    (true, false) if outcome.reproduced => {
-                        "the same trace; guest memory differs, as it may where guest user mode reads the TSC \
-                         (see host_limits)"
-                    }
-                    (true, false) => "the same trace, but guest memory differs",
-                    (false, _) if record.failure.is_none() => "the record holds no trace hash to compare",
-                    (false, _) => "a different trace",
-                }
-            );
-        }
-        return Ok(ExitCode::from(if outcome.reproduced { util::EXIT_OK } else { util::EXIT_NOT_REPRODUCED }));
+        return replay_bug(&args, path, &host);
     }
     let path = args.snapshot.as_ref().expect("clap requires a bug or a snapshot");
     let loaded = file::load(path)?;
@@ -199,6 +87,124 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let mut session = Session::start(Launch { machine, boot }, &guest, seed, &args.out, host_limits)?;
     session.profiling = profiling;
     session.finish(&args.out, None)
+}
+
+/// `hvsim replay BUG.json`: follows the record's timeline, telling its
+/// story, to the failure (or to `--snapshot-before`).
+fn replay_bug(args: &Args, path: &Path, host: &Host) -> Result<ExitCode> {
+    let Opened { record, world, differences, root, .. } = open(path, host, args.force, args.fresh_root)?;
+    let profiling = args.out.guest_profile.start(record.target.is_linux())?;
+    let start = StartOptions {
+        cold_boot: args.cold_boot,
+        watchdog: args.out.watchdog.map(|w| w.0),
+        profiler: profiling.as_ref().map(|p| p.config),
+        ..StartOptions::default()
+    };
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let moment = args.snapshot_before.map(|d| Vtime(record.at.vtime_ns.saturating_sub(nanos(d))));
+    let limit = moment.or(args.out.vtime_limit.map(|d| Vtime(nanos(d))));
+    if let Some(path) = args.save_snapshot.as_ref().filter(|p| p.is_dir()) {
+        bail!("--save-snapshot {}: it is a directory", path.display());
+    }
+    let mut observer = Replayer {
+        out: &args.out,
+        record: &record,
+        nodes: story::nodes(&record.target),
+        narrator: Narrator::default(),
+        told: Vec::new(),
+        print: !args.out.json && !hvsim_guest_image::progress::quiet(),
+        log: None,
+        snapshot: args.save_snapshot.as_deref().zip(moment),
+        saved: None,
+        world: &world,
+    };
+    let (outcome, _) = bug::replay(&record, host, &start, limit, root.as_ref(), &mut observer)?;
+    let (told, saved) = (std::mem::take(&mut observer.told), observer.saved.take());
+    if let (Some(path), Some(moment)) = (&args.save_snapshot, moment) {
+        // The snapshot is what was asked for: the verdict on the
+        // failure cannot be had from a replay stopped short of it.
+        let Some(stats) = saved else {
+            bail!(
+                "the replay of {} stopped at virtual time {} ns, short of {moment} (the timeline {}); no snapshot saved",
+                record.id,
+                outcome.vtime_ns,
+                outcome.observed.as_deref().map_or("went elsewhere".to_owned(), |o| format!("ended: {o}"))
+            );
+        };
+        if args.out.json {
+            println!(
+                "{}",
+                serde_json::json!({"bug": record.id, "snapshot": path, "vtime_ns": moment.nanos(),
+                    "before_failure_ns": record.at.vtime_ns - moment.nanos(), "pages": stats.pages, "bytes": stats.file_bytes})
+            );
+        } else {
+            println!(
+                "{}: snapshot at virtual time {moment}, {:?} before the failure, saved to {} ({} pages, {} bytes); \
+                 `hvsim replay --snapshot {}` resumes it{}",
+                record.id,
+                Duration::from_nanos(record.at.vtime_ns - moment.nanos()),
+                path.display(),
+                stats.pages,
+                stats.file_bytes,
+                path.display(),
+                match later_reseeds(&record, moment) {
+                    0 => " as the bug's timeline went on".to_owned(),
+                    n => format!(
+                        " without the {n} re-seeding{} the timeline made after it, so it may not reach the failure",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                }
+            );
+        }
+        return Ok(ExitCode::from(util::EXIT_OK));
+    }
+    if let (Some(p), Some(profile)) = (&profiling, &outcome.profile) {
+        p.finish(profile, &format!("hvsim replay: {}", record.id))?;
+    }
+    if args.out.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "bug": record.id,
+                "reproduced": outcome.reproduced,
+                "trace_matches": outcome.trace_matches,
+                "memory_matches": outcome.memory_matches,
+                "trace_hash": outcome.fingerprint.trace_hash,
+                "world_differences": differences,
+                "assertion": outcome.observed,
+                "expected": outcome.expected,
+                "vtime_ns": outcome.vtime_ns,
+                "events": outcome.at.events,
+                "from_saved_root": outcome.from_saved_root,
+                "story": told,
+            }))?
+        );
+    } else {
+        if outcome.from_saved_root {
+            hvsim_guest_image::note!(
+                "hvsim: replay: started from the saved root of its timeline (--fresh-root runs it again)"
+            );
+        }
+        println!(
+            "{}: {} — {} at virtual time {} ns (event {}); {}",
+            record.id,
+            if outcome.reproduced { "reproduced" } else { "NOT reproduced" },
+            outcome.observed.as_deref().unwrap_or("no failure observed"),
+            outcome.vtime_ns,
+            outcome.at.events,
+            match (outcome.trace_matches, outcome.memory_matches) {
+                (true, true) => "the same trace and memory",
+                (true, false) if outcome.reproduced => {
+                    "the same trace; guest memory differs, as it may where guest user mode reads the TSC \
+                     (see host_limits)"
+                }
+                (true, false) => "the same trace, but guest memory differs",
+                (false, _) if record.failure.is_none() => "the record holds no trace hash to compare",
+                (false, _) => "a different trace",
+            }
+        );
+    }
+    Ok(ExitCode::from(if outcome.reproduced { util::EXIT_OK } else { util::EXIT_NOT_REPRODUCED }))
 }
 
 /// A bug record, ready to follow.
