@@ -305,3 +305,57 @@ fn a_command_whose_node_crashed_did_not_fail() {
     let crashes = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "node.crash").cloned();
     assert!(crashes.is_some_and(|f| f["drawn"].as_u64() >= Some(1)), "{}", r["faults"]);
 }
+
+/// Test Composer's commands are decisions `hvsim minimize` can take back:
+/// init's composer asks the machine before each one. The finally check
+/// fails only where the first command ran, so of a timeline's first
+/// command, drivers and anytime commands, the minimized record keeps the
+/// first and the finally check, and its timeline starts nothing else.
+#[test]
+fn minimize_keeps_only_the_commands_the_failure_needs() {
+    if !kvm_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("test/main");
+    std::fs::create_dir_all(&t).unwrap();
+    write_script(&t, "first_setup.sh", "touch /tmp/first\n");
+    write_script(&t, "parallel_driver_a.sh", "echo a >> /tmp/drivers\n");
+    write_script(&t, "parallel_driver_b.sh", "echo b >> /tmp/drivers\n");
+    write_script(&t, "finally_check.sh", "[ -e /tmp/first ] && { echo 'first ran'; exit 1; }\nexit 0\n");
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        r#"services:
+  app:
+    image: hvsim-test/redis:bookworm
+    entrypoint: ["sh", "-c", "echo '{\"antithesis_setup\":{\"status\":\"complete\",\"details\":null}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
+    volumes:
+      - ./test:/opt/antithesis/test/v1:ro
+"#,
+    )
+    .unwrap();
+    let args = ["--compose", compose.to_str().unwrap(), "--branches", "1", "--reexecute", "0"];
+    let r = explore_json(&[&args[..], &["--likelihood-runs", "0"]].concat(), &dir.path().join("out"));
+    let bug = r["bugs"].as_array().unwrap().first().cloned().expect("the finally check fails");
+    assert_eq!(bug["summary"], "assertion failed: Test Composer: main/finally_check.sh exits 0", "{bug}");
+    let file = bug["file"].as_str().unwrap();
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let runs = record["composer"]["runs"].as_array().unwrap().len();
+    assert!(runs >= 3, "a first command, a driver or more, the finally check: {}", record["composer"]);
+
+    let o = common::output(&["minimize", file, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["minimization"];
+    let kept: Vec<&str> = m["kept"].as_array().unwrap().iter().filter_map(|d| d["command"].as_str()).collect();
+    assert_eq!(kept, ["main/first_setup.sh", "main/finally_check.sh"], "{m}");
+    assert_eq!(m["one_minimal"], true, "{m}");
+    let min = v["file"].as_str().unwrap();
+    let minimized: Value = serde_json::from_str(&std::fs::read_to_string(min).unwrap()).unwrap();
+    let started: Vec<&str> =
+        minimized["composer"]["runs"].as_array().unwrap().iter().filter_map(|r| r["command"].as_str()).collect();
+    assert_eq!(started, ["main/first_setup.sh", "main/finally_check.sh"], "only those started");
+    common::replay_reproduces(min, &[]);
+}

@@ -4,7 +4,9 @@
 //! A bug's timeline is its seeds, and the seeds decide: which drawn faults
 //! strike (and when, and whom), which buggify sites fire, and, where the
 //! explorer branched at an SDK draw, the value the draw took. Those are the
-//! timeline's *decisions*. A candidate keeps some of them and takes the
+//! timeline's *decisions*, and so are the Test Composer commands its
+//! template started (init's composer asks the machine before each one,
+//! `Control::ComposerRun`). A candidate keeps some of them and takes the
 //! others back ([`Vetoes`]: the draw is still made, so everything else the
 //! seeds decide stays put as far as the run allows; a draw the explorer
 //! chose is left to the stream). Delta debugging (Zeller and Hildebrandt's
@@ -41,6 +43,8 @@ pub enum Decision {
     Fault { id: u64, what: String },
     /// A buggify site that fired.
     Buggify { site: String },
+    /// A Test Composer command that started (its run number in the timeline).
+    Command { run: u64, command: String, service: String },
     /// The value the explorer chose for the SDK draw at segment `segment`.
     Draw { segment: usize, value: u64 },
 }
@@ -50,6 +54,9 @@ impl Decision {
         match self {
             Decision::Fault { what, .. } => format!("fault {what}"),
             Decision::Buggify { site } => format!("buggify site {site:?} fires"),
+            Decision::Command { run, command, service } => {
+                format!("Test Composer runs {command} in {service} (run {run})")
+            }
             Decision::Draw { segment, value } => format!("the draw at segment {segment} takes {value:#x}"),
         }
     }
@@ -84,6 +91,8 @@ pub fn decisions(bug: &BugRecord) -> Vec<Decision> {
     all.extend(
         bug.buggify.iter().filter(|(_, s)| s.fired > 0).map(|(site, _)| Decision::Buggify { site: site.clone() }),
     );
+    let runs = bug.composer.iter().flat_map(|c| &c.runs);
+    all.extend(runs.map(|r| Decision::Command { run: r.run, command: r.command.clone(), service: r.service.clone() }));
     all.extend(
         bug.timeline
             .segments
@@ -96,11 +105,17 @@ pub fn decisions(bug: &BugRecord) -> Vec<Decision> {
 
 /// The timeline of `bug` with only `kept` of its decisions: none of those
 /// its seeds would make after the original failure either (later faults,
-/// sites that had not fired).
+/// sites that had not fired, commands not yet started).
 fn candidate(bug: &BugRecord, all: &[Decision], kept: &[bool]) -> Timeline {
     let mut t = bug.timeline.clone();
     let later = bug.faults.iter().map(|e| e.id + 1).max().unwrap_or(0);
-    t.vetoes = Vetoes { faults_from: Some(later), buggify_only: Some(Default::default()), ..Vetoes::default() };
+    let later_command = bug.composer.as_ref().map(|c| c.runs.iter().map(|r| r.run + 1).max().unwrap_or(1));
+    t.vetoes = Vetoes {
+        faults_from: Some(later),
+        buggify_only: Some(Default::default()),
+        commands_from: later_command,
+        ..Vetoes::default()
+    };
     for (d, &keep) in all.iter().zip(kept) {
         match d {
             Decision::Fault { id, .. } if !keep => {
@@ -110,6 +125,9 @@ fn candidate(bug: &BugRecord, all: &[Decision], kept: &[bool]) -> Timeline {
                 t.vetoes.buggify_only.get_or_insert_with(Default::default).insert(site.clone());
             }
             Decision::Draw { segment, .. } if !keep => t.segments[*segment].draw = None,
+            Decision::Command { run, .. } if !keep => {
+                t.vetoes.commands.insert(*run);
+            }
             _ => {}
         }
     }

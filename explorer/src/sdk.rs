@@ -262,7 +262,7 @@ pub fn parse(line: &[u8]) -> SdkMessage {
         },
         crate::history::KEY => crate::history::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::History),
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
-        "hvsim_clock" | "hvsim_custom" | "hvsim_faults" => SdkMessage::Machine,
+        "hvsim_clock" | "hvsim_custom" | "hvsim_faults" | "hvsim_composer_run" => SdkMessage::Machine,
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
     }
 }

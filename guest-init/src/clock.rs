@@ -17,7 +17,7 @@
 //! `adjtimex` touches.
 
 use std::fs::OpenOptions;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
 use crate::nodes;
 
@@ -43,13 +43,9 @@ fn now(clock: libc::clockid_t) -> io::Result<i128> {
     Ok(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
 }
 
-/// Asks hvsim a question on the SDK channel; it answers with the next read.
+/// Asks hvsim a clock question; it answers with the next read.
 fn ask(question: &str) -> io::Result<i64> {
-    let mut dev = OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
-    dev.write_all(format!("{{\"hvsim_clock\":{question}}}").as_bytes())?;
-    let mut v = [0; 8];
-    dev.read_exact(&mut v)?;
-    Ok(i64::from_le_bytes(v))
+    Ok(i64::from_le_bytes(crate::sdk::ask(&format!("{{\"hvsim_clock\":{question}}}"))?))
 }
 
 /// `adjtimex`'s tick length and frequency offset (ppm << 16) for a rate

@@ -26,6 +26,17 @@ pub fn setup() -> io::Result<()> {
     std::os::unix::fs::symlink("/init", STOP_FAULTS)
 }
 
+/// Asks hvsim a question (a control message, `hvsim_vmm::control`) through
+/// /dev/hvsim; it answers with the next 8-byte read.
+pub fn ask(question: &str) -> io::Result<[u8; 8]> {
+    use std::io::{Read, Write};
+    let mut dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
+    dev.write_all(question.as_bytes())?;
+    let mut v = [0; 8];
+    dev.read_exact(&mut v)?;
+    Ok(v)
+}
+
 /// Sends one message (a line) on the channel.
 pub fn send(message: &str) -> io::Result<()> {
     use std::io::Write;

@@ -25,6 +25,11 @@
 //! - `{"hvsim_custom": {"index": 0, "node": 1, "status": 0}}`: init reports
 //!   that a custom fault's command ended (its landing evidence).
 //!
+//! - `{"hvsim_composer_run": {"run": N}}`: init's Test Composer is about to
+//!   start its command run N; its next `RANDOM` of 8 bytes reads 1 if the
+//!   command may start, 0 if the timeline took it back (`faults::Vetoes`,
+//!   `hvsim minimize`).
+//!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
 
@@ -48,6 +53,8 @@ pub enum Control {
     Clock(ClockWant),
     /// A custom fault's command ended.
     CustomDone,
+    /// Test Composer asks whether its command run N may start.
+    ComposerRun(u64),
 }
 
 /// What a clock question asks for.
@@ -66,13 +73,15 @@ const DRAW: &str = "hvsim_draw";
 const BUGGIFY: &str = "hvsim_buggify";
 const CLOCK: &str = "hvsim_clock";
 const CUSTOM: &str = "hvsim_custom";
+const COMPOSER_RUN: &str = "hvsim_composer_run";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM].iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
+    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN].iter().any(|k| key.starts_with(&format!("\"{k}\"")))
+    {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
@@ -87,6 +96,9 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
             Some(p) => Some(p.as_f64().filter(|p| (0.0..=1.0).contains(p))?),
         };
         return Some(Control::Buggify { name, fire });
+    }
+    if let Some(ask) = object.get(COMPOSER_RUN) {
+        return Some(Control::ComposerRun(ask.get("run")?.as_u64()?));
     }
     if let Some(done) = object.get(CUSTOM) {
         let fields = ["index", "node", "status"];
@@ -154,6 +166,8 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_clock":{"want":"rate"}}"#), Some(Control::Clock(ClockWant::Rate)));
         assert_eq!(r(r#"{"hvsim_clock":{"want":"time"}}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1,"status":3}}"#), Some(Control::CustomDone));
+        assert_eq!(r(r#"{"hvsim_composer_run":{"run":7}}"#), Some(Control::ComposerRun(7)));
+        assert_eq!(r(r#"{"hvsim_composer_run":{"run":-1}}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,

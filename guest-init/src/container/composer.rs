@@ -98,6 +98,14 @@ fn below(n: u64) -> u64 {
     r % n
 }
 
+/// Whether command run `run` may start: hvsim says, for a timeline that
+/// takes some of its commands back (`hvsim minimize`); yes if it cannot
+/// be asked.
+fn may_start(run: u64) -> bool {
+    sdk::ask(&format!(r#"{{"hvsim_composer_run":{{"run":{run}}}}}"#))
+        .map_or(true, |answer| u64::from_le_bytes(answer) != 0)
+}
+
 fn pick<T: Clone>(items: &[T]) -> T {
     items[below(items.len() as u64) as usize].clone()
 }
@@ -266,6 +274,13 @@ impl Composer {
         }
         self.runs += 1;
         let run = self.runs;
+        if !may_start(run) {
+            println!(
+                "hvsim-init: composer: {}/{} (run {run}) not run: the timeline takes it back",
+                command.template, command.file
+            );
+            return;
+        }
         let crashes = crashes(node);
         let path = format!("{TEST_DIR}/{}/{}", command.template, command.file);
         match spawn(node, &[path]) {

@@ -208,6 +208,7 @@ impl Devices {
             Control::Draw => return self.hc.announce_draw(),
             Control::Buggify { name, fire } => return self.hc.reach_buggify(name, *fire),
             Control::Clock(want) => return self.hc.answer(self.virtio.clock_answer(*want) as u64),
+            Control::ComposerRun(run) => return self.hc.answer(u64::from(self.virtio.schedule.vetoes().starts(*run))),
             Control::SetupComplete => self.hc.arm_buggify(),
             Control::PauseFaults(_) | Control::ResumeFaults | Control::CustomDone => {}
         }

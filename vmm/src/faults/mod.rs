@@ -49,11 +49,27 @@ pub struct Vetoes {
     /// If set, only these buggify sites fire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buggify_only: Option<std::collections::BTreeSet<String>>,
+    /// Test Composer commands that do not start, by their run number (as
+    /// init's composer numbers the commands it decides to run).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub commands: std::collections::BTreeSet<u64>,
+    /// Nor does any command numbered from this on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands_from: Option<u64>,
 }
 
 impl Vetoes {
     pub fn is_empty(&self) -> bool {
-        self.faults.is_empty() && self.faults_from.is_none() && self.buggify_only.is_none()
+        self.faults.is_empty()
+            && self.faults_from.is_none()
+            && self.buggify_only.is_none()
+            && self.commands.is_empty()
+            && self.commands_from.is_none()
+    }
+
+    /// Whether Test Composer's command run `run` starts.
+    pub fn starts(&self, run: u64) -> bool {
+        !self.commands.contains(&run) && self.commands_from.is_none_or(|from| run < from)
     }
 
     /// Whether drawn fault `id` strikes.

@@ -483,9 +483,14 @@ impl Schedule {
         }
     }
 
-    /// From now on, the drawn faults `vetoes` names do not strike.
+    /// From now on, the drawn faults `vetoes` names do not strike (nor the
+    /// Test Composer commands it names start: `Control::ComposerRun`).
     pub fn veto(&mut self, vetoes: &super::Vetoes) {
         self.vetoes = vetoes.clone();
+    }
+
+    pub fn vetoes(&self) -> &super::Vetoes {
+        &self.vetoes
     }
 
     pub fn armed(&self) -> bool {
@@ -889,6 +894,14 @@ mod tests {
         let kept = struck(&run(&mut vetoed, 20_000));
         let expected: Vec<Episode> = every.into_iter().filter(|e| ![1, 3].contains(&e.id) && e.id < 6).collect();
         assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn vetoed_commands_do_not_start() {
+        let v = super::super::Vetoes { commands: [2].into(), commands_from: Some(5), ..Default::default() };
+        let starts: Vec<u64> = (1..8).filter(|&r| v.starts(r)).collect();
+        assert_eq!(starts, vec![1, 3, 4]);
+        assert!(super::super::Vetoes::default().starts(1000) && super::super::Vetoes::default().is_empty());
     }
 
     #[test]

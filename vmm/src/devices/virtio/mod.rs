@@ -607,7 +607,7 @@ impl Virtio {
                 self.landed.hit("node.custom");
                 return;
             }
-            Control::Draw | Control::Buggify { .. } | Control::Clock(_) => return,
+            Control::Draw | Control::Buggify { .. } | Control::Clock(_) | Control::ComposerRun(_) => return,
         };
         self.apply(steps);
     }
