@@ -46,9 +46,15 @@ fn a_record_tells_its_story_and_replay_tells_it_again_and_stops_before_the_failu
     assert!(lines.last().unwrap().contains("reproduced"), "{stdout}");
     let failing = lines.iter().position(|l| l.contains("sdk") && l.contains("Always FAILS: the vault stays closed"));
     assert!(failing.is_some_and(|i| i + 1 == lines.len() - 1), "the failing check is told last: {stdout}");
-    // ... and nothing of it with -q.
-    let o = output(&["replay", &file, "-q"]);
+    // ... and nothing of it with -q; --log and --profile are honoured.
+    let log = dir.path().join("replay.log");
+    let o = output(&["replay", &file, "-q", "--log", log.to_str().unwrap(), "--profile"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{o:?}");
+    assert!(read(&log).starts_with("# hvsim determinism log v1"), "the replay's log");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hvsim: profile: "), "{o:?}");
+    // --vtime-limit stops it short: not reproduced.
+    let o = output(&["replay", &file, "-q", "--vtime-limit", "5ms"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
 
     // 1 ms before the failure: the demo's last stretch is one segment, so
     // resuming the snapshot reaches the same failing check.
