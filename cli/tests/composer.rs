@@ -18,6 +18,27 @@ fn write_script(dir: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A project of one service, `app`, that reports setup complete and idles,
+/// with the templates of `dir/test` mounted; `extra`: more of its keys
+/// (indented under it). Returns the compose file.
+fn app_project(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let compose = dir.join("compose.yaml");
+    std::fs::write(
+        &compose,
+        format!(
+            r#"services:
+  app:
+    image: hvsim-test/redis:bookworm
+{extra}    entrypoint: ["sh", "-c", "echo '{{\"antithesis_setup\":{{\"status\":\"complete\",\"details\":null}}}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
+    volumes:
+      - ./test:/opt/antithesis/test/v1:ro
+"#
+        ),
+    )
+    .unwrap();
+    compose
+}
+
 /// A project of one service whose template checks the schedule from the
 /// inside: `first_` runs before every driver, drivers run in the service's
 /// container (its hostname, environment and mount namespace) after it,
@@ -67,20 +88,7 @@ fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_
              echo \"eventually: drivers stopped\"\nexit 1\n"
         ),
     );
-    let compose = dir.path().join("compose.yaml");
-    std::fs::write(
-        &compose,
-        r#"services:
-  app:
-    image: hvsim-test/redis:bookworm
-    environment:
-      ROLE: app
-    entrypoint: ["sh", "-c", "echo '{\"antithesis_setup\":{\"status\":\"complete\",\"details\":null}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
-    volumes:
-      - ./test:/opt/antithesis/test/v1:ro
-"#,
-    )
-    .unwrap();
+    let compose = app_project(dir.path(), "    environment:\n      ROLE: app\n");
     let out = dir.path().join("out");
     let r = explore_json(&["--compose", compose.to_str().unwrap(), "--branches", "1", "--reexecute", "1"], &out);
     assert_eq!(r["summary"]["timelines"]["ended"], 1, "the timeline ends with its template: {}", r["summary"]);
@@ -276,18 +284,7 @@ fn a_command_whose_node_crashed_did_not_fail() {
     std::fs::create_dir_all(&t).unwrap();
     write_script(&t, "parallel_driver_sleep.sh", "sleep 1\n");
     write_script(&t, "finally_done.sh", "echo done\n");
-    let compose = dir.path().join("compose.yaml");
-    std::fs::write(
-        &compose,
-        r#"services:
-  app:
-    image: hvsim-test/redis:bookworm
-    entrypoint: ["sh", "-c", "echo '{\"antithesis_setup\":{\"status\":\"complete\",\"details\":null}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
-    volumes:
-      - ./test:/opt/antithesis/test/v1:ro
-"#,
-    )
-    .unwrap();
+    let compose = app_project(dir.path(), "");
     // Once drawing starts, the node is down within 200 ms, for 10 s.
     let plan = dir.path().join("faults.toml");
     std::fs::write(
@@ -309,8 +306,8 @@ fn a_command_whose_node_crashed_did_not_fail() {
 /// Test Composer's commands are decisions `hvsim minimize` can take back:
 /// init's composer asks the machine before each one. The finally check
 /// fails only where the first command ran, so of a timeline's first
-/// command, drivers and anytime commands, the minimized record keeps the
-/// first and the finally check, and its timeline starts nothing else.
+/// command, drivers and finally check, the minimized record keeps the
+/// first command and the check, and its timeline starts nothing else.
 #[test]
 fn minimize_keeps_only_the_commands_the_failure_needs() {
     if !kvm_available() {
@@ -324,18 +321,7 @@ fn minimize_keeps_only_the_commands_the_failure_needs() {
     write_script(&t, "parallel_driver_a.sh", "echo a >> /tmp/drivers\n");
     write_script(&t, "parallel_driver_b.sh", "echo b >> /tmp/drivers\n");
     write_script(&t, "finally_check.sh", "[ -e /tmp/first ] && { echo 'first ran'; exit 1; }\nexit 0\n");
-    let compose = dir.path().join("compose.yaml");
-    std::fs::write(
-        &compose,
-        r#"services:
-  app:
-    image: hvsim-test/redis:bookworm
-    entrypoint: ["sh", "-c", "echo '{\"antithesis_setup\":{\"status\":\"complete\",\"details\":null}}' > $$HVSIM_SDK_OUTPUT; exec sleep infinity"]
-    volumes:
-      - ./test:/opt/antithesis/test/v1:ro
-"#,
-    )
-    .unwrap();
+    let compose = app_project(dir.path(), "");
     let args = ["--compose", compose.to_str().unwrap(), "--branches", "1", "--reexecute", "0"];
     let r = explore_json(&[&args[..], &["--likelihood-runs", "0"]].concat(), &dir.path().join("out"));
     let bug = r["bugs"].as_array().unwrap().first().cloned().expect("the finally check fails");
