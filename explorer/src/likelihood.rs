@@ -160,6 +160,19 @@ pub(crate) fn estimate(
 ) -> Result<Likelihood> {
     let started = std::time::Instant::now();
     let mut out = Likelihood { horizon_ns: horizon.nanos(), ..Likelihood::default() };
+    // The pass along the timeline and a first run from its root must fit,
+    // or nothing is spent.
+    let root = bug.timeline.root.vtime_ns;
+    let first = bug.at.vtime_ns.saturating_sub(root).saturating_add(horizon.nanos().saturating_sub(root));
+    if params.runs == 0 || first > *budget_ns {
+        out.not_estimated = Some(format!(
+            "following its timeline and one run from its root could take {:.1} s of virtual time, more than the \
+             {:.1} s of budget left (--likelihood-budget)",
+            first as f64 / 1e9,
+            *budget_ns as f64 / 1e9
+        ));
+        return Ok(out);
+    }
     let from = machine_at_root(tree, cursor, machine)?;
     let nodes = moments_of(bug, &moments(bug, params.points), tree, cursor, machine)?;
     out.vtime_ns += machine.now().nanos().saturating_sub(from.nanos());
