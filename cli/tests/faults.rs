@@ -274,24 +274,9 @@ fn events_at(line: &str) -> f64 {
     t.parse().unwrap_or_else(|_| panic!("no time in {line:?}"))
 }
 
-/// Builds `guest/faultload.c` statically for the guest.
+/// Builds `guest/faultload.c` statically for the guest, at /faultload.
 fn faultload(dir: &Path) -> String {
-    guest_program(dir, "faultload")
-}
-
-/// Builds `guest/NAME.c` statically: a `--guest-file` argument putting it
-/// at /NAME.
-fn guest_program(dir: &Path, name: &str) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/guest/{name}.c"));
-    let bin = dir.join(name);
-    let out = std::process::Command::new("gcc")
-        .args(["-std=gnu11", "-O1", "-static", "-s", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("gcc runs");
-    assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
-    format!("{}:/{name}", bin.display())
+    c_program(dir, "faultload", "/faultload")
 }
 
 /// Both nodes run faultload on their disks while node 1 sends node 0
@@ -974,7 +959,7 @@ fn clock_faults_step_one_nodes_realtime_and_skew_the_machines() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "clock.toml", CLOCK_PLAN);
-    let watch = guest_program(dir.path(), "clockwatch");
+    let watch = c_program(dir.path(), "clockwatch", "/clockwatch");
     let script = "hvsim-node 0 /clockwatch 80 50 &\nhvsim-node 1 /clockwatch 80 50\nwait\n";
     let v = same_twice_and_restored(&plan, &["--guest-file", &watch], script, "2300ms", "with clocks off");
     let (nodes, cancelled) = regimes(&v);
