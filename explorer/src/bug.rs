@@ -565,6 +565,26 @@ pub(crate) fn begin(m: &mut Machine, segment: &Segment) -> Result<bool> {
     }
 }
 
+/// Runs `m` to virtual time `t`, stopping at every message, watching for
+/// `bug`: `Some(shown)` if the run decided on the way (the bug showed in a
+/// message, or the machine ended: then whether with this bug), `None` at
+/// `t`. For fresh runs that look for a known bug (`likelihood.rs`,
+/// `retest.rs`).
+pub(crate) fn watch(bug: &BugKind, m: &mut Machine, t: Vtime) -> Result<Option<bool>> {
+    m.set_stop_on_message(true);
+    loop {
+        match m.run_until(t)? {
+            Stop::Message => {
+                if m.take_messages().iter().any(|msg| bug.shown_by(&msg.bytes)) {
+                    return Ok(Some(true));
+                }
+            }
+            Stop::Deadline => return Ok(None),
+            Stop::Ended(end) => return Ok(Some(bug.shown_by_end(&end) || bug.judged_in(m))),
+        }
+    }
+}
+
 /// How a run to a point of a timeline went.
 pub(crate) enum Reach {
     Reached,

@@ -855,7 +855,7 @@ fn estimate_likelihoods(
         let record = &state.bugs.records[i];
         if record.timeline.segments.is_empty() {
             let why = "found before the root: no branch starts before it".to_owned();
-            state.bugs.records[i].likelihood = Some(Likelihood { not_estimated: Some(why), ..Likelihood::default() });
+            state.bugs.records[i].likelihood = Some(Likelihood::unestimated(why));
             continue;
         }
         let horizon = match config.span {
@@ -866,9 +866,7 @@ fn estimate_likelihoods(
             Ok(l) => state.bugs.records[i].likelihood = Some(l),
             Err(_) if interrupt.raised() => return,
             Err(e) => {
-                let why = format!("the estimate failed: {e}");
-                state.bugs.records[i].likelihood =
-                    Some(Likelihood { not_estimated: Some(why), ..Likelihood::default() });
+                state.bugs.records[i].likelihood = Some(Likelihood::unestimated(format!("the estimate failed: {e}")))
             }
         }
     }

@@ -78,6 +78,11 @@ pub struct Likelihood {
 }
 
 impl Likelihood {
+    /// No estimate, and why.
+    pub fn unestimated(why: String) -> Likelihood {
+        Likelihood { not_estimated: Some(why), ..Likelihood::default() }
+    }
+
     /// Where the share rose most between two consecutive points, and by
     /// how much: `(before, after)`.
     pub fn jump(&self) -> Option<(&Point, &Point)> {
@@ -187,7 +192,9 @@ pub(crate) fn estimate(
             }
             tree.reset(cursor, machine, node)?;
             machine.reseed(seed(bug.master_seed, &bug.id, j as u32, k))?;
-            hits[j] += u32::from(follows(bug, machine, horizon)?);
+            machine.take_messages();
+            let shown = bug::watch(&bug.bug, machine, horizon)?.unwrap_or_else(|| bug.bug.judged_in(machine));
+            hits[j] += u32::from(shown);
             runs[j] += 1;
             let ran = machine.now().nanos().saturating_sub(t.nanos());
             out.vtime_ns += ran;
@@ -269,26 +276,6 @@ fn moments_of(
         }
     }
     Ok(nodes)
-}
-
-/// Runs `m` to `horizon`: whether the bug shows on the way.
-fn follows(bug: &BugRecord, m: &mut Machine, horizon: Vtime) -> Result<bool> {
-    let stop_on_message = m.stop_on_message();
-    m.set_stop_on_message(true);
-    m.take_messages();
-    let shown = loop {
-        match m.run_until(horizon)? {
-            Stop::Message => {
-                if m.take_messages().iter().any(|msg| bug.bug.shown_by(&msg.bytes)) {
-                    break true;
-                }
-            }
-            Stop::Ended(end) => break bug.bug.shown_by_end(&end) || bug.bug.judged_in(m),
-            Stop::Deadline => break bug.bug.judged_in(m),
-        }
-    };
-    m.set_stop_on_message(stop_on_message);
-    Ok(shown)
 }
 
 #[cfg(test)]

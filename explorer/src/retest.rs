@@ -176,7 +176,7 @@ fn run(bug: &BugRecord, m: &mut Machine, root: Vtime, fresh: Option<u32>) -> Res
     let mut begins = vec![bug.timeline.root.vtime_ns];
     begins.extend(bug.timeline.segments.iter().map(|s| s.until.vtime_ns));
     for (i, segment) in bug.timeline.segments.iter().enumerate() {
-        if let Some(shown) = run_until(bug, m, shift(begins[i]))? {
+        if let Some(shown) = bug::watch(&bug.bug, m, shift(begins[i]))? {
             return Ok(shown);
         }
         m.reseed(fresh.map_or(segment.seed, |k| seed(bug, k, i)))?;
@@ -184,21 +184,5 @@ fn run(bug: &BugRecord, m: &mut Machine, root: Vtime, fresh: Option<u32>) -> Res
             m.choose_draw(value)?;
         }
     }
-    Ok(run_until(bug, m, horizon)?.unwrap_or_else(|| bug.bug.judged_in(m)))
-}
-
-/// Runs to `t`: `Some` if the run decided on the way (the bug showed, or
-/// the machine ended).
-fn run_until(bug: &BugRecord, m: &mut Machine, t: Vtime) -> Result<Option<bool>> {
-    loop {
-        match m.run_until(t)? {
-            Stop::Message => {
-                if m.take_messages().iter().any(|msg| bug.bug.shown_by(&msg.bytes)) {
-                    return Ok(Some(true));
-                }
-            }
-            Stop::Deadline => return Ok(None),
-            Stop::Ended(end) => return Ok(Some(bug.bug.shown_by_end(&end) || bug.bug.judged_in(m))),
-        }
-    }
+    Ok(bug::watch(&bug.bug, m, horizon)?.unwrap_or_else(|| bug.bug.judged_in(m)))
 }

@@ -78,13 +78,10 @@ impl Narrator {
     /// order of virtual time; `name` names a node.
     pub fn next(&mut self, m: &Machine, name: &dyn Fn(u16) -> String) -> Vec<Entry> {
         let mut out = Vec::new();
-        // Every line but an unfinished last one.
-        let lines: Vec<(u64, &[u8])> = m.console_lines().collect();
-        let complete = lines.len() - usize::from(!m.console().ends_with(b"\n") && !lines.is_empty());
-        for &(vtime_ns, bytes) in &lines[self.lines.min(complete)..complete] {
+        for (vtime_ns, bytes) in m.console_lines_from(self.lines) {
             out.push(output_entry(vtime_ns, &String::from_utf8_lossy(bytes)));
         }
-        self.lines = self.lines.max(complete);
+        self.lines = self.lines.max(m.console_complete_lines());
         for msg in &m.messages()[self.messages.min(m.messages().len())..] {
             if let Some((source, text)) = sdk_text(&msg.bytes) {
                 out.push(Entry { vtime_ns: msg.vtime.nanos(), what: What::Sdk, source, text });

@@ -96,26 +96,10 @@ impl StatusLines {
     }
 }
 
-/// `s` without terminal escape sequences, trimmed.
+/// `s` without terminal escape sequences or other control characters,
+/// trimmed.
 fn plain(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters... final byte in @..~
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-        } else if !c.is_control() {
-            out.push(c);
-        }
-    }
-    out.trim().to_owned()
+    console::strip_ansi_codes(s).chars().filter(|c| !c.is_control()).collect::<String>().trim().to_owned()
 }
 
 impl TermLike for StatusLines {

@@ -127,18 +127,14 @@ fn run_command(m: &mut Machine, node: u16, command: &str, limit: Duration) -> Re
     let started = m.now();
     let deadline = Vtime(started.nanos().saturating_add(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)));
     let prefix = format!("{}{node}]: ", hvsim_abi::linux::DEBUG_PREFIX);
-    let mut told = m.console_lines().count();
+    let mut told = m.console_complete_lines();
     let mut tell = |m: &Machine| {
-        let lines: Vec<String> =
-            m.console_lines().skip(told).map(|(_, l)| String::from_utf8_lossy(l).into_owned()).collect();
-        // An unfinished last line waits for its end.
-        let complete = lines.len() - usize::from(!m.console().ends_with(b"\n") && !lines.is_empty());
-        for l in &lines[..complete] {
-            if let Some(out) = l.strip_prefix(&prefix) {
+        for (_, line) in m.console_lines_from(told) {
+            if let Some(out) = String::from_utf8_lossy(line).strip_prefix(&prefix) {
                 println!("{out}");
             }
         }
-        told += complete;
+        told = m.console_complete_lines();
         let _ = std::io::stdout().flush();
     };
     m.debug_command(node, command)?;

@@ -57,14 +57,22 @@ impl Serial {
         &self.console
     }
 
-    /// The console's lines, each with the virtual time (ns) its first byte
-    /// was written; the last one may be incomplete.
-    pub fn lines(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        self.line_starts.iter().enumerate().map(|(i, &(start, vtime))| {
+    /// The console's complete lines from line `first` on (an unfinished
+    /// last line waits for its end), each with the virtual time (ns) its
+    /// first byte was written. Indexed, so that reading what came since the
+    /// last call costs only the new lines.
+    pub fn lines_from(&self, first: usize) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        (first.min(self.complete_lines())..self.complete_lines()).map(|i| {
+            let (start, vtime) = self.line_starts[i];
             let end = self.line_starts.get(i + 1).map_or(self.console.len(), |&(next, _)| next as usize);
             let line = &self.console[start as usize..end];
             (vtime, line.strip_suffix(b"\n").unwrap_or(line))
         })
+    }
+
+    /// How many lines of the console are complete.
+    pub fn complete_lines(&self) -> usize {
+        self.line_starts.len() - usize::from(self.console.last().is_some_and(|&b| b != b'\n'))
     }
 
     /// Bytes written beyond [`CONSOLE_LIMIT`].
@@ -178,8 +186,11 @@ mod tests {
         for (t, b) in b"ab\ncd\ne".iter().enumerate() {
             s.pio_write(COM1, *b, t as u64 * 10);
         }
-        let lines: Vec<(u64, &[u8])> = s.lines().collect();
-        assert_eq!(lines, vec![(0, &b"ab"[..]), (30, &b"cd"[..]), (60, &b"e"[..])]);
+        let lines: Vec<(u64, &[u8])> = s.lines_from(0).collect();
+        assert_eq!(lines, vec![(0, &b"ab"[..]), (30, &b"cd"[..])], "the unfinished \"e\" waits");
+        assert_eq!(s.lines_from(1).collect::<Vec<_>>(), vec![(30, &b"cd"[..])]);
+        s.pio_write(COM1, b'\n', 70);
+        assert_eq!(s.lines_from(2).collect::<Vec<_>>(), vec![(60, &b"e"[..])]);
     }
 
     #[test]

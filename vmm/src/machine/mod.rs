@@ -497,9 +497,15 @@ impl Machine {
         self.state.devices.hc.buggify_mut().veto(vetoes);
     }
 
-    /// The console's lines, each with the virtual time (ns) it began.
-    pub fn console_lines(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        self.state.devices.serial.lines()
+    /// The console's complete lines from line `first` on, each with the
+    /// virtual time (ns) it began.
+    pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.state.devices.serial.lines_from(first)
+    }
+
+    /// How many lines of the console are complete.
+    pub fn console_complete_lines(&self) -> usize {
+        self.state.devices.serial.complete_lines()
     }
 
     /// Ends the run from outside (e.g. at the virtual-time limit).
