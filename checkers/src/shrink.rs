@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Event, EventType};
@@ -20,7 +21,7 @@ use crate::judge::{judge, ModelKind, Status};
 use crate::linearizable::Limits;
 
 /// A sub-history, and what finding it took.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Shrunk {
     #[serde(skip)]
     pub events: Vec<Event>,

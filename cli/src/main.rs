@@ -67,6 +67,9 @@ enum Command {
     Cache(cmd::cache::Args),
     /// Import, list, inspect and remove container images.
     Image(cmd::image::Args),
+    /// The versioned JSON Schemas of the documents hvsim writes (reports,
+    /// bug records, summaries, findings): list, print, write, check a file.
+    Schema(cmd::schema::Args),
 }
 
 /// An error and its causes on one line, each cause once: many errors
@@ -147,6 +150,7 @@ fn main() -> ExitCode {
         Command::Kernel(a) => cmd::kernel::main(a),
         Command::Cache(a) => cmd::cache::main(a),
         Command::Image(a) => cmd::image::main(a),
+        Command::Schema(a) => cmd::schema::main(a),
     };
     match result {
         Ok(code) => code,

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use hvsim_guest_image::container::{service_states, Container, ServiceState};
+use hvsim_explorer::schema::{self, RunReport, Tag};
+use hvsim_guest_image::container::{service_states, Container};
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
 use hvsim_guest_image::target::Launch;
 use hvsim_vmm::summary::{Replayable, Summary};
 use hvsim_vmm::{End, Machine, Stop, Vtime};
-use serde::Serialize;
 
 use crate::profile::{ProfileArgs, Profiling};
 use crate::util::{self, AtomicFile};
@@ -68,18 +68,6 @@ pub struct Output {
     pub profile: bool,
     #[command(flatten)]
     pub guest_profile: ProfileArgs,
-}
-
-/// What `run` and `replay --json` print: the machine's summary, and how
-/// the run got its machine.
-#[derive(Serialize)]
-struct Report {
-    #[serde(flatten)]
-    summary: Summary,
-    boot: BootReport,
-    /// With containers: how each service ended.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    services: Vec<ServiceState>,
 }
 
 /// Starts `--log PATH`: every exit from here on, written to a temporary
@@ -234,7 +222,8 @@ impl Session {
         }
         let services = service_states(&self.containers, &summary.console);
         if out.json {
-            println!("{}", serde_json::to_string_pretty(&Report { summary, boot: self.boot, services })?);
+            let report = RunReport { schema: Tag::new(), summary, boot: self.boot, services };
+            println!("{}", String::from_utf8_lossy(&schema::json(&report)?));
         } else {
             print!("{}", summary.console);
             if !services.is_empty() {

@@ -73,6 +73,22 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("`{s}` is too large"))
 }
 
+/// `--json` for commands whose only output option it is.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct Json {
+    /// Print the result as one JSON document on stdout (notes and progress
+    /// stay on stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints `value` as one pretty JSON document on stdout.
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("cannot encode the result as JSON")?;
+    println!("{text}");
+    Ok(())
+}
+
 /// A file that appears at `path` only when complete: written to a temporary
 /// file in the same directory, renamed on [`AtomicFile::commit`].
 pub struct AtomicFile {

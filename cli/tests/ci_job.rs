@@ -41,6 +41,7 @@ fn the_example_ci_step_fails_on_a_bug_and_passes_without_one() {
             .args(args)
             .current_dir(dir.path())
             .env("HVSIM", assert_cmd::cargo::cargo_bin("hvsim"))
+            .env(SCHEMA_CHECK, "1")
             .output()
             .unwrap();
         (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
@@ -139,6 +140,7 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 /// `hvsim explore ARGS --out OUT` in the background.
 fn spawn_explore(args: &[&str], out: &Path) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
+        .env(SCHEMA_CHECK, "1")
         .arg("explore")
         .args(args)
         .arg("--out")

@@ -159,6 +159,7 @@ fn paths_of_the_wrong_kind_fail_before_the_run_with_the_os_error_once() {
 /// Runs hvsim, killing it if it has not finished within `limit`.
 fn output_within(args: &[&str], limit: Duration) -> std::process::Output {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
+        .env(SCHEMA_CHECK, "1")
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

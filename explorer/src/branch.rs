@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
 use crate::checkers::{self, Checked, CheckerSpec, Violation};
+use crate::claims::{self, ClaimSpec, TimelineClaims};
 use crate::composer::Composition;
 use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
@@ -146,6 +147,8 @@ pub(crate) struct BranchRun {
     pub checked: Vec<Checked>,
     /// A checker's violation, and where (if it was the first failure).
     pub violation: Option<(Violation, Option<Failure>)>,
+    /// What the timeline says of each claim (`claims.rs`).
+    pub claims: TimelineClaims,
     /// With a failure: the console's lines from the first one on.
     pub console_after: Vec<String>,
     /// Landing evidence: what each fault kind touched in this branch.
@@ -190,6 +193,8 @@ pub(crate) struct Rules {
     pub draws: bool,
     /// Checkers run at the end of the branch's timeline.
     pub checkers: Vec<CheckerSpec>,
+    /// Claims observed at its end.
+    pub claims: Vec<ClaimSpec>,
     /// The target's node names, for bugs' stories (`story::nodes`).
     pub nodes: Vec<String>,
 }
@@ -330,6 +335,15 @@ pub(crate) fn run(
     let crashed = end.as_ref().is_some_and(is_crash);
     let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
     let (checked, violation) = checkers::run(&rules.checkers, machine.messages());
+    let claims = claims::observe(
+        &rules.claims,
+        &rules.checkers,
+        machine.messages(),
+        &machine.state().devices.virtio.struck(),
+        &checked,
+        end.as_ref(),
+        machine.now().nanos(),
+    );
     let first_failure = failed_at.is_none() && crash.is_none();
     let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine, &rules.nodes))));
     let console_after = failed_at.map(|from| bugs::console_after(machine.console(), from)).unwrap_or_default();
@@ -343,6 +357,7 @@ pub(crate) fn run(
         crash,
         checked,
         violation,
+        claims,
         console_after,
         faults,
         vtime_ns: machine.now().nanos() - from.nanos(),

@@ -20,6 +20,7 @@ use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::summary::Replayable;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -29,12 +30,13 @@ use crate::composer::Composition;
 use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
+use crate::schema::Tag;
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
 use crate::story;
 use crate::timeline::{Point, Segment, Timeline};
 use crate::{StartOptions, Target};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BugKind {
     /// An always-type assertion failed, or an unreachable point was reached.
@@ -120,8 +122,13 @@ impl BugKind {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// A bug's record (`bugs/BUG-<id>.json`): how to reach its failure again
+/// from a fresh boot, and what to check a replay against.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct BugRecord {
+    /// Missing in records written before records named their schema.
+    #[serde(default)]
+    pub schema: Tag<BugRecord>,
     pub id: String,
     pub bug: BugKind,
     pub summary: String,
@@ -206,7 +213,7 @@ fn unverified() -> Replayable {
 }
 
 /// The machine at a point: what a replay must reach again.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Fingerprint {
     pub trace_hash: String,
     pub memory_hash: String,
@@ -219,7 +226,7 @@ impl Fingerprint {
 }
 
 /// Something that failed after a bug in the timeline that found it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Later {
     pub at: Point,
     /// As a bug of its own would say it (`guest crashed: ...`).
@@ -230,7 +237,7 @@ pub struct Later {
 /// and how many of those reached the same failure with the same trace
 /// (and, of those, the same memory); and how many it meant to: a bug is
 /// confirmed once all of those have run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Reproduction {
     pub attempts: u32,
     pub reproduced: u32,
@@ -294,6 +301,7 @@ impl BugRecord {
         let reproduction = Reproduction { wanted, ..Reproduction::default() };
         let (replayable, why) = reproduction.verdict();
         BugRecord {
+            schema: Tag::new(),
             id: bug.id(),
             summary: bug.describe(),
             bug,

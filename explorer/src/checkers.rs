@@ -10,13 +10,14 @@ use hvsim_checkers::history::Event;
 use hvsim_checkers::shrink::{self, Shrunk};
 use hvsim_checkers::{judge, Judgement, Limits, ModelKind, Status};
 use hvsim_vmm::machine::Message;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::history;
 
 /// A checker the project names: which model, over which history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckerSpec {
     /// Its name in reports and in its bugs' ids.
     pub name: String,
@@ -86,7 +87,7 @@ pub fn observe(spec: &CheckerSpec, messages: &[Message]) -> Option<String> {
 }
 
 /// What a checker bug's record keeps of the history.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryFinding {
     pub checker: CheckerSpec,
     /// The whole history's verdict, as the model gives it.
@@ -117,7 +118,7 @@ impl Violation {
 }
 
 /// One checker over an exploration.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CheckerTally {
     #[serde(flatten)]
     pub spec: CheckerSpec,

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use hvsim_vmm::machine::Message;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -71,14 +72,14 @@ impl ComposerEvent {
     }
 
     /// The event in an SDK line, if it is one.
-    fn of(line: &[u8]) -> Option<ComposerEvent> {
+    pub(crate) fn of(line: &[u8]) -> Option<ComposerEvent> {
         let v: Value = serde_json::from_slice(line).ok()?;
         ComposerEvent::parse(v.get(KEY)?).ok()
     }
 }
 
 /// One command of a timeline's composition.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CommandRun {
     /// Its number in the timeline (init counts from 1).
     pub run: u64,
@@ -120,7 +121,7 @@ impl CommandRun {
 }
 
 /// Which template a timeline ran, and its commands in the order they started.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Composition {
     pub template: String,
     pub runs: Vec<CommandRun>,
@@ -170,7 +171,7 @@ impl Composition {
 }
 
 /// What one command did over an exploration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CommandTally {
     pub started: u64,
     pub succeeded: u64,
@@ -189,7 +190,7 @@ pub const HOW_COUNTED: &str = "Each branch counts what happened after its snapsh
 /// Test Composer over an exploration: how often each template was chosen
 /// and what each command did, over the root run and every branch (each
 /// branch counting what happened after its snapshot).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ComposerTally {
     pub templates: BTreeMap<String, u64>,
     pub commands: BTreeMap<String, CommandTally>,

@@ -36,6 +36,7 @@ use hvsim_snapshot::{Delta, SnapshotTree};
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
@@ -43,6 +44,7 @@ use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules, Span};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::checkers::{CheckerSpec, CheckerTally};
+use crate::claims::{ClaimSpec, ClaimTally, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
@@ -110,6 +112,9 @@ pub struct ExploreConfig {
     pub policy: Policy,
     /// Checkers run at the end of every timeline (`checkers.rs`).
     pub checkers: Vec<CheckerSpec>,
+    /// The project's claims, observed at the end of every timeline
+    /// (`claims.rs`).
+    pub claims: Vec<ClaimSpec>,
     /// Each bug's likelihood over its timeline, estimated at the end
     /// (`likelihood.rs`).
     pub likelihood: likelihood::Params,
@@ -142,7 +147,7 @@ struct Signals {
 const MAX_JSON_VALUES: usize = 1000;
 
 /// What an exploration learned about the program's instrumentation.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Instrumentation {
     /// Each distinct SDK identification (`antithesis_sdk`) received.
     pub sdks: Vec<serde_json::Value>,
@@ -151,13 +156,13 @@ pub struct Instrumentation {
 }
 
 /// Garbage on the SDK channel: counted, a few kept as examples.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Garbage {
     pub count: u64,
     pub examples: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SeriesPoint {
     pub branch: u64,
     pub wall_ms: u64,
@@ -188,7 +193,7 @@ pub struct RootInfo {
 }
 
 /// Why an exploration ended.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "how", rename_all = "kebab-case")]
 pub enum Ending {
     /// It has not ended (a checkpoint's report).
@@ -297,6 +302,17 @@ pub struct Exploration {
     /// The project's checkers, and what they said of the timelines.
     #[serde(default)]
     pub checkers: Vec<CheckerTally>,
+    /// The project's claims, and what the timelines said of them.
+    #[serde(default)]
+    pub claims: Vec<ClaimTally>,
+    /// Timelines whose harness failed outside any assertion or checker.
+    #[serde(default)]
+    pub harness: HarnessTally,
+    /// What this host lets reach the guest from outside the seed
+    /// (`hvsim doctor`): what blames a failure that did not reproduce on
+    /// the environment.
+    #[serde(default)]
+    pub host_limits: Vec<String>,
     pub garbage: Garbage,
     pub faults: FaultTally,
     pub coverage_edges: usize,
@@ -338,7 +354,7 @@ pub struct BranchProgress {
 /// Where an exploration's wall time went, in milliseconds. Branches,
 /// restores and snapshots are summed over the workers: with several, they
 /// add up to more than the wall time.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Phases {
     /// Booting the target, or restoring it from the boot cache.
     pub start_ms: f64,
@@ -554,7 +570,7 @@ impl Exploration {
 }
 
 /// How branches ended.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct TimelineEnds {
     /// The guest ended (its test is over: every service exited, or the
     /// program powered off).
@@ -564,7 +580,7 @@ pub struct TimelineEnds {
 }
 
 /// The snapshot tree's page memory.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct TreeMemory {
     /// The root's copy of guest RAM (part of `bytes`).
     #[serde(default)]
@@ -597,6 +613,9 @@ struct State {
     tree: TreeMemory,
     ending: Ending,
     checkers: Vec<CheckerTally>,
+    claims: Vec<ClaimTally>,
+    harness: HarnessTally,
+    host_limits: Vec<String>,
 }
 
 impl State {
@@ -627,6 +646,9 @@ impl State {
             events: self.known.events.clone(),
             composer: self.known.composer.clone(),
             checkers: self.checkers.clone(),
+            claims: self.claims.clone(),
+            harness: self.harness.clone(),
+            host_limits: self.host_limits.clone(),
             garbage: self.known.garbage.clone(),
             faults: self.faults.clone(),
             series: self.series.clone(),
@@ -705,6 +727,9 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         tree: TreeMemory { budget_bytes: config.snapshot_memory, ..TreeMemory::default() },
         ending: Ending::Running,
         checkers: config.checkers.iter().map(CheckerTally::new).collect(),
+        claims: config.claims.iter().map(ClaimTally::new).collect(),
+        harness: HarnessTally::default(),
+        host_limits: host.probes.limits(),
     };
     let world = World::of(target, host)?;
     let cx = BugContext { target, world: &world, seed: config.seed };
@@ -801,6 +826,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             snapshots: config.branch_from_snapshots,
             draws: config.branch_from_snapshots && config.policy.draws(),
             checkers: config.checkers.clone(),
+            claims: config.claims.clone(),
             nodes: story::nodes(target),
         },
         memory_may_differ: bug::memory_may_differ(target, host),
@@ -1124,6 +1150,11 @@ fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: &BugContext
         let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
         tally.add(c);
     }
+    assert_eq!(run.claims.claims.len(), state.claims.len(), "every claim is observed in every timeline");
+    for (tally, e) in state.claims.iter_mut().zip(&run.claims.claims) {
+        tally.add(e, run.job.branch);
+    }
+    state.harness.add(run.claims.harness.as_ref());
     if run.end.is_some() {
         state.timelines.ended += 1;
     } else {

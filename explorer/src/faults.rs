@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use hvsim_vmm::faults::buggify::Site;
 use hvsim_vmm::faults::FaultReport;
 use hvsim_vmm::Machine;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -22,7 +23,7 @@ pub struct FaultTally {
 }
 
 /// One buggify site over an exploration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BuggifyTally {
     /// Timelines (the root run and branches) in which it was enabled.
     pub timelines_enabled: u64,

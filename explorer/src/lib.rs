@@ -15,6 +15,8 @@
 //! - [`report`]: report.md, report.json, report.html and the bug files, in
 //!   an exploration's own directory ([`report::RunDir`]).
 //! - [`roots`]: saved roots, the machine at setup complete kept on disk.
+//! - [`schema`]: the JSON documents hvsim writes, their versioned schemas,
+//!   and the one way each is written.
 //!
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
@@ -23,6 +25,7 @@ mod branch;
 pub mod bug;
 mod bugs;
 pub mod checkers;
+pub mod claims;
 pub mod composer;
 pub mod coverage;
 pub mod engine;
@@ -36,6 +39,7 @@ pub mod report;
 pub mod retest;
 pub mod roots;
 pub mod schedule;
+pub mod schema;
 pub mod sdk;
 pub mod story;
 pub mod timeline;

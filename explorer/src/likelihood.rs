@@ -14,6 +14,7 @@
 
 use hvsim_snapshot::{Cursor, NodeId, SnapshotTree};
 use hvsim_vmm::{Machine, Stop, Vtime};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -46,7 +47,8 @@ impl Params {
 }
 
 /// One moment of the bug's timeline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "LikelihoodPoint")]
 pub struct Point {
     pub vtime_ns: u64,
     pub runs: u32,
@@ -64,7 +66,7 @@ impl Point {
 }
 
 /// A bug's likelihood over its timeline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Likelihood {
     pub points: Vec<Point>,
     /// How far each run went at most: the exploration's horizon.

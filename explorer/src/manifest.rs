@@ -1,12 +1,21 @@
 //! The project manifest, `hvsim.toml` beside a compose file: what hvsim
-//! checks of the project beyond its SDK assertions. Today, the checkers
-//! run at the end of every timeline (`checkers.rs`):
+//! checks of the project beyond its SDK assertions. Checkers run at the
+//! end of every timeline (`checkers.rs`); claims say what the product
+//! promises and what would falsify it (`claims.rs`, docs/claims.md):
 //!
 //! ```toml
 //! [[checker]]
 //! model = "set"          # register, set or queue
 //! history = "elements"   # optional: the events whose `history` is this
 //! name = "elements"      # optional: default the model, and the history
+//!
+//! [[claim]]
+//! id = "acked-adds-survive"
+//! statement = "Every add the store acknowledged is in the final read."
+//! checkers = ["elements"]      # checkers whose violation falsifies it
+//! assertions = []              # SDK assertions (message or id) likewise
+//! faults = ["kill"]            # drawn fault kinds that must land meanwhile
+//! min_operations = 5           # optional (1): fewer checked is inconclusive
 //! ```
 
 use std::collections::BTreeSet;
@@ -16,6 +25,7 @@ use hvsim_checkers::ModelKind;
 use serde::Deserialize;
 
 use crate::checkers::CheckerSpec;
+use crate::claims::{self, ClaimSpec};
 
 /// The manifest's file name.
 pub const FILE: &str = "hvsim.toml";
@@ -23,6 +33,7 @@ pub const FILE: &str = "hvsim.toml";
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Manifest {
     pub checkers: Vec<CheckerSpec>,
+    pub claims: Vec<ClaimSpec>,
 }
 
 #[derive(Deserialize)]
@@ -30,6 +41,22 @@ pub struct Manifest {
 struct File {
     #[serde(default)]
     checker: Vec<Entry>,
+    #[serde(default)]
+    claim: Vec<ClaimEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaimEntry {
+    id: String,
+    statement: String,
+    #[serde(default)]
+    checkers: Vec<String>,
+    #[serde(default)]
+    assertions: Vec<String>,
+    #[serde(default)]
+    faults: Vec<String>,
+    min_operations: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -69,13 +96,44 @@ impl Manifest {
             }
             checkers.push(CheckerSpec { name, model: e.model, history: e.history });
         }
-        Ok(Manifest { checkers })
+        let mut ids = BTreeSet::new();
+        let mut claims = Vec::new();
+        for c in file.claim {
+            let id = c.id.trim();
+            let bad = |what: String| format!("claim {id:?}: {what}");
+            if id.is_empty() || !id.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
+                return Err(bad("an id is letters, digits, '-' and '_'".into()));
+            }
+            if !ids.insert(id.to_owned()) {
+                return Err(format!("two claims have the id {id:?}"));
+            }
+            if c.statement.trim().is_empty() {
+                return Err(bad("its statement is empty".into()));
+            }
+            if c.checkers.is_empty() && c.assertions.is_empty() {
+                return Err(bad("nothing could falsify it: name `checkers` or `assertions`".into()));
+            }
+            if let Some(name) = c.checkers.iter().find(|n| !names.contains(*n)) {
+                return Err(bad(format!("no [[checker]] is named {name:?}")));
+            }
+            let faults = claims::kinds(&c.faults).map_err(bad)?;
+            claims.push(ClaimSpec {
+                id: id.to_owned(),
+                statement: c.statement.trim().to_owned(),
+                checkers: c.checkers,
+                assertions: c.assertions,
+                faults,
+                min_operations: c.min_operations.unwrap_or(1),
+            });
+        }
+        Ok(Manifest { checkers, claims })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hvsim_vmm::faults::schedule::DrawnKind;
 
     #[test]
     fn checkers_are_named_and_names_are_unique() {
@@ -93,5 +151,30 @@ mod tests {
         assert!(e.contains("unknown variant `graph`"), "{e}");
         let e = Manifest::parse("[[checkers]]\nmodel = \"set\"\n").unwrap_err();
         assert!(e.contains("unknown field `checkers`"), "{e}");
+    }
+
+    #[test]
+    fn claims_name_what_exists() {
+        let ok = "[[checker]]\nmodel = \"set\"\n[[claim]]\nid = \"adds\"\nstatement = \"kept\"\n\
+                  checkers = [\"set\"]\nfaults = [\"kill\", \"partition\"]\n";
+        let m = Manifest::parse(ok).unwrap();
+        assert_eq!(m.claims[0].faults, [DrawnKind::Kill, DrawnKind::Partition]);
+        assert_eq!(m.claims[0].min_operations, 1);
+        let bad = |text: &str, says: &str| {
+            let e = Manifest::parse(&format!("[[checker]]\nmodel = \"set\"\n{text}")).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        };
+        bad("[[claim]]\nid = \"a\"\nstatement = \"s\"\ncheckers = [\"register\"]\n", "no [[checker]] is named");
+        bad("[[claim]]\nid = \"a\"\nstatement = \"s\"\n", "nothing could falsify it");
+        bad("[[claim]]\nid = \"a b\"\nstatement = \"s\"\nassertions = [\"x\"]\n", "an id is");
+        bad(
+            "[[claim]]\nid = \"a\"\nstatement = \"s\"\nassertions = [\"x\"]\nfaults = [\"flood\"]\n",
+            "unknown fault kind",
+        );
+        bad(
+            "[[claim]]\nid = \"a\"\nstatement = \"s\"\nassertions = [\"x\"]\n[[claim]]\nid = \"a\"\nstatement = \"t\"\nassertions = [\"x\"]\n",
+            "two claims have the id",
+        );
+        bad("[[claim]]\nid = \"a\"\nstatement = \"s\"\nassertions = [\"x\"]\nwhy = 1\n", "unknown field `why`");
     }
 }

@@ -23,6 +23,7 @@ use hvsim_guest_image::host::Host;
 use hvsim_snapshot::tree::{Cursor, SnapshotTree};
 use hvsim_vmm::faults::Vetoes;
 use hvsim_vmm::{Machine, Stop, Vtime};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::branch::Failure;
@@ -36,7 +37,7 @@ use crate::timeline::{Point, Timeline};
 use crate::StartOptions;
 
 /// One decision of a timeline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Decision {
     /// A drawn fault that struck (its number in the timeline).
@@ -63,7 +64,7 @@ impl Decision {
 }
 
 /// What a minimization found, as its record keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Minimization {
     /// The record it minimized: its failure point and how many decisions
     /// its timeline made.

@@ -4,30 +4,35 @@
 //! exploration's own directory ([`RunDir`]).
 
 mod dir;
+mod findings;
 mod html;
 
 pub use dir::{inputs_of_record, RunDir, LATEST};
+pub use findings::{BugFinding, Decision, Findings};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use hvsim_vmm::faults::FaultReport;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::assertions::Verdict;
 use crate::bug::Later;
 use crate::checkers::CheckerTally;
+use crate::claims::{self, Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
 use crate::faults::BuggifyTally;
 use crate::schedule::DrawTally;
+use crate::schema::Tag;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AssertionReport {
     pub id: String,
     pub message: String,
@@ -43,7 +48,7 @@ pub struct AssertionReport {
     pub bug: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct BugSummary {
     pub id: String,
     pub summary: String,
@@ -59,6 +64,11 @@ pub struct BugSummary {
     pub likelihood: Option<crate::likelihood::Likelihood>,
     /// "reproduced 3/3", "FLAKY: reproduced 1/3", or "UNCONFIRMED: ...".
     pub reproduction: String,
+    /// `fail-reproducible`, `fail-flaky` or `fail-unconfirmed`, as for a
+    /// claim it falsifies (`claims.rs`).
+    pub verdict: ClaimVerdict,
+    /// Whose failure it is (`claims.rs`, docs/claims.md).
+    pub blame: Blame,
     /// Every re-execution asked for ran (whatever they showed).
     pub confirmed: bool,
     pub replayable: Replayable,
@@ -76,7 +86,7 @@ pub struct BugSummary {
     pub sub_history: Option<SubHistory>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SubHistory {
     /// Operations in the whole history, and in the sub-history.
     pub operations: usize,
@@ -87,7 +97,7 @@ pub struct SubHistory {
     pub lines: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Summary {
     pub target: String,
     pub seed: u64,
@@ -125,8 +135,9 @@ pub struct Summary {
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Report {
+    pub schema: Tag<Report>,
     /// The hvsim, command line, host and start time of the exploration.
     pub invocation: Invocation,
     pub summary: Summary,
@@ -137,6 +148,12 @@ pub struct Report {
     pub composer: ComposerTally,
     /// The project's checkers: timelines checked, and their verdicts.
     pub checkers: Vec<CheckerTally>,
+    /// The project's claims: each one's verdict, why, and the evidence.
+    pub claims: Vec<ClaimReport>,
+    /// Timelines whose harness failed outside any assertion or checker.
+    pub harness: HarnessTally,
+    /// What this host lets reach the guest from outside the seed.
+    pub host_limits: Vec<String>,
     /// Each buggify site: timelines it was enabled in, times it fired.
     pub buggify: BTreeMap<String, BuggifyTally>,
     /// Landing evidence over every timeline: per configured fault kind, the
@@ -152,7 +169,7 @@ pub struct Report {
 }
 
 /// Who ran an exploration, how and when: a report's header.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct Invocation {
     pub hvsim_version: String,
     /// The command line, as typed (arguments with spaces quoted).
@@ -176,7 +193,7 @@ impl Invocation {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TimelineEdges {
     pub branch: u64,
     pub new_edges: u64,
@@ -184,6 +201,7 @@ pub struct TimelineEdges {
 
 /// The report of `exp`, whose bug records are (or will be) in `bugs_dir`.
 pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Report {
+    let host_limits = !exp.host_limits.is_empty();
     let bugs = exp
         .bugs
         .iter()
@@ -200,6 +218,8 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
                 story: bug.story.clone(),
                 likelihood: bug.likelihood.clone(),
                 reproduction: bug.reproduction_words(),
+                verdict: claims::fail_verdict(bug),
+                blame: claims::blame(bug, host_limits),
                 confirmed: bug.reproduction.confirmed(),
                 replayable: bug.replayable,
                 replayable_reasons: bug.replayable_reasons.clone(),
@@ -257,7 +277,15 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
         .collect();
     edges_by_timeline.sort_by(|a, b| b.new_edges.cmp(&a.new_edges).then(a.branch.cmp(&b.branch)));
     edges_by_timeline.truncate(10);
+    let cx = claims::Context {
+        assertions: &exp.assertions,
+        checkers: &exp.checkers,
+        bugs: &exp.bugs,
+        harness: &exp.harness,
+        host_limits,
+    };
     Report {
+        schema: Tag::new(),
         invocation: invocation.clone(),
         summary: Summary {
             target: exp.target.name(),
@@ -289,6 +317,9 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
         events: exp.events.clone(),
         composer: exp.composer.clone(),
         checkers: exp.checkers.clone(),
+        claims: exp.claims.iter().map(|t| claims::judge(t, &cx)).collect(),
+        harness: exp.harness.clone(),
+        host_limits: exp.host_limits.clone(),
         buggify: exp.faults.buggify.clone(),
         faults: exp.faults.reports(),
         series,
@@ -366,6 +397,21 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ =
             writeln!(m, "- {} malformed SDK messages ignored, e.g. {:?}", s.garbage.count, s.garbage.examples.first());
     }
+    if !r.claims.is_empty() {
+        let _ = writeln!(m, "\n## Claims\n");
+        let _ = writeln!(m, "| claim | verdict | blame | why |\n| --- | --- | --- | --- |");
+        for c in &r.claims {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} |",
+                c.id,
+                c.verdict.name(),
+                c.blame.map_or("", Blame::name),
+                c.reason.replace('|', "\\|")
+            );
+        }
+        let _ = writeln!(m, "\nThe evidence behind each verdict is in findings.md.");
+    }
     let _ = writeln!(m, "\n## Bugs ({})\n", r.bugs.len());
     if r.bugs.is_empty() {
         let _ = writeln!(m, "None found.");
@@ -373,9 +419,10 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     for b in &r.bugs {
         let _ = writeln!(
             m,
-            "- **{}**: {} — at virtual time {} ns (event {}), seen {} time(s); {}, replayable: {}{}\n  - replay: `{}`",
+            "- **{}**: {} — blame: {}; at virtual time {} ns (event {}), seen {} time(s); {}, replayable: {}{}\n  - replay: `{}`",
             b.id,
             b.summary,
+            b.blame.name(),
             b.at.vtime_ns,
             b.at.events,
             b.occurrences,

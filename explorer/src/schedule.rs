@@ -44,6 +44,7 @@
 use std::collections::BTreeMap;
 
 use hvsim_vmm::entropy::Stream;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::timeline::Timeline;
@@ -185,7 +186,7 @@ pub(crate) struct Schedule {
 }
 
 /// Random draws as decision points, over an exploration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DrawTally {
     /// Snapshots made at draws.
     pub points: u64,

@@ -6,6 +6,7 @@
 //! Everything here is untrusted guest input: a line that is not what it
 //! should be becomes [`SdkMessage::Garbage`] with the reason, never an error.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ use crate::composer::{self, ComposerEvent};
 
 /// What an assertion is, as far as its verdict goes: Antithesis derives it
 /// from `assert_type` and `must_hit` (`display_type` is only a name to show).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AssertKind {
     /// `always`, must be hit.
@@ -113,7 +114,7 @@ impl AssertKind {
 }
 
 /// Where an assertion is in the program's source.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Location {
     #[serde(default)]
     pub file: String,

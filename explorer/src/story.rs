@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hvsim_vmm::Machine;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::sdk::{self, SdkMessage};
@@ -28,7 +29,7 @@ pub const INIT_LINES: usize = 40;
 pub const FAULT_ENTRIES: usize = 200;
 
 /// What an entry is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum What {
     /// A line a program wrote (a service's, the kernel's).
@@ -45,7 +46,7 @@ pub enum What {
 }
 
 /// One thing that happened, and when.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Entry {
     pub vtime_ns: u64,
     pub what: What,

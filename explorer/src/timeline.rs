@@ -8,10 +8,11 @@
 //! A segment that starts at an SDK draw also says the value the draw took.
 
 use hvsim_vmm::faults::Vetoes;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Point {
     /// Trace events (exits) since boot.
     pub events: u64,
@@ -19,7 +20,7 @@ pub struct Point {
     pub vtime_ns: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Segment {
     /// Every stream is re-seeded from this at the segment's start.
     pub seed: u64,
@@ -30,7 +31,7 @@ pub struct Segment {
     pub until: Point,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Timeline {
     pub root: Point,
     pub segments: Vec<Segment>,

@@ -39,6 +39,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         fresh_root: false,
         policy: Default::default(),
         checkers: Vec::new(),
+        claims: Vec::new(),
         likelihood: hvsim_explorer::likelihood::Params::off(),
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::container::{Container, Mount};
@@ -22,7 +23,7 @@ pub const TEST_DIR: &str = "/opt/antithesis/test/v1";
 pub use hvsim_abi::composer::Kind;
 
 /// A command, and the nodes whose containers hold it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TestCommand {
     pub template: String,
     pub file: String,
@@ -36,7 +37,7 @@ impl TestCommand {
 }
 
 /// Every template's commands, by template and file name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Composer {
     pub commands: Vec<TestCommand>,
 }

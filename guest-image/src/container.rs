@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use hvsim_abi::container::{key, SEP};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, io, ImageError, Result};
@@ -14,7 +15,7 @@ use crate::linux::RunFile;
 use crate::oci::store::Store;
 use crate::oci::Digest;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Restart {
     #[default]
@@ -46,7 +47,7 @@ impl Restart {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
     ServiceStarted,
@@ -65,7 +66,7 @@ impl Condition {
 }
 
 /// What is mounted into the container.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Mount {
     /// A named volume: a directory on the node's disk, surviving restarts
@@ -82,7 +83,7 @@ fn docker_start_interval_ms() -> u64 {
     5_000
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthCheck {
     pub args: Vec<String>,
     pub interval_ms: u64,
@@ -93,7 +94,7 @@ pub struct HealthCheck {
     pub retries: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Container {
     /// The node's name (the service, or `service-N` for replicas).
     pub name: String,
@@ -259,7 +260,7 @@ impl Container {
 }
 
 /// How a service ended, as its node's init reported it on the console.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ServiceState {
     pub name: String,
     pub node: u16,

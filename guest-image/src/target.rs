@@ -16,6 +16,7 @@ use hvsim_vmm::faults::FaultPlan;
 use hvsim_vmm::machine::{HostSettings, RunInputs};
 use hvsim_vmm::profiler::ProfilerConfig;
 use hvsim_vmm::{Machine, MachineConfig};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -31,7 +32,7 @@ use crate::raw;
 
 // One target per run or exploration: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
     Raw {
@@ -55,7 +56,7 @@ pub enum Target {
 }
 
 /// A simulated multi-node system inside the Linux guest (`--nodes`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct System {
     pub nodes: u16,
     /// Each node's disk size in bytes.

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use hvsim_vmm::{cpuid, msr};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -24,7 +25,7 @@ use crate::raw;
 use crate::target::{file_hash, Target};
 
 /// Named parts of a world (see the module docs), in a stable order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct World(pub BTreeMap<String, String>);
 
 fn sha256(bytes: &[u8]) -> String {

@@ -1,5 +1,6 @@
 //! The summary of a run: what `hvsim run --json` prints.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::devices::hypercall::ChannelStats;
@@ -10,7 +11,7 @@ use crate::faults::FaultReport;
 use crate::machine::{Counters, End, Machine};
 
 /// How far a run can be trusted to come out the same from the same seed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Replayable {
     /// Something outside the seed influenced the run (a watchdog-forced
@@ -82,7 +83,7 @@ impl Summary {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     pub guest: String,
     pub seed: u64,

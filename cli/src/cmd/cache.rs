@@ -2,12 +2,16 @@
 //! point (see `hvsim_guest_image::linux::boot_cache`), and the explorer's
 //! saved roots, machines at setup complete (`hvsim_explorer::roots`).
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use hvsim_explorer::roots::Roots;
 use hvsim_guest_image::linux::boot_cache::BootCache;
+use serde::Serialize;
+
+use crate::util;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,22 +23,39 @@ pub struct Args {
 enum What {
     /// List the cached machines and the saved roots, most recently used first.
     Ls {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: util::Json,
     },
     /// Remove every cached machine (the next Linux run of each shape boots)
     /// and every saved root.
-    Clear,
+    Clear {
+        #[command(flatten)]
+        out: util::Json,
+    },
+}
+
+/// What `clear --json` prints.
+#[derive(Serialize)]
+struct ClearJson<'a> {
+    boot_cache: Cleared<'a>,
+    roots: Cleared<'a>,
+}
+
+#[derive(Serialize)]
+struct Cleared<'a> {
+    dir: &'a Path,
+    removed: usize,
+    bytes: u64,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
     let cache = BootCache::open()?;
     let roots = Roots::open()?;
     match args.what {
-        What::Ls { json } => {
+        What::Ls { out } => {
             let entries = cache.entries()?;
             let saved = roots.entries()?;
-            if json {
+            if out.json {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
@@ -93,11 +114,23 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 println!("  {} | {:>6} MiB | {:>9} | {root}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
             }
         }
-        What::Clear => {
-            let (n, bytes) = cache.clear()?;
-            println!("removed {n} cached machines ({} MiB) from {}", mib(bytes), cache.dir().display());
-            let (n, bytes) = roots.store().clear()?;
-            println!("removed {n} saved roots ({} MiB) from {}", mib(bytes), roots.store().dir().display());
+        What::Clear { out } => {
+            // Each told as soon as it is done: the first stays told if the
+            // second fails.
+            let tell = |c: &Cleared, what: &str| {
+                if !out.json {
+                    println!("removed {} {what} ({} MiB) from {}", c.removed, mib(c.bytes), c.dir.display());
+                }
+            };
+            let (removed, bytes) = cache.clear()?;
+            let boot_cache = Cleared { dir: cache.dir(), removed, bytes };
+            tell(&boot_cache, "cached machines");
+            let (removed, bytes) = roots.store().clear()?;
+            let saved = Cleared { dir: roots.store().dir(), removed, bytes };
+            tell(&saved, "saved roots");
+            if out.json {
+                util::print_json(&ClearJson { boot_cache, roots: saved })?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

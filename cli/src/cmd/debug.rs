@@ -10,17 +10,21 @@
 //! system expires only as far as the commands themselves take virtual
 //! time, never because someone paused to think. From the first command on,
 //! the run is no longer the timeline's: what is typed changes it.
+//!
+//! With `--json`, stdout is JSON Lines: one object per command run (its
+//! output collected) and a last one when the session ends.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use hvsim_explorer::bug;
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::{Machine, Stop, Vtime};
+use serde::Serialize;
 
 use super::replay;
 use crate::util;
@@ -46,6 +50,53 @@ pub struct Args {
     /// Run the bug's target to its root even where the root was saved.
     #[arg(long)]
     fresh_root: bool,
+    /// Print JSON Lines on stdout: one object per command run (`"type":
+    /// "command"`: its output lines, exit status, virtual time), and one
+    /// when the session ends (`"type": "end"`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One line of `--json`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum JsonLine<'a> {
+    Command(&'a Ran<'a>),
+    End {
+        bug: &'a str,
+        node: u16,
+        service: Option<&'a str>,
+        /// The moment debugged and where the session ended, in virtual ns.
+        from_vtime_ns: u64,
+        vtime_ns: u64,
+        commands: u64,
+        /// The machine ended during the last command (how).
+        machine_ended: Option<String>,
+    },
+}
+
+/// One command run: what `--json` reports of it.
+#[derive(Serialize)]
+struct Ran<'a> {
+    command: &'a str,
+    node: u16,
+    /// The compose service the node runs, if any.
+    service: Option<&'a str>,
+    /// Its stdout and stderr as the guest relayed them, one line each.
+    output: Vec<String>,
+    /// Null when it still ran after --command-limit, or the machine ended.
+    status: Option<u64>,
+    still_running: bool,
+    machine_ended: Option<String>,
+    /// Virtual time when it ended (or was left), and how long it ran.
+    vtime_ns: u64,
+    elapsed_ns: u64,
+}
+
+fn print_line(line: &JsonLine) -> Result<()> {
+    println!("{}", serde_json::to_string(line).context("cannot encode a line of --json")?);
+    let _ = std::io::stdout().flush();
+    Ok(())
 }
 
 /// The virtual time `--at` names, given the failure's.
@@ -76,7 +127,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             _ => bail!("--node {n}: no such node or service (the target's: {})", names.join(", ")),
         },
     };
-    let label = names.get(usize::from(node)).cloned().unwrap_or_else(|| format!("node {node}"));
+    let service = names.get(usize::from(node)).map(String::as_str);
+    let label = service.map_or_else(|| format!("node {node}"), str::to_owned);
     hvsim_guest_image::note!("hvsim debug: replaying {} to virtual time {at}", record.id);
     let (outcome, mut m) =
         bug::replay(record, &host, &StartOptions::default(), Some(at), opened.root.as_ref(), &mut ())?;
@@ -100,6 +152,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         args.command_limit,
     );
     let interactive = std::io::stdin().is_terminal();
+    let from = m.now();
+    let (mut commands, mut machine_ended) = (0, None);
     let mut lines = std::io::stdin().lock().lines();
     loop {
         if interactive {
@@ -113,25 +167,48 @@ pub fn main(args: Args) -> Result<ExitCode> {
             "exit" | "quit" => break,
             _ => {}
         }
-        if !run_command(&mut m, node, command, args.command_limit)? {
+        let mut ran = run_command(&mut m, node, command, args.command_limit, !args.json)?;
+        ran.service = service;
+        commands += 1;
+        if args.json {
+            print_line(&JsonLine::Command(&ran))?;
+        }
+        if ran.machine_ended.is_some() {
+            machine_ended = ran.machine_ended;
             break;
         }
     }
     eprintln!("hvsim debug: session ended at virtual time {}", m.now());
+    if args.json {
+        print_line(&JsonLine::End {
+            bug: &record.id,
+            node,
+            service,
+            from_vtime_ns: from.nanos(),
+            vtime_ns: m.now().nanos(),
+            commands,
+            machine_ended,
+        })?;
+    }
     Ok(ExitCode::from(util::EXIT_OK))
 }
 
-/// Runs one command and prints its output as it comes; false if the
-/// machine ended on the way.
-fn run_command(m: &mut Machine, node: u16, command: &str, limit: Duration) -> Result<bool> {
+/// Runs one command; its output is printed as it comes (`print`) or
+/// collected into what it returns.
+fn run_command<'a>(m: &mut Machine, node: u16, command: &'a str, limit: Duration, print: bool) -> Result<Ran<'a>> {
     let started = m.now();
+    let mut output = Vec::new();
     let deadline = Vtime(started.nanos().saturating_add(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)));
     let prefix = format!("{}{node}]: ", hvsim_abi::linux::DEBUG_PREFIX);
     let mut told = m.console_complete_lines();
     let mut tell = |m: &Machine| {
         for (_, line) in m.console_lines_from(told) {
             if let Some(out) = String::from_utf8_lossy(line).strip_prefix(&prefix) {
-                println!("{out}");
+                if print {
+                    println!("{out}");
+                } else {
+                    output.push(out.to_owned());
+                }
             }
         }
         told = m.console_complete_lines();
@@ -140,7 +217,7 @@ fn run_command(m: &mut Machine, node: u16, command: &str, limit: Duration) -> Re
     m.debug_command(node, command)?;
     m.set_stop_on_message(true);
     m.take_messages();
-    loop {
+    let (status, still_running, machine_ended) = loop {
         let stop = m.run_until(deadline)?;
         tell(m);
         match stop {
@@ -152,19 +229,30 @@ fn run_command(m: &mut Machine, node: u16, command: &str, limit: Duration) -> Re
                         m.now(),
                         Vtime(m.now().nanos() - started.nanos())
                     );
-                    return Ok(true);
+                    break (Some(status), false, None);
                 }
             }
             Stop::Deadline => {
                 eprintln!("[still running after {limit:?} of virtual time: it goes on in the guest]");
-                return Ok(true);
+                break (None, true, None);
             }
             Stop::Ended(end) => {
                 eprintln!("[the machine ended: {}]", end.detail());
-                return Ok(false);
+                break (None, false, Some(end.detail()));
             }
         }
-    }
+    };
+    Ok(Ran {
+        command,
+        node,
+        service: None,
+        output,
+        status,
+        still_running,
+        machine_ended,
+        vtime_ns: m.now().nanos(),
+        elapsed_ns: m.now().nanos() - started.nanos(),
+    })
 }
 
 /// The exit status in init's `{"hvsim_debug": {...}}`, if `bytes` is one.

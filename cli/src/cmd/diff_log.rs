@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_vmm::trace::diff_logs;
+use serde::Serialize;
+
+use crate::util;
 
 /// The first line of every log `--log` writes.
 pub const LOG_FORMAT: &str = "# hvsim determinism log v1";
@@ -18,6 +21,27 @@ pub struct Args {
     /// Shared events to show before the divergence.
     #[arg(long, default_value = "5", value_parser = clap::value_parser!(u16).range(0..=1000))]
     context: u16,
+    #[command(flatten)]
+    out: util::Json,
+}
+
+/// What `--json` prints: where the logs first differ, if they do.
+#[derive(Serialize)]
+struct DiffJson<'a> {
+    identical: bool,
+    /// The index of the first differing event (0-based).
+    event: Option<u64>,
+    /// The events both logs share just before it, oldest first.
+    common: &'a [String],
+    a: Side<'a>,
+    b: Side<'a>,
+}
+
+#[derive(Serialize)]
+struct Side<'a> {
+    file: &'a std::path::Path,
+    /// Its differing event; null where the log ended (or none differs).
+    event: Option<&'a str>,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -37,6 +61,17 @@ pub fn main(args: Args) -> Result<ExitCode> {
         Ok(r)
     };
     let d = diff_logs(open(&args.a)?, open(&args.b)?, usize::from(args.context)).context("cannot read the logs")?;
+    if args.out.json {
+        let json = DiffJson {
+            identical: d.is_none(),
+            event: d.as_ref().map(|d| d.event),
+            common: d.as_ref().map_or(&[], |d| &d.common),
+            a: Side { file: &args.a, event: d.as_ref().and_then(|d| d.a.as_deref()) },
+            b: Side { file: &args.b, event: d.as_ref().and_then(|d| d.b.as_deref()) },
+        };
+        util::print_json(&json)?;
+        return Ok(ExitCode::from(if d.is_some() { 1 } else { 0 }));
+    }
     let Some(d) = d else {
         println!("identical: the logs have the same events");
         return Ok(ExitCode::SUCCESS);

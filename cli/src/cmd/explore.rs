@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
+use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::likelihood;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
@@ -84,7 +85,8 @@ pub struct Args {
     /// Also fail (exit status 10) when a property was never satisfied (a
     /// `sometimes` that never held) or never reached (an `always`,
     /// `sometimes` or `reachable` no timeline hit), as Antithesis counts
-    /// them; a bug still gives 8.
+    /// them, or a claim did not pass (inconclusive, a harness error, a
+    /// checker that could not read its history); a bug still gives 8.
     #[arg(long)]
     fail_on_unmet: bool,
     /// Print the report's JSON on stdout.
@@ -138,8 +140,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = SchedulePolicy::Rarity)]
     schedule: SchedulePolicy,
     /// The project manifest: the checkers run on the history every
-    /// timeline recorded, at its end (default: `hvsim.toml` beside the
-    /// --compose file, if there is one; docs/checkers.md).
+    /// timeline recorded, at its end, and the claims judged with evidence
+    /// (default: `hvsim.toml` beside the --compose file, if there is one;
+    /// docs/checkers.md, docs/claims.md).
     #[arg(long, value_name = "FILE")]
     manifest: Option<PathBuf>,
     #[command(flatten)]
@@ -263,7 +266,13 @@ pub fn main(args: Args) -> Result<ExitCode> {
         Some(path) => {
             let m = Manifest::load(&path).map_err(|e| anyhow::anyhow!("project manifest {e}"))?;
             let names: Vec<&str> = m.checkers.iter().map(|c| c.name.as_str()).collect();
-            hvsim_guest_image::note!("hvsim: explore: checkers from {}: {}", path.display(), names.join(", "));
+            let claims: Vec<&str> = m.claims.iter().map(|c| c.id.as_str()).collect();
+            hvsim_guest_image::note!(
+                "hvsim: explore: from {}: checkers {}; claims {}",
+                path.display(),
+                if names.is_empty() { "none".to_owned() } else { names.join(", ") },
+                if claims.is_empty() { "none".to_owned() } else { claims.join(", ") }
+            );
             m
         }
         None => Manifest::default(),
@@ -304,6 +313,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         fresh_root: args.fresh_root,
         policy: args.schedule.into(),
         checkers: manifest.checkers,
+        claims: manifest.claims,
         likelihood: likelihood::Params {
             runs: args.likelihood_runs,
             points: args.likelihood_points,
@@ -335,7 +345,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     let report = run.write(&exploration).context("cannot write the report")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
     }
     print_summary(&report, &run);
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
@@ -358,7 +368,20 @@ fn print_summary(report: &Report, run: &RunDir) {
         run.path().join("report.html").display()
     );
     for b in &report.bugs {
-        eprintln!("  {}: {} ({})\n    replay: {}", b.id, b.summary, b.reproduction, b.replay_command);
+        eprintln!(
+            "  {}: {} ({}; blame: {})\n    replay: {}",
+            b.id,
+            b.summary,
+            b.reproduction,
+            b.blame.name(),
+            b.replay_command
+        );
+    }
+    for c in &report.claims {
+        eprintln!("hvsim: claim {} {}: {}", c.id, c.verdict.name(), c.reason);
+    }
+    if !report.claims.is_empty() {
+        eprintln!("hvsim: findings: {}", run.path().join("findings.md").display());
     }
     for f in &report.faults {
         let drawn = if f.drawn > 0 { format!(", {} drawn faults", f.drawn) } else { String::new() };
@@ -374,7 +397,8 @@ fn print_summary(report: &Report, run: &RunDir) {
 /// `fail_on_unmet` a property never satisfied or reached.
 fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
     let unmet =
-        report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied));
+        report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied))
+            || report.claims.iter().any(|c| c.verdict != ClaimVerdict::Pass);
     match &report.summary.ending {
         _ if !report.bugs.is_empty() => util::EXIT_BUGS,
         Ending::Failed { .. } => util::EXIT_ERROR,

@@ -5,11 +5,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use hvsim_guest_image::oci::debian::{self, DebianImage};
-use hvsim_guest_image::oci::load::load;
+use hvsim_guest_image::oci::debian::{self, Built, DebianImage};
+use hvsim_guest_image::oci::load::{load, Loaded};
 use hvsim_guest_image::oci::pack::RunConfig;
 use hvsim_guest_image::oci::store::{ImageRecord, Store};
+use hvsim_guest_image::oci::Digest;
+use serde::Serialize;
 use serde_json::json;
+
+use crate::util::{self, print_json};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,21 +31,29 @@ enum What {
         /// Name the image (the source must hold exactly one).
         #[arg(long)]
         tag: Option<String>,
+        #[command(flatten)]
+        out: util::Json,
     },
     /// List the images in the store.
     Ls {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: util::Json,
     },
     /// Remove tags or images (by name, id or id prefix), and every layer no
     /// other image uses.
     Rm {
         #[arg(required = true)]
         names: Vec<String>,
+        #[command(flatten)]
+        out: util::Json,
     },
     /// Show an image's config (entrypoint, cmd, env, working dir, user,
-    /// ports) and its layers, as JSON.
-    Inspect { name: String },
+    /// ports) and its layers, as JSON (with or without --json).
+    Inspect {
+        name: String,
+        #[command(flatten)]
+        out: util::Json,
+    },
     /// Make an image from Debian packages (with mmdebstrap; cached) and
     /// load it. `--redis` makes the test suite's Redis image.
     Debian {
@@ -66,14 +78,73 @@ enum What {
         /// Also print where the docker-archive and OCI layout are.
         #[arg(long)]
         paths: bool,
+        /// (The paths are always in the JSON.)
+        #[command(flatten)]
+        out: util::Json,
     },
+}
+
+/// An image as `load`, `ls` and `debian` describe it with --json.
+#[derive(Serialize)]
+struct ImageJson<'a> {
+    id: &'a Digest,
+    tags: &'a [String],
+    layers: usize,
+    unpacked_bytes: u64,
+}
+
+impl<'a> ImageJson<'a> {
+    fn of(r: &'a ImageRecord, tags: &'a [String]) -> ImageJson<'a> {
+        ImageJson { id: &r.id, tags, layers: r.layers.len(), unpacked_bytes: unpacked(r) }
+    }
+}
+
+/// What `load --json` and `debian --json` print.
+#[derive(Serialize)]
+struct LoadedJson<'a> {
+    loaded: Vec<ImageJson<'a>>,
+    /// `debian`: the archive it loaded and its OCI layout.
+    #[serde(flatten)]
+    built: Option<BuiltJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct BuiltJson<'a> {
+    archive: &'a std::path::Path,
+    layout: &'a std::path::Path,
+    /// Made before (mmdebstrap did not run).
+    cached: bool,
+}
+
+impl<'a> LoadedJson<'a> {
+    fn of(loaded: &'a [Loaded], built: Option<&'a Built>) -> LoadedJson<'a> {
+        LoadedJson {
+            loaded: loaded.iter().map(|l| ImageJson::of(&l.record, &l.tags)).collect(),
+            built: built.map(|b| BuiltJson { archive: &b.archive, layout: &b.layout, cached: !b.built }),
+        }
+    }
+}
+
+/// What `rm --json` prints for each name.
+#[derive(Serialize)]
+struct RemovedJson {
+    name: String,
+    untagged: Vec<String>,
+    /// The image deleted (null: it keeps other tags).
+    deleted: Option<Digest>,
+    freed_bytes: u64,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
     let store = Store::open()?;
     match args.what {
-        What::Load { source, tag } => {
-            for l in load(&store, &source, tag.as_deref())? {
+        What::Load { source, tag, out } => {
+            let loaded = load(&store, &source, tag.as_deref())?;
+            if out.json {
+                print_json(&LoadedJson::of(&loaded, None))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            for l in loaded {
                 let names = if l.tags.is_empty() { "(untagged)".to_owned() } else { l.tags.join(", ") };
                 println!(
                     "loaded {names}: id {}, {} layers, {}",
@@ -83,14 +154,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 );
             }
         }
-        What::Ls { json } => {
+        What::Ls { out } => {
             let images = store.images()?;
-            if json {
-                let list: Vec<_> = images
-                    .iter()
-                    .map(|(r, tags)| json!({ "id": r.id, "tags": tags, "layers": r.layers.len(), "unpacked_bytes": unpacked(r) }))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&json!({ "store": store.dir(), "images": list }))?);
+            if out.json {
+                let list: Vec<_> = images.iter().map(|(r, tags)| ImageJson::of(r, tags)).collect();
+                print_json(&json!({ "store": store.dir(), "images": list }))?;
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{} images in {}", images.len(), store.dir().display());
@@ -99,9 +167,19 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 println!("  {}  {:>3} layers  {:>10}  {names}", r.id.short(), r.layers.len(), size(r));
             }
         }
-        What::Rm { names } => {
+        What::Rm { names, out } => {
+            let mut removed = Vec::new();
             for name in names {
                 let r = store.remove(&name)?;
+                if out.json {
+                    removed.push(RemovedJson {
+                        name,
+                        untagged: r.untagged,
+                        deleted: r.deleted,
+                        freed_bytes: r.freed_bytes,
+                    });
+                    continue;
+                }
                 for t in &r.untagged {
                     println!("untagged {t}");
                 }
@@ -109,8 +187,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     println!("deleted {id} ({:.1} MiB freed)", r.freed_bytes as f64 / (1 << 20) as f64);
                 }
             }
+            if out.json {
+                print_json(&json!({ "removed": removed }))?;
+            }
         }
-        What::Inspect { name } => {
+        // Its output is JSON with or without --json.
+        What::Inspect { name, out: _ } => {
             let r = store.resolve(&name)?;
             let config = store.config(&r)?;
             let tags: Vec<String> =
@@ -137,9 +219,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 "unpacked_bytes": unpacked(&r),
                 "rootfs": rootfs.exists().then_some(rootfs),
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            print_json(&doc)?;
         }
-        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths } => {
+        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths, out } => {
             let image = if redis {
                 debian::redis()
             } else if python_antithesis {
@@ -159,7 +241,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 }
             };
             let built = image.build()?;
-            for l in load(&store, &built.archive, None)? {
+            let loaded = load(&store, &built.archive, None)?;
+            if out.json {
+                print_json(&LoadedJson::of(&loaded, Some(&built)))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            for l in loaded {
                 println!("loaded {}: id {}, {}", l.tags.join(", "), l.record.id.short(), size(&l.record));
             }
             if paths {

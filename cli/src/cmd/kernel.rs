@@ -1,11 +1,15 @@
 //! `hvsim kernel`: the guest kernel build.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_guest_image::linux::{initramfs, kernel};
 use hvsim_guest_image::target::file_hash;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use crate::util::{self, print_json};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,46 +20,134 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Build the guest kernel (installs what it needs; a no-op when cached).
-    Build,
+    Build {
+        #[command(flatten)]
+        out: util::Json,
+    },
     /// Print the path of the cached kernel, if built.
-    Path,
+    Path {
+        #[command(flatten)]
+        out: util::Json,
+    },
     /// Print the SHA-256 of everything the guest is made of (building the
     /// kernel if needed), to compare with docs/guest-kernel.md or another
     /// machine.
-    Hashes,
+    Hashes {
+        #[command(flatten)]
+        out: util::Json,
+    },
+}
+
+/// The kernel as `build --json` and `path --json` describe it.
+#[derive(Serialize)]
+struct KernelJson {
+    /// linux-source-6.1's installed version (null: not installed).
+    source_version: Option<String>,
+    /// The hash of the build's inputs, which names its cache entry.
+    key: Option<String>,
+    /// It was built before this command (`build` built nothing).
+    cached: bool,
+    /// Null when not built.
+    vmlinux: Option<PathBuf>,
+    vmlinux_sha256: Option<String>,
+}
+
+impl KernelJson {
+    fn of(built: Option<&kernel::Kernel>, cached: bool) -> Result<KernelJson> {
+        let (source_version, key) = kernel::expected().unzip();
+        let vmlinux_sha256 = built.map(|k| file_hash(&k.vmlinux)).transpose()?;
+        Ok(KernelJson {
+            source_version,
+            key: built.map(|k| k.key.clone()).or(key),
+            cached,
+            vmlinux: built.map(|k| k.vmlinux.clone()),
+            vmlinux_sha256,
+        })
+    }
+}
+
+/// What `hashes --json` prints: the rows of its table.
+#[derive(Serialize)]
+struct HashesJson {
+    #[serde(flatten)]
+    kernel: KernelJson,
+    /// The source tarball's SHA-256, and whether it and its version are
+    /// among the ones this hvsim was checked with.
+    source_sha256: String,
+    pinned: bool,
+    initramfs_sha256: String,
+    init_sha256: String,
+    busybox_sha256: String,
+    libvoidstar_sha256: String,
+}
+
+fn build() -> Result<(kernel::Kernel, bool)> {
+    let cached = kernel::cached().is_some();
+    Ok((kernel::ensure_built().context("cannot build the guest kernel")?, cached))
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
     match args.what {
-        What::Build => {
-            let k = kernel::ensure_built().context("cannot build the guest kernel")?;
-            println!("{}", k.vmlinux.display());
+        What::Build { out } => {
+            let (k, cached) = build()?;
+            if out.json {
+                print_json(&KernelJson::of(Some(&k), cached)?)?;
+            } else {
+                println!("{}", k.vmlinux.display());
+            }
         }
-        What::Hashes => {
+        What::Hashes { out } => {
             let (version, source, pinned) = kernel::source()?;
-            let k = kernel::ensure_built().context("cannot build the guest kernel")?;
+            let (k, cached) = build()?;
             let busybox = initramfs::host_busybox()?;
             let sha = |bytes: &[u8]| hex::encode(Sha256::digest(bytes));
+            let json = HashesJson {
+                kernel: KernelJson::of(Some(&k), cached)?,
+                source_sha256: source,
+                pinned,
+                initramfs_sha256: sha(&initramfs::build(&busybox, &[])),
+                init_sha256: sha(initramfs::INIT),
+                busybox_sha256: sha(&busybox),
+                libvoidstar_sha256: sha(initramfs::VOIDSTAR),
+            };
+            if out.json {
+                print_json(&json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let h = &json;
             let rows = [
                 (
                     "source",
-                    format!("{source}  linux-source-6.1 {version}{}", if pinned { "" } else { " (NOT pinned)" }),
+                    format!(
+                        "{}  linux-source-6.1 {version}{}",
+                        h.source_sha256,
+                        if pinned { "" } else { " (NOT pinned)" }
+                    ),
                 ),
                 ("key", k.key.clone()),
-                ("vmlinux", file_hash(&k.vmlinux)?),
-                ("initramfs", sha(&initramfs::build(&busybox, &[]))),
-                ("init", sha(initramfs::INIT)),
-                ("busybox", sha(&busybox)),
-                ("libvoidstar", sha(initramfs::VOIDSTAR)),
+                ("vmlinux", h.kernel.vmlinux_sha256.clone().unwrap_or_default()),
+                ("initramfs", h.initramfs_sha256.clone()),
+                ("init", h.init_sha256.clone()),
+                ("busybox", h.busybox_sha256.clone()),
+                ("libvoidstar", h.libvoidstar_sha256.clone()),
             ];
             for (name, value) in rows {
                 println!("{name:<12} {value}");
             }
         }
-        What::Path => match kernel::cached() {
-            Some(k) => println!("{}", k.vmlinux.display()),
-            None => anyhow::bail!("the guest kernel is not built yet (run `hvsim kernel build`)"),
-        },
+        What::Path { out } => {
+            let k = kernel::cached();
+            // Not built is a state scripts ask about: described on stdout
+            // as well, with the same error and exit status as without --json.
+            if out.json {
+                print_json(&KernelJson::of(k.as_ref(), k.is_some())?)?;
+            }
+            match k {
+                Some(k) if !out.json => println!("{}", k.vmlinux.display()),
+                Some(_) => {}
+                None => anyhow::bail!("the guest kernel is not built yet (run `hvsim kernel build`)"),
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

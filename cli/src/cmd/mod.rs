@@ -11,4 +11,5 @@ pub mod minimize;
 pub mod replay;
 pub mod retest;
 pub mod run;
+pub mod schema;
 pub mod snapshot;

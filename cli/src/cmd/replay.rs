@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use hvsim_explorer::bug::{self, BugRecord};
 use hvsim_explorer::roots::RootId;
+use hvsim_explorer::schema::{self, ReplayReport, Tag};
 use hvsim_explorer::story::{self, Narrator};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
@@ -162,23 +163,22 @@ fn replay_bug(args: &Args, path: &Path, host: &Host) -> Result<ExitCode> {
         p.finish(profile, &format!("hvsim replay: {}", record.id))?;
     }
     if args.out.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "bug": record.id,
-                "reproduced": outcome.reproduced,
-                "trace_matches": outcome.trace_matches,
-                "memory_matches": outcome.memory_matches,
-                "trace_hash": outcome.fingerprint.trace_hash,
-                "world_differences": differences,
-                "assertion": outcome.observed,
-                "expected": outcome.expected,
-                "vtime_ns": outcome.vtime_ns,
-                "events": outcome.at.events,
-                "from_saved_root": outcome.from_saved_root,
-                "story": told,
-            }))?
-        );
+        let report = ReplayReport {
+            schema: Tag::new(),
+            bug: record.id.clone(),
+            reproduced: outcome.reproduced,
+            trace_matches: outcome.trace_matches,
+            memory_matches: outcome.memory_matches,
+            trace_hash: outcome.fingerprint.trace_hash.clone(),
+            world_differences: differences,
+            assertion: outcome.observed.clone(),
+            expected: outcome.expected.clone(),
+            vtime_ns: outcome.vtime_ns,
+            events: outcome.at.events,
+            from_saved_root: outcome.from_saved_root,
+            story: told,
+        };
+        println!("{}", String::from_utf8_lossy(&schema::json(&report)?));
     } else {
         if outcome.from_saved_root {
             hvsim_guest_image::note!(

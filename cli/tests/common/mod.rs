@@ -22,8 +22,15 @@ pub fn kvm_available() -> bool {
     }
 }
 
+/// hvsim checks every document it writes (reports, bug records,
+/// summaries, findings) against its schema with this set to 1
+/// (`hvsim_explorer::schema`): so every test checks its documents.
+pub const SCHEMA_CHECK: &str = "HVSIM_SCHEMA_CHECK";
+
 pub fn hvsim() -> Command {
-    Command::cargo_bin("hvsim").expect("hvsim binary is built")
+    let mut c = Command::cargo_bin("hvsim").expect("hvsim binary is built");
+    c.env(SCHEMA_CHECK, "1");
+    c
 }
 
 pub fn output(args: &[&str]) -> Output {

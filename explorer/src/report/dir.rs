@@ -17,7 +17,8 @@ use std::time::SystemTime;
 use super::{io, markdown, report, Invocation, Report};
 use crate::bug::BugRecord;
 use crate::engine::Exploration;
-use crate::error::Result;
+use crate::error::{ExploreError, Result};
+use crate::schema::{self, Document};
 
 pub struct RunDir {
     path: PathBuf,
@@ -76,7 +77,7 @@ impl RunDir {
         let file = self.bugs().join(format!("{}.json", record.id));
         let mut record = record.clone();
         record.replay_command = super::replay_command(&file);
-        let json = serde_json::to_vec_pretty(&record).expect("bug records serialize");
+        let json = document(&record, &file)?;
         hvsim_vmm::files::publish(&file, &json).map_err(io("writing a bug record", &file))
     }
 
@@ -91,11 +92,19 @@ impl RunDir {
             let file = self.path.join(name);
             hvsim_vmm::files::publish(&file, bytes).map_err(io("writing the report", &file))
         };
-        publish("report.json", &serde_json::to_vec_pretty(&report).expect("reports serialize"))?;
+        publish("report.json", &document(&report, &self.path.join("report.json"))?)?;
         publish("report.md", markdown(&report, exp).as_bytes())?;
         publish("report.html", super::html::render(&report, exp).as_bytes())?;
+        let findings = super::Findings::of(&report);
+        publish("findings.json", &document(&findings, &self.path.join("findings.json"))?)?;
+        publish("findings.md", findings.markdown().as_bytes())?;
         Ok(report)
     }
+}
+
+/// `doc` as written to `file` (`schema::json`).
+fn document<D: Document>(doc: &D, file: &Path) -> Result<Vec<u8>> {
+    schema::json(doc).map_err(|source| ExploreError::Document { path: file.to_owned(), source })
 }
 
 /// The run directory a bug record at `record` belongs to, if it is where

@@ -12,6 +12,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{AssertionReport, Report};
 use crate::assertions::Verdict;
+use crate::claims::{Blame, ClaimVerdict};
 use crate::engine::{Ending, Exploration, SeriesPoint};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
@@ -83,6 +84,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     "Root: " (if s.setup_complete { "setup complete" } else { "setup never reported; taken at the limit" })
                     " at " (point(exp.root.point)) ". Target: " code { (serde_json::to_string(&exp.target).unwrap_or_default()) }
                 }
+                @if !r.claims.is_empty() { (claims(r)) }
                 h2 { "Bugs (" (r.bugs.len()) ")" }
                 @if r.bugs.is_empty() { p { "None found." } }
                 @for (b, record) in r.bugs.iter().zip(&exp.bugs) {
@@ -93,6 +95,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             span class=(replayable_class(b.replayable)) { "replayable: " (b.replayable.name()) }
                             span { "seen " (b.occurrences) " time(s)" }
                             span { "found in branch " (record.branch) }
+                            span class=(if b.blame == Blame::System { "bad" } else { "warn" }) { "blame: " (b.blame.name()) }
                         }
                         @for why in &b.replayable_reasons { p.muted { (why) } }
                         p { "At " (point(b.at)) ". Replay it (it tells this story as it goes):" }
@@ -209,6 +212,36 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
 
 fn point(p: Point) -> String {
     format!("virtual time {:.6} s (event {})", p.vtime_ns as f64 / 1e9, p.events)
+}
+
+/// Each claim's verdict, why, and what landed while it was exercised.
+fn claims(r: &Report) -> Markup {
+    let class = |v: ClaimVerdict| match v {
+        ClaimVerdict::Pass => "good",
+        v if v.is_fail() => "bad",
+        _ => "warn",
+    };
+    html! {
+        h2 { "Claims (" (r.claims.len()) ")" }
+        div.scroll { table {
+            tr { th { "claim" } th { "verdict" } th { "blame" } th { "why" } th { "exercised" } th { "faults landed meanwhile" }
+                 th { "operations checked" } }
+            @for c in &r.claims {
+                tr {
+                    td { code { (c.id) } br; span.muted { (c.statement) } }
+                    td class=(class(c.verdict)) { (c.verdict.name()) }
+                    td { (c.blame.map_or("", Blame::name)) }
+                    td { (c.reason) @for id in &c.bugs { " " a href=(format!("#{id}")) { (id) } } }
+                    td { (c.evidence.exercised) " of " (c.evidence.timelines) " timelines" }
+                    td { @for (kind, l) in &c.evidence.faults_landed {
+                        (kind) ": " (l.faults) " in " (l.timelines) " timeline(s) " br;
+                    } }
+                    td { (c.evidence.operations) }
+                }
+            }
+        } }
+        p.muted { "Verdicts and blame follow docs/claims.md; findings.md beside this page has the evidence in full." }
+    }
 }
 
 fn replayable_class(r: Replayable) -> &'static str {
@@ -557,6 +590,9 @@ mod tests {
             faults: Default::default(),
             composer: Default::default(),
             checkers: Vec::new(),
+            claims: Vec::new(),
+            harness: Default::default(),
+            host_limits: Vec::new(),
             coverage_edges: 0,
             instrumentation: Default::default(),
             series: vec![point(1, 0), point(2, 1)],
@@ -568,6 +604,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = crate::report::RunDir::create(dir.path(), "hostile").unwrap();
         run.write(&exp).unwrap();
+        // What was written matches its schema (`schema.rs`).
+        let read = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(run.path().join(name)).unwrap()).unwrap()
+        };
+        crate::schema::check::<crate::report::Report>(&read("report.json")).unwrap();
+        crate::schema::check::<crate::report::Findings>(&read("findings.json")).unwrap();
+        crate::schema::check::<BugRecord>(&read(&format!("bugs/{id}.json"))).unwrap();
         let page = std::fs::read_to_string(run.path().join("report.html")).unwrap();
         for tag in ["<script", "<img"] {
             assert!(!page.contains(tag), "{tag} reached the page:\n{page}");

@@ -26,6 +26,7 @@ use hvsim_snapshot::file;
 use hvsim_vmm::host::open_kvm;
 use hvsim_vmm::machine::{Boot, HostSettings, MachineSpec};
 use hvsim_vmm::{cpuid, Machine, MachineConfig};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -91,7 +92,7 @@ impl Shape {
 }
 
 /// How a run got its booted machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BootKind {
     /// Nothing booted: a raw guest starts from the run's seed, and a
@@ -106,7 +107,7 @@ pub enum BootKind {
 }
 
 /// What the boot cost.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BootReport {
     pub kind: BootKind,
     /// Wall time from nothing to a machine ready for its run.

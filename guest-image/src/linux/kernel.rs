@@ -99,10 +99,17 @@ fn key(source_version: &str) -> String {
     hex::encode(h.finalize())
 }
 
-/// The cached kernel for the current inputs, if it has been built.
-pub fn cached() -> Option<Kernel> {
+/// The installed source's version and the key its build is cached under,
+/// built or not (for `hvsim kernel path --json`); None without the source.
+pub fn expected() -> Option<(String, String)> {
     let version = packages::version(SOURCE_PACKAGE)?;
     let key = key(&version);
+    Some((version, key))
+}
+
+/// The cached kernel for the current inputs, if it has been built.
+pub fn cached() -> Option<Kernel> {
+    let (_, key) = expected()?;
     let vmlinux = cache::dir().join("kernel").join(&key[..16]).join("vmlinux");
     vmlinux.exists().then_some(Kernel { vmlinux, key })
 }

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use hvsim_vmm::boot::linux::LinuxImage;
 use hvsim_vmm::cpuid::{self, Reg, Why};
 use hvsim_vmm::{Machine, MachineConfig, Stop, Vtime};
+use schemars::JsonSchema;
 
 use crate::error::{ImageError, Result};
 
@@ -72,7 +73,7 @@ impl LinuxWork {
 }
 
 /// A host file copied into the guest's initramfs.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 pub struct GuestFile {
     pub host: PathBuf,
     /// Absolute path in the guest.

@@ -26,6 +26,7 @@ pub mod store;
 use std::fmt;
 use std::io::{self, Read, Write};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
@@ -33,7 +34,7 @@ use crate::error::{invalid, Result};
 
 /// A `sha256:<64 lowercase hex>` content digest. Parsing validates it, so
 /// its hex part is safe to use as a file name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct Digest(String);
 

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 
 use hvsim_abi::hc;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
@@ -35,7 +36,7 @@ pub enum Effect {
     ClockPage(u64),
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChannelStats {
     pub messages: u64,
     /// Messages longer than guest RAM, dropped at `SEND`.

@@ -11,6 +11,7 @@ pub mod rtc;
 pub mod serial;
 pub mod virtio;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Vtime;
@@ -32,7 +33,7 @@ pub enum UnclaimedPolicy {
     Lenient,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BusStats {
     pub unclaimed_reads: u64,
     pub unclaimed_writes: u64,

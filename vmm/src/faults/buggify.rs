@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::entropy::Stream;
@@ -31,7 +32,7 @@ pub const MAX_SITES: usize = 4096;
 pub const MAX_NAME: usize = 256;
 
 /// One site in this timeline.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Site {
     pub enabled: bool,
     /// Times reached since setup complete.

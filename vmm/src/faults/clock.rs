@@ -21,6 +21,7 @@
 //! before the first drift, carried on by `CLOCK_MONOTONIC_RAW`, which no
 //! fault touches. Monotonic clocks never go backwards.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The largest drift, in parts per million: the kernel's tick length may
@@ -28,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_PPM: i64 = 100_000;
 
 /// What a clock fault does for its duration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockChange {
     /// Realtime jumps by `offset_ns` (forward if positive).

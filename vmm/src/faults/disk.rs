@@ -2,6 +2,7 @@
 //! whole run), and drawn disk faults in force at a node's disk. The disk
 //! (`disk.rs`) applies both to every request.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -23,7 +24,7 @@ pub struct DiskFaults {
 }
 
 /// What a drawn disk fault does to each request while it lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskEffect {
     ReadError,

@@ -26,6 +26,7 @@ pub mod schedule;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use disk::DiskFaults;
@@ -38,7 +39,7 @@ pub use plan::{parse_size, FaultPlan};
 /// the timeline (`schedule::Episode::id`), and buggify sites that do not
 /// fire. Every draw is still made, so what the seeds decide otherwise stays
 /// the same as far as the run itself does.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Vetoes {
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub faults: std::collections::BTreeSet<u64>,
@@ -114,7 +115,7 @@ impl Landed {
 const CONSEQUENCES: [&str; 2] = ["net.clog_overflow", "disk.wiped"];
 
 /// One line of landing evidence for the summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FaultReport {
     pub kind: String,
     pub landed: u64,

@@ -3,6 +3,7 @@
 //! drawn network fault does to the links while it lasts. The switch
 //! (`switch.rs`) applies both to every frame.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A temporary condition on a link: starts with `probability` per packet,
@@ -24,7 +25,7 @@ pub struct Burst {
 }
 
 /// Which links a partition (or clog) cuts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Cut {
     /// No traffic between nodes of different groups.
     Groups(Vec<Vec<u16>>),
@@ -113,7 +114,7 @@ impl NetFaults {
 }
 
 /// What a drawn network fault does to frames while it lasts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub enum LinkEffect {
     /// Frames across the cut are dropped (a partition).
     Partition(Cut),

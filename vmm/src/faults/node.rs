@@ -9,6 +9,7 @@
 //! alone and act on its processes, through the guest's init
 //! ([`NodeAction`]; `hvsim_abi::hc::event`).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A node loses power at `at_ns`: its disk loses (or tears) the writes not
@@ -33,7 +34,7 @@ impl Crash {
 }
 
 /// What a drawn node fault does to a node's processes for its duration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeAction {
     /// Every process of the node is stopped (`SIGSTOP`) and continued

@@ -30,6 +30,7 @@
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::clock::ClockChange;
@@ -39,7 +40,7 @@ use super::node::NodeAction;
 use crate::entropy::Stream;
 
 /// The kinds of fault a rule may draw: every fault hvsim has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DrawnKind {
     Partition,
@@ -269,7 +270,7 @@ pub struct Rule {
 }
 
 /// What a drawn fault does.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub enum Effect {
     Links(LinkEffect),
     Disks {
@@ -314,7 +315,7 @@ pub enum Effect {
 }
 
 /// A drawn fault: what, when, whom, and (once it ended) what it touched.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Episode {
     /// Its number in its timeline: a branch goes on from its snapshot's.
     pub id: u64,

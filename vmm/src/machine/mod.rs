@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use kvm_bindings::{kvm_cpuid_entry2, kvm_msr_entry, Msrs};
 use kvm_ioctls::{Kvm, VmFd};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::boot::linux::{self, LinuxImage, RNG_SEED_LEN};
@@ -150,7 +151,7 @@ impl MachineConfig {
 }
 
 /// Why a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum End {
     /// The virtual-time limit was reached with the guest still running.
@@ -228,7 +229,7 @@ pub struct IrqFlag {
     pub raised: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Counters {
     pub injected: u64,
     pub msr_faults: u64,

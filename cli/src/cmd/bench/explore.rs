@@ -67,6 +67,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 fresh_root: false,
                 policy: mode.policy,
                 checkers: Vec::new(),
+                claims: Vec::new(),
                 likelihood: hvsim_explorer::likelihood::Params::default(),
             };
             let e = explore(&config, &host, &mut ())?;

@@ -39,6 +39,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         fresh_root,
         policy: Default::default(),
         checkers: Vec::new(),
+        claims: Vec::new(),
         likelihood: hvsim_explorer::likelihood::Params::off(),
     };
     let made = explore(&config(true), &host, &mut ())?;

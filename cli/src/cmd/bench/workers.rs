@@ -53,6 +53,7 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
             fresh_root: false,
             policy: Default::default(),
             checkers: Vec::new(),
+            claims: Vec::new(),
             likelihood: hvsim_explorer::likelihood::Params::off(),
         };
         runs.push(explore(&config, &host, &mut ())?);

@@ -28,6 +28,7 @@ pub mod hostile;
 use std::collections::BTreeMap;
 
 use hvsim_abi::hc::event;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
@@ -131,7 +132,7 @@ impl Device {
 }
 
 /// One device's line in the run's summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceReport {
     pub name: String,
     /// Why the device stopped working, if the guest broke it.
