@@ -36,6 +36,7 @@ use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
 use crate::faults::FaultTally;
+use crate::history::{self, Histories};
 use crate::story;
 use crate::timeline::{Point, Timeline};
 
@@ -334,15 +335,20 @@ pub(crate) fn run(
     };
     let crashed = end.as_ref().is_some_and(is_crash);
     let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
-    let (checked, violation) = checkers::run(&rules.checkers, machine.messages());
+    let histories = if rules.checkers.is_empty() { Histories::new() } else { history::of(machine.messages()) };
+    let (checked, violation) = checkers::run(&rules.checkers, &histories);
     let claims = claims::observe(
         &rules.claims,
         &rules.checkers,
-        machine.messages(),
-        &machine.state().devices.virtio.struck(),
-        &checked,
-        end.as_ref(),
-        machine.now().nanos(),
+        &claims::TimelineEnd {
+            messages: machine.messages(),
+            histories: &histories,
+            faults: &machine.state().devices.virtio.struck(),
+            checked: &checked,
+            end: end.as_ref(),
+            end_ns: machine.now().nanos(),
+            failed_ns: stops.iter().find_map(|s| s.failure.as_ref().map(|f| f.at.vtime_ns)),
+        },
     );
     let first_failure = failed_at.is_none() && crash.is_none();
     let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine, &rules.nodes))));

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history;
+use crate::history::{self, Histories};
 
 /// A checker the project names: which model, over which history.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -54,13 +54,9 @@ pub struct Violation {
     pub events: Vec<Event>,
 }
 
-/// Runs every checker on the histories in `messages` (a machine's whole
+/// Runs every checker on a timeline's histories (`history::of` its whole
 /// run); the first violation, in the manifest's order, is returned whole.
-pub fn run(specs: &[CheckerSpec], messages: &[Message]) -> (Vec<Checked>, Option<Violation>) {
-    if specs.is_empty() {
-        return (Vec::new(), None);
-    }
-    let histories = history::of(messages);
+pub fn run(specs: &[CheckerSpec], histories: &Histories) -> (Vec<Checked>, Option<Violation>) {
     let mut checked = Vec::new();
     let mut violation = None;
     for spec in specs {
@@ -82,7 +78,7 @@ pub fn run(specs: &[CheckerSpec], messages: &[Message]) -> (Vec<Checked>, Option
 /// Whether `spec` finds the history in `messages` invalid, and its
 /// summary: what a replay observes at a checker bug's point.
 pub fn observe(spec: &CheckerSpec, messages: &[Message]) -> Option<String> {
-    let (_, violation) = run(std::slice::from_ref(spec), messages);
+    let (_, violation) = run(std::slice::from_ref(spec), &history::of(messages));
     violation.map(|v| v.judgement.summary)
 }
 

@@ -27,11 +27,11 @@ use hvsim_vmm::End;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::assertions::{Assertions, Verdict};
+use crate::assertions::Assertions;
 use crate::bug::{BugKind, BugRecord};
 use crate::checkers::{Checked, CheckerSpec, CheckerTally};
 use crate::composer::ComposerEvent;
-use crate::history;
+use crate::history::Histories;
 use crate::sdk::{self, SdkMessage};
 
 /// One claim, as the manifest states it.
@@ -45,8 +45,9 @@ pub struct ClaimSpec {
     pub assertions: Vec<String>,
     /// Drawn fault kinds that must land while it is exercised.
     pub faults: Vec<DrawnKind>,
-    /// Fewer history operations checked, over every timeline, and its
-    /// checkers' verdicts are too thin to count.
+    /// Fewer history operations checked by its checkers, summed over the
+    /// timelines that exercised it, and their verdicts are too thin to
+    /// count.
     pub min_operations: u64,
 }
 
@@ -173,6 +174,23 @@ pub fn fail_verdict(bug: &BugRecord) -> ClaimVerdict {
     }
 }
 
+/// The claims as a Markdown table: one row each, with its verdict, blame
+/// and why (report.md and findings.md).
+pub fn table(claims: &[ClaimReport]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut t = String::from("| claim | verdict | blame | why |\n| --- | --- | --- | --- |\n");
+    for c in claims {
+        t += &format!(
+            "| {} | {} | {} | {} |\n",
+            cell(&c.id),
+            c.verdict.name(),
+            c.blame.map_or("", Blame::name),
+            cell(&c.reason)
+        );
+    }
+    t
+}
+
 /// Whether `bug` falsifies `claim`.
 pub fn falsifies(claim: &ClaimSpec, bug: &BugKind) -> bool {
     match bug {
@@ -208,8 +226,8 @@ pub struct Landing {
     pub touches: u64,
 }
 
-/// A landing while a claim was exercised, in one branch: the evidence a
-/// reviewer can check with `hvsim replay`.
+/// A landing while a claim was exercised, in one branch: evidence a
+/// reviewer can read against the claim's window there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LandingExample {
     pub branch: u64,
@@ -230,25 +248,33 @@ pub struct TimelineClaims {
     pub harness: Option<String>,
 }
 
-/// What a timeline that ended at `end_ns` (with `end`, if the guest ended)
-/// says of each claim: from its messages (its whole line of descent), the
-/// drawn faults that struck in it, and its checkers' verdicts.
-pub fn observe(
-    claims: &[ClaimSpec],
-    checkers: &[CheckerSpec],
-    messages: &[Message],
-    faults: &[Episode],
-    checked: &[Checked],
-    end: Option<&End>,
-    end_ns: u64,
-) -> TimelineClaims {
-    let harness = harness_failure(messages, end);
+/// A timeline at its end, as the claims see it.
+pub struct TimelineEnd<'a> {
+    /// Its messages, from power-on (its whole line of descent).
+    pub messages: &'a [Message],
+    /// Its histories (empty without checkers).
+    pub histories: &'a Histories,
+    /// The drawn faults that struck in it.
+    pub faults: &'a [Episode],
+    /// Its checkers' verdicts.
+    pub checked: &'a [Checked],
+    /// How the guest ended; `None`: the timeline reached its limit first.
+    pub end: Option<&'a End>,
+    pub end_ns: u64,
+    /// When its first failure (an assertion) showed, if one did: what the
+    /// harness did after it is a consequence, not a failure of its own.
+    pub failed_ns: Option<u64>,
+}
+
+/// What a timeline says of each claim.
+pub fn observe(claims: &[ClaimSpec], checkers: &[CheckerSpec], t: &TimelineEnd) -> TimelineClaims {
+    let harness = harness_failure(t);
     if claims.is_empty() {
         return TimelineClaims { claims: Vec::new(), harness };
     }
-    let histories = history::of(messages);
     // Every assertion hit: (vtime, id, message).
-    let hits: Vec<(u64, String, String)> = messages
+    let hits: Vec<(u64, String, String)> = t
+        .messages
         .iter()
         .filter_map(|m| match sdk::parse(&m.bytes) {
             SdkMessage::Assert(a) if a.hit => Some((m.vtime.nanos(), a.id, a.message)),
@@ -266,13 +292,15 @@ pub fn observe(
             let mut e = Exercise::default();
             for name in &claim.checkers {
                 let Some(spec) = checkers.iter().find(|c| &c.name == name) else { continue };
-                if let Some(events) = histories.get(&spec.history) {
+                if let Some(events) = t.histories.get(&spec.history) {
                     times.extend(events.iter().filter_map(|ev| ev.time));
                 }
-                if let Some(c) = checked.iter().find(|c| &c.checker == name) {
+                if let Some(c) = t.checked.iter().find(|c| &c.checker == name) {
                     e.operations += c.operations;
                     match &c.status {
-                        Ok(hvsim_checkers::Status::Undecided) => e.undecided = true,
+                        // A timeline cut off at its limit never made its
+                        // final read: undecided there says nothing.
+                        Ok(hvsim_checkers::Status::Undecided) => e.undecided |= t.end.is_some(),
                         Ok(_) => {}
                         Err(why) => e.unreadable = Some(format!("{name}: {why}")),
                     }
@@ -281,8 +309,8 @@ pub fn observe(
             e.evaluations = times.len() as u64;
             e.window = times.iter().min().zip(times.iter().max()).map(|(a, b)| (*a, *b));
             if let Some((from, to)) = e.window {
-                for f in faults.iter().filter(|f| f.landed > 0) {
-                    let until_ns = f.ended_ns.unwrap_or(f.end_ns).min(end_ns);
+                for f in t.faults.iter().filter(|f| f.landed > 0) {
+                    let until_ns = f.ended_ns.unwrap_or(f.end_ns).min(t.end_ns);
                     if f.start_ns <= to && until_ns >= from {
                         let kind = f.kind.name().to_owned();
                         e.landings.push(Landing { kind, start_ns: f.start_ns, until_ns, touches: f.landed });
@@ -295,29 +323,29 @@ pub fn observe(
     TimelineClaims { claims, harness }
 }
 
-/// A failure of the harness in a timeline: a Test Composer workload
-/// command that exited with an error (not one a fault or the composer
-/// stopped), or the guest ending in a crash.
-fn harness_failure(messages: &[Message], end: Option<&End>) -> Option<String> {
-    if let Some(end) = end.filter(|e| crate::engine::is_crash(e)) {
+/// A failure of the harness in a timeline, before any other failure: the
+/// guest ending in a crash, or a Test Composer workload command that
+/// exited with an error (not one a fault or the composer stopped).
+fn harness_failure(t: &TimelineEnd) -> Option<String> {
+    let before_failure = |ns: u64| t.failed_ns.is_none_or(|f| ns < f);
+    if let Some(end) = t.end.filter(|e| crate::engine::is_crash(e) && t.failed_ns.is_none()) {
         return Some(format!("the guest ended: {}", end.detail()));
     }
-    let failed = messages.iter().find_map(|m| match ComposerEvent::of(&m.bytes)? {
+    t.messages.iter().filter(|m| before_failure(m.vtime.nanos())).find_map(|m| match ComposerEvent::of(&m.bytes)? {
         ComposerEvent::Exit { command, service, status, fault: false, stopped: false, .. }
             if status != 0 && is_driver(&command) =>
         {
             Some(format!("Test Composer's {command} in {service} exited with status {status}"))
         }
         _ => None,
-    });
-    failed
+    })
 }
 
 /// One claim over an exploration: what its timelines said.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimTally {
     pub spec: ClaimSpec,
-    /// Timelines that ended, and those that exercised it.
+    /// Timelines run, and those that exercised it.
     pub timelines: u64,
     pub exercised: u64,
     pub evaluations: u64,
@@ -414,7 +442,7 @@ pub struct ClaimReport {
     pub id: String,
     pub statement: String,
     pub verdict: ClaimVerdict,
-    /// For a fail: whose it is.
+    /// For a fail or a harness error: whose it is.
     pub blame: Option<Blame>,
     /// Why this verdict, in one sentence.
     pub reason: String,
@@ -426,7 +454,7 @@ pub struct ClaimReport {
 /// What a verdict rests on.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
-    /// Timelines that ended, and those that exercised the claim.
+    /// Timelines run, and those that exercised the claim.
     pub timelines: u64,
     pub exercised: u64,
     /// Evaluations of its properties (assertion hits, history operations
@@ -440,24 +468,36 @@ pub struct Evidence {
     /// its times and the claim's window there.
     pub landings: Vec<LandingExample>,
     /// Per checker: timelines checked and operations checked.
-    pub checkers: Vec<OracleEvidence>,
+    pub checkers: Vec<CheckerEvidence>,
     /// Per assertion: hits and passes.
-    pub assertions: Vec<OracleEvidence>,
-    /// History operations its checkers checked while it was exercised, and
-    /// the least the claim accepts.
+    pub assertions: Vec<AssertionEvidence>,
+    /// History operations its checkers checked, summed over the timelines
+    /// that exercised it (what a prefix shared by branches recorded counts
+    /// in each), and the least the claim accepts.
     pub operations: u64,
     pub min_operations: u64,
 }
 
-/// What one oracle of a claim did over the exploration.
+/// What one checker of a claim did over the exploration.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-pub struct OracleEvidence {
+pub struct CheckerEvidence {
     pub name: String,
-    /// Timelines it judged (a checker) or hits (an assertion).
-    pub checked: u64,
-    /// Operations it checked (a checker) or hits that held (an assertion).
+    /// Timelines it judged, and the operations it checked over them.
+    pub timelines: u64,
+    pub operations: u64,
+    /// It judged no timeline.
+    pub never_reached: bool,
+}
+
+/// What one assertion of a claim did over the exploration (every
+/// assertion with that message or id).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AssertionEvidence {
+    pub name: String,
+    pub hits: u64,
+    /// Hits where its condition held.
     pub held: u64,
-    /// Never evaluated anywhere.
+    /// No timeline hit it.
     pub never_reached: bool,
 }
 
@@ -473,19 +513,27 @@ pub struct Context<'a> {
 /// The claim's verdict, by the rules in docs/claims.md, in their order.
 pub fn judge(t: &ClaimTally, cx: &Context) -> ClaimReport {
     let spec = &t.spec;
-    let mut checkers = Vec::new();
-    for name in &spec.checkers {
-        let c = cx.checkers.iter().find(|c| &c.spec.name == name);
-        let (checked, ops) = c.map_or((0, 0), |c| (c.timelines, c.operations));
-        checkers.push(OracleEvidence { name: name.clone(), checked, held: ops, never_reached: checked == 0 });
-    }
-    let mut assertions = Vec::new();
-    for a in &spec.assertions {
-        let found = cx.assertions.iter().find(|r| &r.id == a || &r.message == a);
-        let (hits, passes) = found.map_or((0, 0), |r| (r.hits, r.passes));
-        let never = found.is_none_or(|r| r.verdict() == Verdict::NeverReached || r.hits == 0);
-        assertions.push(OracleEvidence { name: a.clone(), checked: hits, held: passes, never_reached: never });
-    }
+    let checkers: Vec<CheckerEvidence> = spec
+        .checkers
+        .iter()
+        .map(|name| {
+            let c = cx.checkers.iter().find(|c| &c.spec.name == name);
+            let (timelines, operations) = c.map_or((0, 0), |c| (c.timelines, c.operations));
+            CheckerEvidence { name: name.clone(), timelines, operations, never_reached: timelines == 0 }
+        })
+        .collect();
+    let assertions: Vec<AssertionEvidence> = spec
+        .assertions
+        .iter()
+        .map(|a| {
+            let (hits, held) = cx
+                .assertions
+                .iter()
+                .filter(|r| &r.id == a || &r.message == a)
+                .fold((0, 0), |(h, p), r| (h + r.hits, p + r.passes));
+            AssertionEvidence { name: a.clone(), hits, held, never_reached: hits == 0 }
+        })
+        .collect();
     let required: Vec<String> = spec.faults.iter().map(|k| k.name().to_owned()).collect();
     let evidence = Evidence {
         timelines: t.timelines,
@@ -528,12 +576,8 @@ pub fn judge(t: &ClaimTally, cx: &Context) -> ClaimReport {
         return report(ClaimVerdict::HarnessError, Some(Blame::Harness), reason);
     }
     // 4. It, or one of its properties, was never evaluated.
-    let never: Vec<&str> = evidence
-        .checkers
-        .iter()
-        .chain(&evidence.assertions)
-        .filter(|o| o.never_reached)
-        .map(|o| o.name.as_str())
+    let never: Vec<&str> = (evidence.checkers.iter().filter(|c| c.never_reached).map(|c| c.name.as_str()))
+        .chain(evidence.assertions.iter().filter(|a| a.never_reached).map(|a| a.name.as_str()))
         .collect();
     if t.exercised == 0 || !never.is_empty() {
         let reason = if never.is_empty() {
@@ -545,7 +589,11 @@ pub fn judge(t: &ClaimTally, cx: &Context) -> ClaimReport {
     }
     // 5. Its checkers said too little.
     if t.undecided > 0 {
-        let reason = format!("a checker was undecided in {} timeline(s) (search limits)", t.undecided);
+        let reason = format!(
+            "a checker was undecided in {} timeline(s) that ran to the guest's end (no final read or drain, or the \
+             search's limits)",
+            t.undecided
+        );
         return report(ClaimVerdict::InconclusiveChecker, None, reason);
     }
     if !spec.checkers.is_empty() && t.operations < spec.min_operations {
@@ -706,18 +754,35 @@ mod tests {
         let c = claim(&["ok"], &[], &[DrawnKind::Partition]);
         let messages = [hit(100, "ok", true), hit(200, "other", true), hit(300, "ok", true)];
         let faults = [partition(10, 50, 4), partition(250, 400, 0), partition(290, 310, 2), partition(301, 500, 9)];
-        let t = observe(std::slice::from_ref(&c), &[], &messages, &faults, &[], None, 1000);
+        let histories = Histories::new();
+        let end = |faults, end, failed_ns| TimelineEnd {
+            messages: &messages,
+            histories: &histories,
+            faults,
+            checked: &[],
+            end,
+            end_ns: 1000,
+            failed_ns,
+        };
+        let t = observe(std::slice::from_ref(&c), &[], &end(&faults, None, None));
         let e = &t.claims[0];
         assert_eq!((e.window, e.evaluations), (Some((100, 300)), 2));
         // Before the window, touched nothing, and after it: not counted.
         assert_eq!(e.landings, [Landing { kind: "partition".into(), start_ns: 290, until_ns: 310, touches: 2 }]);
         assert_eq!(t.harness, None);
         // Nothing evaluated: not exercised, nothing landed "meanwhile".
-        let t = observe(&[claim(&["never"], &[], &[])], &[], &messages, &faults, &[], None, 1000);
+        let t = observe(&[claim(&["never"], &[], &[])], &[], &end(&faults, None, None));
         assert_eq!(t.claims[0], Exercise::default());
-        // A crash is the harness's.
-        let t = observe(&[], &[], &messages, &[], &[], Some(&End::Exit { status: 3 }), 1000);
+        // A crash is the harness's, unless a failure came first (then it is
+        // that failure's consequence).
+        let crash = End::Exit { status: 3 };
+        assert_eq!(observe(&[], &[], &end(&[], Some(&crash), Some(200))).harness, None);
+        let t = observe(&[], &[], &end(&[], Some(&crash), None));
         assert_eq!(t.harness.as_deref(), Some("the guest ended: guest powered off with status 3"));
+    }
+
+    fn set_spec() -> CheckerSpec {
+        CheckerSpec { name: "set".into(), model: hvsim_checkers::ModelKind::Set, history: None }
     }
 
     fn judged(
@@ -784,6 +849,22 @@ mod tests {
         let r = judged(&claim(&["ok", "gone"], &[], &[]), std::slice::from_ref(&held), &[], &clean, &assertions);
         assert_eq!(r.verdict, ClaimVerdict::InconclusiveNeverReached);
         assert!(r.reason.contains("gone"), "{}", r.reason);
+        // Too little history checked.
+        let mut thin = claim(&[], &["set"], &[]);
+        thin.min_operations = 5;
+        let few = Exercise { operations: 4, ..held.clone() };
+        let checked = [crate::checkers::CheckerTally {
+            timelines: 1,
+            operations: 4,
+            ..crate::checkers::CheckerTally::new(&set_spec())
+        }];
+        let mut t = ClaimTally::new(&thin);
+        t.add(&few, 1);
+        let cx =
+            Context { assertions: &assertions, checkers: &checked, bugs: &[], harness: &clean, host_limits: false };
+        let r = judge(&t, &cx);
+        assert_eq!(r.verdict, ClaimVerdict::InconclusiveChecker, "{}", r.reason);
+        assert!(r.reason.contains("4 operation(s), fewer than the 5"), "{}", r.reason);
         // A checker undecided; one that could not read the history.
         let undecided = Exercise { undecided: true, ..landed.clone() };
         let r = judged(&c, &[undecided], &[], &clean, &assertions);

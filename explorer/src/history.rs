@@ -46,11 +46,14 @@ pub fn parse(body: &Value) -> Result<Recorded, String> {
     Ok(Recorded { history, event })
 }
 
+/// A timeline's histories, by name (`None`: the unnamed one).
+pub type Histories = BTreeMap<Option<String>, Vec<Event>>;
+
 /// Every history recorded in `messages` (a machine's whole run), by name,
 /// each event stamped with its message's virtual time and numbered from 1
 /// in its history (the `line` the checkers' explanations cite).
-pub fn of(messages: &[Message]) -> BTreeMap<Option<String>, Vec<Event>> {
-    let mut out: BTreeMap<Option<String>, Vec<Event>> = BTreeMap::new();
+pub fn of(messages: &[Message]) -> Histories {
+    let mut out = Histories::new();
     for m in messages {
         // Cheap test first: most messages are not history events.
         if !contains(&m.bytes, KEY.as_bytes()) {

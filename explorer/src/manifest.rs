@@ -116,6 +116,12 @@ impl Manifest {
             if let Some(name) = c.checkers.iter().find(|n| !names.contains(*n)) {
                 return Err(bad(format!("no [[checker]] is named {name:?}")));
             }
+            for names in [&c.checkers, &c.assertions] {
+                let mut seen = BTreeSet::new();
+                if let Some(twice) = names.iter().find(|n| !seen.insert(*n)) {
+                    return Err(bad(format!("{twice:?} is named twice")));
+                }
+            }
             let faults = claims::kinds(&c.faults).map_err(bad)?;
             claims.push(ClaimSpec {
                 id: id.to_owned(),
@@ -176,5 +182,6 @@ mod tests {
             "two claims have the id",
         );
         bad("[[claim]]\nid = \"a\"\nstatement = \"s\"\nassertions = [\"x\"]\nwhy = 1\n", "unknown field `why`");
+        bad("[[claim]]\nid = \"a\"\nstatement = \"s\"\ncheckers = [\"set\", \"set\"]\n", "\"set\" is named twice");
     }
 }

@@ -201,7 +201,7 @@ pub struct TimelineEdges {
 
 /// The report of `exp`, whose bug records are (or will be) in `bugs_dir`.
 pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Report {
-    let host_limits = !exp.host_limits.is_empty();
+    let limited_host = !exp.host_limits.is_empty();
     let bugs = exp
         .bugs
         .iter()
@@ -219,7 +219,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
                 likelihood: bug.likelihood.clone(),
                 reproduction: bug.reproduction_words(),
                 verdict: claims::fail_verdict(bug),
-                blame: claims::blame(bug, host_limits),
+                blame: claims::blame(bug, limited_host),
                 confirmed: bug.reproduction.confirmed(),
                 replayable: bug.replayable,
                 replayable_reasons: bug.replayable_reasons.clone(),
@@ -282,7 +282,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
         checkers: &exp.checkers,
         bugs: &exp.bugs,
         harness: &exp.harness,
-        host_limits,
+        host_limits: limited_host,
     };
     Report {
         schema: Tag::new(),
@@ -399,17 +399,7 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     }
     if !r.claims.is_empty() {
         let _ = writeln!(m, "\n## Claims\n");
-        let _ = writeln!(m, "| claim | verdict | blame | why |\n| --- | --- | --- | --- |");
-        for c in &r.claims {
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} | {} |",
-                c.id,
-                c.verdict.name(),
-                c.blame.map_or("", Blame::name),
-                c.reason.replace('|', "\\|")
-            );
-        }
+        m += &claims::table(&r.claims);
         let _ = writeln!(m, "\nThe evidence behind each verdict is in findings.md.");
     }
     let _ = writeln!(m, "\n## Bugs ({})\n", r.bugs.len());

@@ -394,7 +394,8 @@ fn print_summary(report: &Report, run: &RunDir) {
 
 /// The exit status of an exploration that produced `report` (docs/cli.md):
 /// a bug wins over everything, then an error, an interruption, and with
-/// `fail_on_unmet` a property never satisfied or reached.
+/// `fail_on_unmet` a property never satisfied or reached, or a claim that
+/// did not pass.
 fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
     let unmet =
         report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied))

@@ -96,7 +96,10 @@ impl Findings {
             })
             .collect();
         let named = |name: &str| {
-            r.claims.iter().any(|c| c.evidence.assertions.iter().chain(&c.evidence.checkers).any(|o| o.name == name))
+            r.claims.iter().any(|c| {
+                c.evidence.assertions.iter().any(|a| a.name == name)
+                    || c.evidence.checkers.iter().any(|k| k.name == name)
+            })
         };
         let mut unclaimed: Vec<String> = r
             .assertions
@@ -142,17 +145,7 @@ impl Findings {
                  nothing below says what the system promises, only what was checked."
             );
         } else {
-            let _ = writeln!(m, "| claim | verdict | blame | why |\n| --- | --- | --- | --- |");
-            for c in &self.claims {
-                let _ = writeln!(
-                    m,
-                    "| {} | {} | {} | {} |",
-                    c.id,
-                    c.verdict.name(),
-                    c.blame.map_or("", Blame::name),
-                    c.reason.replace('|', "\\|")
-                );
-            }
+            m += &crate::claims::table(&self.claims);
         }
         for c in &self.claims {
             let e = &c.evidence;
@@ -201,12 +194,19 @@ impl Findings {
             for o in &e.checkers {
                 let _ = writeln!(
                     m,
-                    "- checker {}: {} timeline(s) checked, {} operation(s) over all; {} while the claim was exercised (at least {} asked)",
-                    o.name, o.checked, o.held, e.operations, e.min_operations
+                    "- checker {}: {} timeline(s) checked, {} operation(s)",
+                    o.name, o.timelines, o.operations
+                );
+            }
+            if !e.checkers.is_empty() {
+                let _ = writeln!(
+                    m,
+                    "- operations checked in the timelines that exercised it: {} (at least {} asked)",
+                    e.operations, e.min_operations
                 );
             }
             for o in &e.assertions {
-                let _ = writeln!(m, "- assertion {:?}: {} hit(s), {} held", o.name, o.checked, o.held);
+                let _ = writeln!(m, "- assertion {:?}: {} hit(s), {} held", o.name, o.hits, o.held);
             }
             for id in &c.bugs {
                 let _ = writeln!(m, "- falsified by {id}");
