@@ -127,19 +127,19 @@ impl Blame {
     }
 }
 
-/// Test Composer's workload commands, by file-name prefix: their failure
-/// is the harness's. Its check commands (`finally_`, `eventually_`,
-/// `anytime_`) are oracles, whose failure is the system's.
-const DRIVERS: [&str; 4] = ["first_", "parallel_driver_", "serial_driver_", "singleton_driver_"];
-
-/// Whether `command` (`template/file`) is a Test Composer workload command.
+/// Whether `command` (`template/file`) is a Test Composer workload command
+/// (`first_` or a driver), whose failure is the harness's. Its checks
+/// (`finally_`, `eventually_`, `anytime_`) are oracles, whose failure is
+/// the system's.
 fn is_driver(command: &str) -> bool {
+    use hvsim_abi::composer::Kind;
     let file = command.rsplit('/').next().unwrap_or(command);
-    DRIVERS.iter().any(|p| file.starts_with(p))
+    Kind::of(file).is_some_and(|k| k == Kind::First || k.is_driver())
 }
 
 /// The Test Composer driver a failing assertion stands for, if it is one
-/// (init's composer makes each command's exit an always-assertion).
+/// (init's composer makes each command's exit the always-assertion
+/// `Test Composer: T/F exits 0`: guest-init/src/container/composer.rs).
 fn failed_driver(message: &str) -> Option<&str> {
     let command = message.strip_prefix("Test Composer: ")?.strip_suffix(" exits 0")?;
     is_driver(command).then_some(command)
