@@ -95,6 +95,12 @@ fn explore(dir: &Path, plan: &str, script: &str, branches: &str) -> (Value, Valu
     let r = explore_json(&args, &out);
     let findings: Value = serde_json::from_str(&read(&latest(&out).join("findings.json"))).unwrap();
     let md = read(&latest(&out).join("findings.md"));
+    // Every report shows the claims, with their verdicts.
+    let verdict = claim(&r, "answers-after-retries")["verdict"].as_str().unwrap().to_owned();
+    let report_md = read(&latest(&out).join("report.md"));
+    assert!(report_md.contains(&format!("| answers-after-retries | {verdict} |")), "{report_md}");
+    let html = read(&latest(&out).join("report.html"));
+    assert!(html.contains("Claims (2)") && html.contains(&verdict), "no claims table in report.html");
     (r, findings, md)
 }
 
