@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use common::{kvm_available, output};
+use common::{kvm_available, output, subcommands};
 use hvsim_explorer::claims::{Blame, ClaimVerdict};
 use hvsim_explorer::manifest::Manifest;
 use sha2::{Digest, Sha256};
@@ -170,16 +170,6 @@ fn simple_commands(text: &str) -> Vec<Vec<String>> {
     }
     out.retain(|c| !c.is_empty());
     out
-}
-
-/// The subcommands a help text lists.
-fn subcommands(help: &str) -> Vec<String> {
-    let Some(rest) = help.split("\nCommands:\n").nth(1) else { return Vec::new() };
-    rest.lines()
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.split_whitespace().next())
-        .map(String::from)
-        .collect()
 }
 
 /// Whether `help` documents `flag` (`--out`, `-q`) as a whole word.

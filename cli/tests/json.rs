@@ -6,24 +6,11 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{hvsim, output};
+use common::{hvsim, output, subcommands};
 use serde_json::Value;
 
 /// Commands where JSON makes no sense (none so far): keep this short.
 const NO_JSON: &[&str] = &[];
-
-/// The subcommands a help text lists (`help` aside).
-fn commands(help: &str) -> Vec<String> {
-    let Some(start) = help.find("Commands:") else { return Vec::new() };
-    help[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .map(str::to_owned)
-        .collect()
-}
 
 fn help(args: &[&str]) -> String {
     let o = output(args);
@@ -33,12 +20,12 @@ fn help(args: &[&str]) -> String {
 
 #[test]
 fn every_command_and_subcommand_takes_json() {
-    let top = commands(&help(&["--help"]));
+    let top = subcommands(&help(&["--help"]));
     assert!(top.len() >= 10, "{top:?}");
     let mut checked = Vec::new();
     for c in &top {
         let text = help(&[c, "--help"]);
-        let subs = commands(&text);
+        let subs = subcommands(&text);
         // A command with subcommands does nothing itself: they take --json.
         let leaves: Vec<(String, String)> = if subs.is_empty() {
             vec![(c.clone(), text)]

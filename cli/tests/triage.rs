@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{explore_json, hvsim, kvm_available, latest, output, read};
+use common::{explore_json, hvsim, kvm_available, latest, output, read, subcommands};
 use serde_json::Value;
 
 /// One exploration of the demo (it finds the vault's bug in a few dozen
@@ -204,25 +204,14 @@ fn every_command_takes_quiet_and_verbose() {
         assert!(o.status.success(), "hvsim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    let commands = |text: &str| -> Vec<String> {
-        let Some(start) = text.find("Commands:") else { return Vec::new() };
-        text[start..]
-            .lines()
-            .skip(1)
-            .take_while(|l| l.starts_with("  "))
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|c| *c != "help")
-            .map(str::to_owned)
-            .collect()
-    };
-    let top = commands(&help(&["--help"]));
+    let top = subcommands(&help(&["--help"]));
     assert!(top.len() >= 10, "{top:?}");
     let mut checked = 0;
     for c in &top {
         let text = help(&[c, "-q", "--help"]);
         assert!(text.contains("-q, --quiet") && text.contains("-v, --verbose"), "hvsim {c}: {text}");
         help(&[c, "-vv", "--help"]);
-        for sub in commands(&text) {
+        for sub in subcommands(&text) {
             help(&[c, &sub, "-q", "--help"]);
             help(&[c, &sub, "-v", "--help"]);
             checked += 1;

@@ -75,6 +75,19 @@ pub fn latest(out: &Path) -> PathBuf {
     out.join("latest")
 }
 
+/// The subcommands an `hvsim ... --help` text lists (`help` aside).
+pub fn subcommands(help: &str) -> Vec<String> {
+    let Some(start) = help.find("Commands:") else { return Vec::new() };
+    help[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
