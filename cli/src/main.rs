@@ -38,6 +38,10 @@ enum Command {
     /// with --fail-on-unmet a property never satisfied or never reached, 1
     /// an error (docs/cli.md).
     Explore(cmd::explore::Args),
+    /// Combine the results of an exploration's shards (`explore --shard
+    /// I/N`) into one, as if one host had run them all (docs/scale.md).
+    /// Exit status as for explore.
+    Merge(cmd::merge::Args),
     /// Run a guest once, as a pure function of its seed.
     Run(cmd::run::Args),
     /// Reproduce a bug found by `explore`, or resume a saved snapshot.
@@ -151,6 +155,7 @@ fn main() -> ExitCode {
         Command::Cache(a) => cmd::cache::main(a),
         Command::Image(a) => cmd::image::main(a),
         Command::Schema(a) => cmd::schema::main(a),
+        Command::Merge(a) => cmd::merge::main(a),
     };
     match result {
         Ok(code) => code,

@@ -206,6 +206,10 @@ pub struct BugRecord {
     /// Why `replayable` is not `verified`.
     #[serde(default)]
     pub replayable_reasons: Vec<String>,
+    /// In a merge of shards (`hvsim merge`): every shard that saw it; this
+    /// record is the one found first (by virtual time, shard, branch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<u32>,
 }
 
 fn unverified() -> Replayable {
@@ -328,6 +332,7 @@ impl BugRecord {
             reproduction,
             replayable,
             replayable_reasons: why.into_iter().collect(),
+            shards: Vec::new(),
         }
     }
 

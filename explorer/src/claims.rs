@@ -238,7 +238,7 @@ pub struct LandingExample {
 }
 
 /// Landings kept as examples, per fault kind.
-const EXAMPLES: usize = 3;
+pub(crate) const EXAMPLES: usize = 3;
 
 /// Every claim in one timeline, and whether its harness failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

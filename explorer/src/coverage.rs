@@ -26,11 +26,17 @@ impl Default for Coverage {
 }
 
 /// The bits of a coverage map that a [`Coverage`] had not seen, by byte:
-/// what a worker found, for the explorer to add to its own coverage later.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// what a worker found, for the explorer to add to its own coverage later;
+/// or all a coverage holds ([`Coverage::bits`]), for a merge of shards.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FreshBits(Vec<(u32, u8)>);
 
 impl FreshBits {
+    /// Every byte is in a coverage map (bits read from a file may not be).
+    pub fn fits(&self) -> bool {
+        self.0.iter().all(|&(i, _)| (i as usize) < COVERAGE_BYTES)
+    }
+
     /// How many edges.
     pub fn count(&self) -> u64 {
         self.0.iter().map(|&(_, bits)| u64::from(bits.count_ones())).sum()
@@ -77,6 +83,11 @@ impl Coverage {
         new
     }
 
+    /// Every edge reached so far, as new to a coverage that has none.
+    pub fn bits(&self) -> FreshBits {
+        FreshBits(self.seen.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, &b)| (i as u32, b)).collect())
+    }
+
     /// Edges reached so far.
     pub fn edges(&self) -> usize {
         self.edges
@@ -106,6 +117,10 @@ mod tests {
         assert_eq!(other.merge_bits(&fresh), 2);
         assert_eq!(other.merge_bits(&fresh), 0);
         assert_eq!(other.edges(), 4);
+        // All a coverage holds, added to an empty one, is all new.
+        let mut copy = Coverage::default();
+        assert_eq!(copy.merge_bits(&other.bits()), 4);
+        assert_eq!((copy.edges(), copy.bits()), (4, other.bits()));
         // Edges of different modules land on different bits.
         assert_ne!(coverage_bit((1 << 32) + 1), coverage_bit((2 << 32) + 1));
     }

@@ -27,6 +27,7 @@
 //! was merged until then is the result, and [`Ending`] says why it ended.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,7 @@ use crate::likelihood::{self, Likelihood};
 use crate::roots::{RootId, Roots, SavedRoot};
 use crate::schedule::{DrawTally, NewNode, Policy, Schedule};
 use crate::sdk::{self, Demand, SdkMessage};
+use crate::shard::{Shard, Shards};
 use crate::story;
 use crate::timeline::{branch_seed, Point, Segment, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
@@ -108,6 +110,15 @@ pub struct ExploreConfig {
     pub saved_roots: bool,
     /// Run the root even if a saved one exists (and save it again).
     pub fresh_root: bool,
+    /// Where saved roots are kept: `None`, hvsim's cache; a directory
+    /// shards share, where the root step left the root (docs/scale.md).
+    pub roots_dir: Option<PathBuf>,
+    /// Refuse to make the root: it must be a saved one, made by the same
+    /// hvsim on the same world (a shard's root is made once, for all).
+    pub require_root: bool,
+    /// Which shard of the exploration this is (`shard.rs`); the default is
+    /// the whole.
+    pub shard: Shard,
     /// How branches pick their snapshot (`schedule.rs`).
     pub policy: Policy,
     /// Checkers run at the end of every timeline (`checkers.rs`).
@@ -324,6 +335,16 @@ pub struct Exploration {
     /// Why it ended.
     #[serde(default)]
     pub ending: Ending,
+    /// Which shards of the exploration this holds (`shard.rs`).
+    #[serde(default)]
+    pub shards: Shards,
+    /// The world it ran in: shards of different worlds do not merge.
+    #[serde(default)]
+    pub world: World,
+    /// Every coverage edge reached, as the map's set bits, so that shards'
+    /// coverage merges as a union.
+    #[serde(default)]
+    pub coverage: FreshBits,
     /// With `--profile-guest`: the samples of the root run and every branch.
     #[serde(skip)]
     pub guest_profile: Option<GuestProfile>,
@@ -616,6 +637,7 @@ struct State {
     claims: Vec<ClaimTally>,
     harness: HarnessTally,
     host_limits: Vec<String>,
+    world: World,
 }
 
 impl State {
@@ -655,6 +677,9 @@ impl State {
             first_bug: self.first_bug,
             phases: self.phases,
             ending: self.ending.clone(),
+            shards: Shards::of(config.shard),
+            world: self.world.clone(),
+            coverage: self.known.signals.coverage.bits(),
             guest_profile,
         }
     }
@@ -730,13 +755,18 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         claims: config.claims.iter().map(ClaimTally::new).collect(),
         harness: HarnessTally::default(),
         host_limits: host.probes.limits(),
+        world: World::of(target, host)?,
     };
-    let world = World::of(target, host)?;
+    let world = state.world.clone();
     let cx = BugContext { target, world: &world, seed: config.seed };
     // A Linux root is kept (roots.rs): a saved one is restored rather than
     // made again. Not with a guest profile, which covers the whole run.
     let roots = if config.saved_roots && target.is_linux() && !start.cold_boot && start.profiler.is_none() {
-        Some((Roots::open()?, RootId::new(target, &world, config.seed)?))
+        let store = match &config.roots_dir {
+            Some(dir) => Roots::open_at(dir.clone())?,
+            None => Roots::open()?,
+        };
+        Some((store, RootId::new(target, &world, config.seed)?))
     } else {
         None
     };
@@ -745,6 +775,9 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
         .filter(|_| !config.fresh_root)
         .and_then(|(roots, id)| roots.get(id, &host.settings(true, start.watchdog)))
         .filter(|(_, saved)| saved.point.vtime_ns <= config.setup_limit.nanos());
+    if let (None, Some((roots, id)), true) = (&restored, &roots, config.require_root) {
+        return Err(roots.missing(id));
+    }
     let (mut machine, branchable) = match restored {
         Some((mut machine, saved)) => {
             start.prepare(&mut machine);
@@ -992,11 +1025,12 @@ fn branch_rounds(
     interrupt: &Interrupt,
     watch: &mut dyn Watch,
 ) {
-    let mut picker = Stream::new(config.seed, "explorer");
+    let mut picker = Stream::new(config.seed, &config.shard.picker());
+    let share = config.budget.branches.map(|b| config.shard.share(b));
     let mut checkpointed = Instant::now();
     let exhausted = |s: &State| {
         (config.stop_at_first_bug && !s.bugs.records.is_empty())
-            || config.budget.branches.is_some_and(|b| s.branches >= b)
+            || share.is_some_and(|b| s.branches >= b)
             || config.budget.vtime.is_some_and(|v| s.vtime_total >= v.nanos())
             || config.budget.wall.is_some_and(|w| s.started.elapsed() >= w)
     };
@@ -1005,11 +1039,11 @@ fn branch_rounds(
             state.ending = Ending::interrupted(reason);
             break;
         }
-        let remaining = config.budget.branches.map_or(u64::MAX, |b| b - state.branches);
+        let remaining = share.map_or(u64::MAX, |b| b - state.branches);
         let round = Arc::new(state.known.clone());
         let jobs: Vec<(BranchJob, Arc<Knowledge>)> = (1..=(config.batch as u64).min(remaining))
             .map(|k| {
-                let branch = state.branches + k;
+                let branch = config.shard.branch(state.branches + k);
                 let seed = branch_seed(config.seed, branch);
                 let job = if config.branch_from_snapshots {
                     let assertions = &state.known.assertions;
@@ -1048,12 +1082,12 @@ fn branch_rounds(
                 Err(e) => {
                     // Going on without the branch would make the result
                     // depend on the error; what came before it stands.
-                    state.fail(interrupt, format!("branch {}", state.branches + 1), e);
+                    state.fail(interrupt, format!("branch {}", config.shard.branch(state.branches + 1)), e);
                     break;
                 }
             };
             state.branches += 1;
-            debug_assert_eq!(run.job.branch, state.branches, "branches merge in order");
+            debug_assert_eq!(run.job.branch, config.shard.branch(state.branches), "branches merge in order");
             let progress = merge_run(*run, state, shared, cx);
             watch.progress(Progress::Branch(progress));
         }

@@ -15,6 +15,9 @@ pub enum ExploreError {
     Observer(String),
     #[error("bug file {}: {what}", path.display())]
     BugFile { path: std::path::PathBuf, what: String },
+    /// Explorations that cannot be merged, and why (`merge.rs`).
+    #[error("{0}")]
+    Merge(String),
     /// A document that could not be written (`schema.rs`).
     #[error("{}: {source}", path.display())]
     Document { path: std::path::PathBuf, source: crate::schema::DocumentError },

@@ -60,20 +60,22 @@ impl FaultTally {
         }
     }
 
-    /// Adds another tally (a branch's).
+    /// Adds another tally (a branch's, or a shard's, read from a file:
+    /// counts stay at the top rather than wrap).
     pub(crate) fn merge(&mut self, other: &FaultTally) {
+        let add = |to: &mut u64, n: u64| *to = to.saturating_add(n);
         for (kind, n) in &other.landed {
-            *self.landed.entry(kind.clone()).or_insert(0) += n;
+            add(self.landed.entry(kind.clone()).or_insert(0), *n);
         }
         for (kind, n) in &other.drawn {
-            *self.drawn.entry(kind.clone()).or_insert(0) += n;
+            add(self.drawn.entry(kind.clone()).or_insert(0), *n);
         }
         for (name, b) in &other.buggify {
             let t = self.buggify.entry(name.clone()).or_default();
-            t.timelines_enabled += b.timelines_enabled;
-            t.timelines += b.timelines;
-            t.reached += b.reached;
-            t.fired += b.fired;
+            add(&mut t.timelines_enabled, b.timelines_enabled);
+            add(&mut t.timelines, b.timelines);
+            add(&mut t.reached, b.reached);
+            add(&mut t.fired, b.fired);
         }
     }
 

@@ -15,6 +15,8 @@
 //! - [`report`]: report.md, report.json, report.html and the bug files, in
 //!   an exploration's own directory ([`report::RunDir`]).
 //! - [`roots`]: saved roots, the machine at setup complete kept on disk.
+//! - [`shard`], [`merge`]: one exploration split over hosts, and its
+//!   shards' results combined into one.
 //! - [`schema`]: the JSON documents hvsim writes, their versioned schemas,
 //!   and the one way each is written.
 //!
@@ -34,6 +36,7 @@ pub mod faults;
 pub mod history;
 pub mod likelihood;
 pub mod manifest;
+pub mod merge;
 pub mod minimize;
 pub mod report;
 pub mod retest;
@@ -41,6 +44,7 @@ pub mod roots;
 pub mod schedule;
 pub mod schema;
 pub mod sdk;
+pub mod shard;
 pub mod story;
 pub mod timeline;
 mod workers;

@@ -84,6 +84,9 @@ pub struct BugSummary {
     pub buggify: Vec<String>,
     /// For a checker's bug: the smallest violating sub-history found.
     pub sub_history: Option<SubHistory>,
+    /// In a merge of shards: every shard that saw it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<u32>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -132,6 +135,8 @@ pub struct Summary {
     pub garbage: Garbage,
     /// Where the wall time went.
     pub phases: Phases,
+    /// Which shards of the exploration this report holds (docs/scale.md).
+    pub shards: crate::shard::Shards,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -237,6 +242,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
                     minimal: h.shrink.minimal,
                     lines: h.sub_history.iter().map(|e| serde_json::to_string(e).expect("events serialize")).collect(),
                 }),
+                shards: bug.shards.clone(),
             }
         })
         .collect();
@@ -311,6 +317,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             verdicts,
             garbage: exp.garbage.clone(),
             phases: exp.phases,
+            shards: exp.shards.clone(),
         },
         assertions,
         bugs,
@@ -369,6 +376,9 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         s.tree.evicted
     );
     let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
+    if s.shards.count > 1 {
+        let _ = writeln!(m, "- {} (docs/scale.md)", s.shards.describe());
+    }
     let _ = writeln!(
         m,
         "- root: {} at virtual time {} ns (event {}){}",

@@ -87,6 +87,11 @@ impl Roots {
         Ok(Roots::at(cache::dir().join("roots"), max_bytes))
     }
 
+    /// A store in `dir`, e.g. on a volume that shards share.
+    pub fn open_at(dir: PathBuf) -> Result<Roots> {
+        Ok(Roots::at(dir, max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?))
+    }
+
     pub fn at(dir: PathBuf, max_bytes: u64) -> Roots {
         Roots { store: SnapshotStore::new(dir, max_bytes, "the saved roots") }
     }
@@ -123,6 +128,59 @@ impl Roots {
 
     pub fn entries(&self) -> Result<Vec<Entry>> {
         Ok(self.store.entries()?)
+    }
+
+    /// Why the root of `id`, required (a shard's), is not here: none was
+    /// made for its target and seed, or the one made was made by another
+    /// hvsim or on another world, which a shard must not branch from.
+    pub fn missing(&self, id: &RootId) -> ExploreError {
+        let dir = self.store.dir().display();
+        let here = |what: String| ExploreError::Target(format!("the saved roots in {dir}: {what} (docs/scale.md)"));
+        let entries = match self.entries() {
+            Ok(e) => e,
+            Err(e) => return here(format!("cannot be read: {e}")),
+        };
+        let same_exploration = entries
+            .iter()
+            .filter_map(|e| e.description.as_ref())
+            .find(|s| s.id.target == id.target && s.id.seed == id.seed);
+        let Some(saved) = same_exploration else {
+            return here(format!(
+                "none for this target and seed {}: take the root once first (`hvsim explore ... --branches 0 --roots {dir}`)",
+                id.seed
+            ));
+        };
+        if let Some(d) = first_difference(&saved.id.world, &id.world) {
+            return here(format!(
+                "the root was made on another world ({d}): every shard must run on the same machine type"
+            ));
+        }
+        if saved.id.executable_sha256 != id.executable_sha256 {
+            return here(format!(
+                "the root was made by another hvsim executable (SHA-256 {} there, {} here): every shard must run the same hvsim",
+                short(&saved.id.executable_sha256),
+                short(&id.executable_sha256)
+            ));
+        }
+        here("the root for this target and seed is unusable here (corrupt, or reached after --setup-limit)".into())
+    }
+}
+
+/// The first key on which two worlds differ, in words.
+pub fn first_difference(there: &BTreeMap<String, String>, here: &BTreeMap<String, String>) -> Option<String> {
+    let keys: std::collections::BTreeSet<&String> = there.keys().chain(here.keys()).collect();
+    keys.into_iter().find(|k| there.get(*k) != here.get(*k)).map(|k| {
+        let v = |m: &BTreeMap<String, String>| m.get(k).map_or("(none)".to_owned(), |v| format!("`{}`", short(v)));
+        format!("{k}: {} there, {} here", v(there), v(here))
+    })
+}
+
+/// A long hash cut to what people compare.
+fn short(s: &str) -> &str {
+    if s.len() > 16 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        &s[..16]
+    } else {
+        s
     }
 }
 

@@ -16,6 +16,7 @@ use hvsim_explorer::likelihood;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
 use hvsim_explorer::schedule::Policy;
+use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{
     explore, Budget, Ending, Exploration, ExploreConfig, Progress, Span, StartOptions, Target, Watch,
 };
@@ -132,6 +133,18 @@ pub struct Args {
     /// save it again (docs/snapshots.md#saved-roots).
     #[arg(long)]
     fresh_root: bool,
+    /// Run shard I (from 0) of N: the whole exploration's branches I+1,
+    /// I+1+N, ... up to --branches, which stays the whole's budget. Each
+    /// shard writes its own directory; `hvsim merge` combines them
+    /// (docs/scale.md).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<Shard>,
+    /// Keep saved roots in DIR (e.g. a volume shards share) instead of
+    /// hvsim's cache. With --shard, a Linux target's root must be there
+    /// already, made once by `--branches 0 --roots DIR` with the same
+    /// hvsim on the same world; the shard refuses anything else.
+    #[arg(long, value_name = "DIR", conflicts_with = "fresh_root")]
+    roots: Option<PathBuf>,
     /// How each branch picks its snapshot: `rarity` gives weight to rare
     /// signals, to places near a property not yet satisfied and to SDK
     /// draws with values not yet tried (draws are decision points);
@@ -178,6 +191,10 @@ fn setup_hint(elapsed: Duration, vtime: Vtime, limit: Vtime) -> String {
     )
 }
 
+fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
+    s.parse()
+}
+
 fn vtime(d: Duration) -> Vtime {
     Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
@@ -196,7 +213,10 @@ fn label(args: &Args, target: &Target) -> String {
     };
     let name: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
-    format!("{name}-seed{}", args.seed)
+    match args.shard {
+        Some(s) => format!("{name}-seed{}-shard{}of{}", args.seed, s.index, s.count),
+        None => format!("{name}-seed{}", args.seed),
+    }
 }
 
 /// What the exploration hands out as it goes: progress on the bar, bug
@@ -311,6 +331,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
         workers: usize::from(args.workers),
         saved_roots: true,
         fresh_root: args.fresh_root,
+        roots_dir: args.roots.clone(),
+        require_root: args.shard.is_some() && args.roots.is_some(),
+        shard: args.shard.unwrap_or_default(),
         policy: args.schedule.into(),
         checkers: manifest.checkers,
         claims: manifest.claims,
@@ -320,7 +343,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             budget: f64::from(args.likelihood_budget) / 100.0,
         },
     };
-    let bar = hvsim_guest_image::progress::bar(args.branches);
+    let bar = hvsim_guest_image::progress::bar(args.shard.map_or(args.branches, |s| s.share(args.branches)));
     bar.set_style(
         ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
             .expect("valid template"),
@@ -347,12 +370,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
     if args.json {
         println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
     }
-    print_summary(&report, &run);
+    print_summary(&report, run.path());
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
 }
 
-/// What the exploration found, on stderr.
-fn print_summary(report: &Report, run: &RunDir) {
+/// What the exploration (in `dir`) found, on stderr.
+pub(crate) fn print_summary(report: &Report, dir: &Path) {
     let s = &report.summary;
     let ending = match &s.ending {
         Ending::Finished => String::new(),
@@ -365,7 +388,7 @@ fn print_summary(report: &Report, run: &RunDir) {
         s.wall_ms as f64 / 1000.0,
         s.signals,
         s.bugs,
-        run.path().join("report.html").display()
+        dir.join("report.html").display()
     );
     for b in &report.bugs {
         eprintln!(
@@ -381,7 +404,7 @@ fn print_summary(report: &Report, run: &RunDir) {
         eprintln!("hvsim: claim {} {}: {}", c.id, c.verdict.name(), c.reason);
     }
     if !report.claims.is_empty() {
-        eprintln!("hvsim: findings: {}", run.path().join("findings.md").display());
+        eprintln!("hvsim: findings: {}", dir.join("findings.md").display());
     }
     for f in &report.faults {
         let drawn = if f.drawn > 0 { format!(", {} drawn faults", f.drawn) } else { String::new() };
@@ -396,7 +419,7 @@ fn print_summary(report: &Report, run: &RunDir) {
 /// a bug wins over everything, then an error, an interruption, and with
 /// `fail_on_unmet` a property never satisfied or reached, or a claim that
 /// did not pass.
-fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
+pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
     let unmet =
         report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied))
             || report.claims.iter().any(|c| c.verdict != ClaimVerdict::Pass);

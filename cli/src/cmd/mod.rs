@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod explore;
 pub mod image;
 pub mod kernel;
+pub mod merge;
 pub mod minimize;
 pub mod replay;
 pub mod retest;

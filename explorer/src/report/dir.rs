@@ -9,7 +9,7 @@
 //! refreshed while the exploration runs and written last when it ends;
 //! `inputs/`, copies of the host files the target reads, by content hash
 //! (see `hvsim_guest_image::inputs`), so that its records replay from
-//! anywhere.
+//! anywhere; `exploration.json`, all of it, for `hvsim merge`.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -21,7 +21,11 @@ use crate::error::{ExploreError, Result};
 use crate::schema::{self, Document};
 
 pub struct RunDir {
+    /// Where it is written.
     path: PathBuf,
+    /// Where it will be read from, as reports and records name it: `path`,
+    /// unless it is written elsewhere and then renamed (a merge's).
+    named: PathBuf,
     /// Who made it, how and when: in every report written to it.
     invocation: Invocation,
 }
@@ -56,7 +60,16 @@ impl RunDir {
         let bugs = path.join("bugs");
         std::fs::create_dir(&bugs).map_err(io("creating the output directory", &bugs))?;
         point_latest(out, path.file_name().expect("a name was just given"))?;
-        Ok(RunDir { path, invocation: Invocation::here() })
+        Ok(RunDir { named: path.clone(), path, invocation: Invocation::here() })
+    }
+
+    /// A directory written at `path` (which must not exist) that will be
+    /// renamed to `named` once whole.
+    pub fn staged(path: &Path, named: &Path) -> Result<RunDir> {
+        std::fs::create_dir(path).map_err(io("creating a directory", path))?;
+        let bugs = path.join("bugs");
+        std::fs::create_dir(&bugs).map_err(io("creating a directory", &bugs))?;
+        Ok(RunDir { path: path.to_owned(), named: named.to_owned(), invocation: Invocation::here() })
     }
 
     pub fn path(&self) -> &Path {
@@ -68,15 +81,12 @@ impl RunDir {
         self.path.join(INPUTS)
     }
 
-    fn bugs(&self) -> PathBuf {
-        self.path.join("bugs")
-    }
-
     /// Publishes a bug's record as it stands, with its replay command.
     pub fn write_bug(&self, record: &BugRecord) -> Result<()> {
-        let file = self.bugs().join(format!("{}.json", record.id));
+        let name = format!("{}.json", record.id);
+        let file = self.path.join("bugs").join(&name);
         let mut record = record.clone();
-        record.replay_command = super::replay_command(&file);
+        record.replay_command = super::replay_command(&self.named.join("bugs").join(&name));
         let json = document(&record, &file)?;
         hvsim_vmm::files::publish(&file, &json).map_err(io("writing a bug record", &file))
     }
@@ -87,7 +97,7 @@ impl RunDir {
         for bug in &exp.bugs {
             self.write_bug(bug)?;
         }
-        let report = report(exp, &self.bugs(), &self.invocation);
+        let report = report(exp, &self.named.join("bugs"), &self.invocation);
         let publish = |name: &str, bytes: &[u8]| {
             let file = self.path.join(name);
             hvsim_vmm::files::publish(&file, bytes).map_err(io("writing the report", &file))
@@ -98,6 +108,7 @@ impl RunDir {
         let findings = super::Findings::of(&report);
         publish("findings.json", &document(&findings, &self.path.join("findings.json"))?)?;
         publish("findings.md", findings.markdown().as_bytes())?;
+        publish(crate::merge::FILE, &crate::merge::to_json(exp))?;
         Ok(report)
     }
 }

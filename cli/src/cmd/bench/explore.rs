@@ -65,6 +65,9 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 // Every exploration starts the same way, restored.
                 saved_roots: true,
                 fresh_root: false,
+                roots_dir: None,
+                require_root: false,
+                shard: Default::default(),
                 policy: mode.policy,
                 checkers: Vec::new(),
                 claims: Vec::new(),

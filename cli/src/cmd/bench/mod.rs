@@ -20,6 +20,7 @@ mod guest;
 mod image;
 mod net;
 mod roots;
+mod shards;
 mod workers;
 
 #[derive(clap::Args)]
@@ -73,6 +74,20 @@ enum What {
         workers: Option<u16>,
         /// Branches each run explores.
         #[arg(long, default_value = "400", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        branches: u64,
+        /// Explore the Linux vault instead of the demo.
+        #[arg(long)]
+        linux: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// An exploration as two one-worker shards run at once on this host
+    /// against one two-worker exploration, in branches per second; and
+    /// merging the shards (`hvsim merge`): time and bytes per 1,000
+    /// branches and per bug (docs/scale.md).
+    Shards {
+        /// Branches of the whole exploration.
+        #[arg(long, default_value = "400", value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
         branches: u64,
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
@@ -185,6 +200,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             let max_branches = max_branches.unwrap_or(if linux { 200 } else { 1000 });
             explore::bench_explore(seeds, max_branches, linux, json)
         }
+        What::Shards { branches, linux, json } => shards::bench_shards(branches, linux, json),
         What::Workers { workers, branches, linux, json } => {
             let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
             workers::bench_workers(workers, branches, linux, json)

@@ -1,0 +1,105 @@
+//! `hvsim merge`: shards' results combined into one exploration's, as if
+//! one host had run them all (docs/scale.md): a new directory with
+//! report.json, report.md, report.html, findings, bugs/ and inputs/, whose
+//! records replay on their own.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use hvsim_explorer::merge;
+use hvsim_explorer::report::RunDir;
+
+use crate::cmd::explore::{exit_status, print_summary};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Shards' results: exploration directories, or the --out directories
+    /// they were written to (each one's `latest` is taken).
+    #[arg(required = true, value_name = "SHARD_DIR")]
+    shards: Vec<PathBuf>,
+    /// The merged exploration's directory: new, or empty. It appears whole
+    /// (written beside it, then renamed).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// As for `hvsim explore`: also exit 10 when a property was never
+    /// satisfied or reached, or a claim did not pass.
+    #[arg(long)]
+    fail_on_unmet: bool,
+    /// Print the merged report's JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: Args) -> Result<ExitCode> {
+    if std::fs::read_dir(&args.out).is_ok_and(|mut d| d.next().is_some()) || args.out.is_file() {
+        anyhow::bail!(
+            "--out {}: it exists and is not an empty directory; a merge writes a new one",
+            args.out.display()
+        );
+    }
+    let mut inputs = Vec::new();
+    for dir in &args.shards {
+        let (dir, exploration) = merge::load(dir)?;
+        inputs.push((dir, exploration));
+    }
+    let dirs: Vec<PathBuf> = inputs.iter().map(|(d, _)| d.clone()).collect();
+    let merged = merge::merge(inputs)?;
+    let staging = staging_dir(&args.out)?;
+    let written = (|| {
+        let run = RunDir::staged(&staging, &args.out)?;
+        for dir in &dirs {
+            copy_inputs(&dir.join("inputs"), &run.inputs())?;
+        }
+        let report = run.write(&merged)?;
+        if args.out.is_dir() {
+            std::fs::remove_dir(&args.out).with_context(|| format!("replacing the empty {}", args.out.display()))?;
+        }
+        std::fs::rename(&staging, &args.out)
+            .with_context(|| format!("moving the merge from {} to {}", staging.display(), args.out.display()))?;
+        anyhow::Ok(report)
+    })();
+    let report = match written {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e.context("cannot write the merged exploration"));
+        }
+    };
+    if args.json {
+        println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
+    }
+    eprintln!(
+        "hvsim: merged {} of the exploration from {} directories",
+        report.summary.shards.describe(),
+        args.shards.len()
+    );
+    print_summary(&report, &args.out);
+    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
+}
+
+/// A new directory beside `out`, on its file system, for the rename.
+fn staging_dir(out: &Path) -> Result<PathBuf> {
+    let name = out.file_name().with_context(|| format!("--out {}: names no directory", out.display()))?;
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let staging = parent.join(format!(".{}.merging-{}", name.to_string_lossy(), std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    Ok(staging)
+}
+
+/// The shard's kept input files (named by content hash, so shards of one
+/// exploration hold the same ones) that `to` lacks.
+fn copy_inputs(from: &Path, to: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(from) else { return Ok(()) };
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", from.display()))?;
+        let dest = to.join(entry.file_name());
+        if !dest.exists() {
+            std::fs::copy(entry.path(), &dest)
+                .with_context(|| format!("copying {} to {}", entry.path().display(), dest.display()))?;
+        }
+    }
+    Ok(())
+}

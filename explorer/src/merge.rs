@@ -1,0 +1,431 @@
+//! Shards' results combined into one (`hvsim merge`, docs/scale.md).
+//!
+//! Every exploration leaves `exploration.json` in its directory: the whole
+//! [`Exploration`], tallies and bug records included, which is all a merge
+//! needs. [`merge`] folds several into one, by these rules:
+//!
+//! - they must be shards of one exploration (same target, seed, budget,
+//!   span, schedule, batch, checkers, claims and root) run on one world,
+//!   each shard at most once: anything else is refused, saying what
+//!   differs;
+//! - bugs are deduplicated by their stable id; the record kept is the one
+//!   found first by (virtual time, shard, branch), and it lists every shard
+//!   that saw the bug;
+//! - assertion counts are summed, so a `sometimes` satisfied in any shard
+//!   is satisfied and an `always` failed in any shard is failed; claims are
+//!   judged again from their summed tallies and the merged bugs;
+//! - fault evidence, checker, composer, buggify and harness tallies, and
+//!   timelines are summed; coverage is the union of the shards' edges;
+//! - the inputs are put in shard order first, so the result depends on the
+//!   shards' results, never on the order they are named in or on which
+//!   host ran which. A merge is itself mergeable (merges of merges).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::assertions::Assertions;
+use crate::bug::BugRecord;
+use crate::claims::ClaimTally;
+use crate::coverage::Coverage;
+use crate::engine::{Ending, Exploration, SeriesPoint};
+use crate::error::{ExploreError, Result};
+use crate::roots::first_difference;
+use crate::shard::Shards;
+
+/// The file, in an exploration's directory.
+pub const FILE: &str = "exploration.json";
+/// Its format's name and version.
+const FORMAT: &str = "hvsim-exploration-v1";
+
+#[derive(Serialize)]
+struct Written<'a> {
+    format: &'static str,
+    hvsim_version: &'static str,
+    exploration: &'a Exploration,
+}
+
+#[derive(Deserialize)]
+struct Read {
+    format: String,
+    hvsim_version: String,
+    exploration: Exploration,
+}
+
+/// `exp` as `exploration.json` holds it.
+pub fn to_json(exp: &Exploration) -> Vec<u8> {
+    let written = Written { format: FORMAT, hvsim_version: env!("CARGO_PKG_VERSION"), exploration: exp };
+    serde_json::to_vec(&written).expect("explorations serialize")
+}
+
+/// The exploration whose results are in `dir`, and the directory that
+/// holds them: `dir`, an exploration's directory, or the one its `latest`
+/// points at, for an `--out` directory.
+pub fn load(dir: &Path) -> Result<(PathBuf, Exploration)> {
+    let found = [dir.to_owned(), dir.join(crate::report::LATEST)].into_iter().find(|d| d.join(FILE).is_file());
+    let Some(dir) = found else {
+        return Err(refused(format!(
+            "{}: no {FILE} there or in its `latest`: not an exploration's directory (or made by an hvsim before 0.1 shards)",
+            dir.display()
+        )));
+    };
+    let file = dir.join(FILE);
+    let bytes =
+        std::fs::read(&file).map_err(|source| ExploreError::Io { what: "reading", path: file.clone(), source })?;
+    let read: Read = serde_json::from_slice(&bytes)
+        .map_err(|e| refused(format!("{}: not an exploration hvsim can merge: {e}", file.display())))?;
+    if read.format != FORMAT {
+        return Err(refused(format!(
+            "{}: format `{}` (hvsim {}), where this hvsim reads `{FORMAT}`",
+            file.display(),
+            read.format,
+            read.hvsim_version
+        )));
+    }
+    if !read.exploration.coverage.fits() {
+        return Err(refused(format!("{}: its coverage names edges outside the coverage map", file.display())));
+    }
+    Ok((dir, read.exploration))
+}
+
+fn refused(why: String) -> ExploreError {
+    ExploreError::Merge(why)
+}
+
+/// What makes two explorations shards of one: equal in all of it.
+fn identity(e: &Exploration) -> serde_json::Map<String, serde_json::Value> {
+    let v = |x: serde_json::Result<serde_json::Value>| x.expect("explorations serialize");
+    let checkers: Vec<_> = e.checkers.iter().map(|c| &c.spec).collect();
+    let claims: Vec<_> = e.claims.iter().map(|c| &c.spec).collect();
+    [
+        ("target", v(serde_json::to_value(&e.target))),
+        ("master seed", e.seed.into()),
+        ("budget", v(serde_json::to_value(e.budget))),
+        ("span", v(serde_json::to_value(e.span))),
+        ("snapshot interval", v(serde_json::to_value(e.snapshot_every_ns))),
+        ("branching from snapshots", e.branch_from_snapshots.into()),
+        ("schedule", e.policy.name().into()),
+        ("batch", e.batch.into()),
+        ("checkers", v(serde_json::to_value(checkers))),
+        ("claims", v(serde_json::to_value(claims))),
+        ("shard count", e.shards.count.into()),
+        ("root", v(serde_json::to_value(e.root.point))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// The explorations in `inputs` (with where each was read from, for
+/// errors), merged.
+pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
+    if inputs.is_empty() {
+        return Err(refused("nothing to merge".into()));
+    }
+    for (path, e) in &inputs {
+        let s = &e.shards;
+        let sound = !s.indices.is_empty()
+            && s.indices.windows(2).all(|w| w[0] < w[1])
+            && s.indices.iter().all(|&i| i < s.count);
+        if !sound {
+            return Err(refused(format!(
+                "{}: its shard list {:?} of {} is not a set of shards",
+                path.display(),
+                s.indices,
+                s.count
+            )));
+        }
+    }
+    inputs.sort_by_key(|(_, e)| e.shards.indices[0]);
+    let (first_path, first) = &inputs[0];
+    let want = identity(first);
+    for (path, e) in &inputs[1..] {
+        for (k, there) in identity(e) {
+            if want[&k] != there {
+                return Err(refused(format!(
+                    "{} and {} are not shards of one exploration: their {k} differs ({} and {})",
+                    first_path.display(),
+                    path.display(),
+                    want[&k],
+                    there
+                )));
+            }
+        }
+        if let Some(d) = first_difference(&first.world.0, &e.world.0) {
+            return Err(refused(format!(
+                "{} and {} ran on different worlds ({d}): shards merge only from one machine type",
+                first_path.display(),
+                path.display()
+            )));
+        }
+    }
+    let mut indices: Vec<u32> = inputs.iter().flat_map(|(_, e)| e.shards.indices.iter().copied()).collect();
+    indices.sort_unstable();
+    if let Some(w) = indices.windows(2).find(|w| w[0] == w[1]) {
+        let twice: Vec<String> = inputs
+            .iter()
+            .filter(|(_, e)| e.shards.indices.contains(&w[0]))
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        return Err(refused(format!(
+            "shard {} of {} is named twice: {}",
+            w[0],
+            first.shards.count,
+            twice.join(" and ")
+        )));
+    }
+    let shards = Shards { count: first.shards.count, indices };
+    let mut parts = inputs.into_iter().map(|(_, e)| e);
+    let mut out = parts.next().expect("one at least");
+    let first_shard = out.shards.indices[0];
+    // Per bug of `out`: the shard its record came from, and every shard
+    // that saw it (a merge's records list theirs).
+    let saw = |b: &BugRecord, shard: u32| if b.shards.is_empty() { vec![shard] } else { b.shards.clone() };
+    let mut origin: Vec<u32> = out.bugs.iter().map(|_| first_shard).collect();
+    let mut seen: Vec<Vec<u32>> = out.bugs.iter().map(|b| saw(b, first_shard)).collect();
+    // Each assertion's and checker's first bug, as each shard named it.
+    let mut assertion_bugs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut checker_bugs: Vec<Vec<String>> = out.checkers.iter().map(|_| Vec::new()).collect();
+    let mut named = |e: &Exploration, assertion_bugs: &mut BTreeMap<String, Vec<String>>| {
+        for a in e.assertions.iter() {
+            assertion_bugs.entry(a.id.clone()).or_default().extend(a.bug.clone());
+        }
+        for (c, t) in checker_bugs.iter_mut().zip(&e.checkers) {
+            c.extend(t.bug.clone());
+        }
+    };
+    named(&out, &mut assertion_bugs);
+    let mut series = vec![std::mem::take(&mut out.series)];
+    let mut coverage = Coverage::default();
+    coverage.merge_bits(&out.coverage);
+    for e in parts {
+        let shard = e.shards.indices[0];
+        named(&e, &mut assertion_bugs);
+        add(&mut out.timelines.ended, e.timelines.ended);
+        add(&mut out.timelines.at_limit, e.timelines.at_limit);
+        let t = &mut out.tree;
+        add(&mut t.root_bytes, e.tree.root_bytes);
+        add(&mut t.bytes, e.tree.bytes);
+        add(&mut t.peak_bytes, e.tree.peak_bytes);
+        add(&mut t.budget_bytes, e.tree.budget_bytes);
+        add(&mut t.evicted, e.tree.evicted);
+        add(&mut out.draws.points, e.draws.points);
+        add(&mut out.draws.chosen, e.draws.chosen);
+        add(&mut out.workers, e.workers);
+        out.root.restored &= e.root.restored;
+        add(&mut out.branches, e.branches);
+        add(&mut out.snapshots, e.snapshots);
+        add(&mut out.signals, e.signals);
+        out.wall_ms = out.wall_ms.max(e.wall_ms);
+        add(&mut out.vtime_ns, e.vtime_ns);
+        add_assertions(&mut out.assertions, &e.assertions);
+        for bug in e.bugs {
+            let saw = saw(&bug, shard);
+            match out.bugs.iter().position(|b| b.id == bug.id) {
+                Some(i) => {
+                    let occurrences = out.bugs[i].occurrences.saturating_add(bug.occurrences);
+                    if (bug.at.vtime_ns, shard, bug.branch) < (out.bugs[i].at.vtime_ns, origin[i], out.bugs[i].branch) {
+                        out.bugs[i] = bug;
+                        origin[i] = shard;
+                    }
+                    out.bugs[i].occurrences = occurrences;
+                    seen[i].extend(saw);
+                }
+                None => {
+                    out.bugs.push(bug);
+                    origin.push(shard);
+                    seen.push(saw);
+                }
+            }
+        }
+        for (k, n) in e.events {
+            add(out.events.entry(k).or_default(), n);
+        }
+        for (t, n) in e.composer.templates {
+            add(out.composer.templates.entry(t).or_default(), n);
+        }
+        for (c, t) in e.composer.commands {
+            let o = out.composer.commands.entry(c).or_default();
+            add(&mut o.started, t.started);
+            add(&mut o.succeeded, t.succeeded);
+            add(&mut o.failed, t.failed);
+            add(&mut o.by_fault, t.by_fault);
+            add(&mut o.stopped, t.stopped);
+        }
+        // Identity made the checker and claim lists equal, in order.
+        for (o, t) in out.checkers.iter_mut().zip(e.checkers) {
+            add(&mut o.timelines, t.timelines);
+            add(&mut o.valid, t.valid);
+            add(&mut o.invalid, t.invalid);
+            add(&mut o.undecided, t.undecided);
+            add(&mut o.malformed, t.malformed);
+            add(&mut o.operations, t.operations);
+            o.malformed_example = o.malformed_example.take().or(t.malformed_example);
+        }
+        for (o, t) in out.claims.iter_mut().zip(e.claims) {
+            add_claim(o, t);
+        }
+        add(&mut out.harness.timelines, e.harness.timelines);
+        out.harness.example = out.harness.example.take().or(e.harness.example);
+        for limit in e.host_limits {
+            if !out.host_limits.contains(&limit) {
+                out.host_limits.push(limit);
+            }
+        }
+        add(&mut out.garbage.count, e.garbage.count);
+        let room = 10usize.saturating_sub(out.garbage.examples.len());
+        out.garbage.examples.extend(e.garbage.examples.into_iter().take(room));
+        out.faults.merge(&e.faults);
+        coverage.merge_bits(&e.coverage);
+        for sdk in e.instrumentation.sdks {
+            if !out.instrumentation.sdks.contains(&sdk) {
+                out.instrumentation.sdks.push(sdk);
+            }
+        }
+        for (name, m) in e.instrumentation.coverage_modules {
+            out.instrumentation.coverage_modules.entry(name).or_insert(m);
+        }
+        series.push(e.series);
+        out.first_bug = match (out.first_bug, e.first_bug) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let (p, q) = (&mut out.phases, e.phases);
+        add(&mut p.start_ms, q.start_ms);
+        add(&mut p.setup_ms, q.setup_ms);
+        add(&mut p.branches_ms, q.branches_ms);
+        add(&mut p.restore_ms, q.restore_ms);
+        add(&mut p.snapshot_ms, q.snapshot_ms);
+        add(&mut p.reexecution_ms, q.reexecution_ms);
+        add(&mut p.reexecution_wait_ms, q.reexecution_wait_ms);
+        add(&mut p.story_ms, q.story_ms);
+        add(&mut p.likelihood_ms, q.likelihood_ms);
+        if out.ending == Ending::Finished {
+            out.ending = e.ending;
+        }
+    }
+    // In the order found: by branch (numbers are the whole exploration's),
+    // then by shard (bugs of the root, branch 0, which every shard shares).
+    let mut order: Vec<usize> = (0..out.bugs.len()).collect();
+    order.sort_by_key(|&i| (out.bugs[i].branch, origin[i], i));
+    let mut bugs: Vec<Option<BugRecord>> = std::mem::take(&mut out.bugs).into_iter().map(Some).collect();
+    out.bugs = order
+        .iter()
+        .map(|&i| {
+            let mut b = bugs[i].take().expect("each once");
+            b.shards = std::mem::take(&mut seen[i]);
+            b.shards.sort_unstable();
+            b.shards.dedup();
+            if shards.count == 1 {
+                b.shards.clear();
+            }
+            b
+        })
+        .collect();
+    // An assertion's or checker's bug: of those its shards named, the
+    // first in that order.
+    let first_of = |ids: &[String]| ids.iter().min_by_key(|id| out.bugs.iter().position(|b| &b.id == *id)).cloned();
+    for a in out.assertions.by_id.values_mut() {
+        a.bug = assertion_bugs.get(&a.id).and_then(|ids| first_of(ids));
+    }
+    for (c, ids) in out.checkers.iter_mut().zip(&checker_bugs) {
+        c.bug = first_of(ids);
+    }
+    out.series = merge_series(series);
+    out.coverage = coverage.bits();
+    out.coverage_edges = coverage.edges();
+    out.shards = shards;
+    Ok(out)
+}
+
+/// Sums counts from files, which may hold anything: at the top they stay.
+trait Add {
+    fn add_to(self, to: &mut Self);
+}
+
+macro_rules! saturating {
+    ($($t:ty),*) => {$(impl Add for $t {
+        fn add_to(self, to: &mut $t) {
+            *to = to.saturating_add(self);
+        }
+    })*};
+}
+saturating!(u64, usize);
+
+impl Add for f64 {
+    fn add_to(self, to: &mut f64) {
+        *to += self;
+    }
+}
+
+fn add<T: Add>(to: &mut T, x: T) {
+    x.add_to(to);
+}
+
+fn add_assertions(out: &mut Assertions, other: &Assertions) {
+    for (id, r) in &other.by_id {
+        match out.by_id.get_mut(id) {
+            Some(o) => {
+                add(&mut o.hits, r.hits);
+                add(&mut o.passes, r.passes);
+                add(&mut o.failures, r.failures);
+                o.registered |= r.registered;
+            }
+            None => {
+                out.by_id.insert(id.clone(), r.clone());
+            }
+        }
+    }
+}
+
+fn add_claim(o: &mut ClaimTally, t: ClaimTally) {
+    add(&mut o.timelines, t.timelines);
+    add(&mut o.exercised, t.exercised);
+    add(&mut o.evaluations, t.evaluations);
+    for (kind, l) in t.landed {
+        let x = o.landed.entry(kind).or_default();
+        add(&mut x.timelines, l.timelines);
+        add(&mut x.faults, l.faults);
+        add(&mut x.touches, l.touches);
+    }
+    // The first few of each kind over the whole exploration, by branch.
+    let mut examples = std::mem::take(&mut o.examples);
+    examples.extend(t.examples);
+    examples.sort_by_key(|x| x.branch);
+    for x in examples {
+        if o.examples.iter().filter(|y| y.landing.kind == x.landing.kind).count() < crate::claims::EXAMPLES {
+            o.examples.push(x);
+        }
+    }
+    add(&mut o.operations, t.operations);
+    add(&mut o.undecided, t.undecided);
+    add(&mut o.unreadable, t.unreadable);
+    o.unreadable_example = o.unreadable_example.take().or(t.unreadable_example);
+}
+
+/// Coverage and bugs over the whole exploration's branches: at each
+/// shard's point, the sum of every shard's latest counts (so a signal or
+/// bug two shards found counts twice here), wall time the latest.
+fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
+    let mut points: Vec<(usize, SeriesPoint)> =
+        shards.into_iter().enumerate().flat_map(|(k, s)| s.into_iter().map(move |p| (k, p))).collect();
+    points.sort_by_key(|(k, p)| (p.branch, *k));
+    let mut latest: BTreeMap<usize, SeriesPoint> = BTreeMap::new();
+    points
+        .into_iter()
+        .map(|(k, p)| {
+            latest.insert(k, p.clone());
+            let sum = |f: &dyn Fn(&SeriesPoint) -> u64| latest.values().map(f).fold(0u64, u64::saturating_add);
+            SeriesPoint {
+                branch: p.branch,
+                wall_ms: latest.values().map(|q| q.wall_ms).max().unwrap_or(0),
+                snapshots: sum(&|q| q.snapshots as u64) as usize,
+                signals: sum(&|q| q.signals),
+                bugs: sum(&|q| q.bugs as u64) as usize,
+                new_edges: p.new_edges,
+                edges: sum(&|q| q.edges as u64) as usize,
+            }
+        })
+        .collect()
+}
