@@ -152,7 +152,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
                 )));
             }
         }
-        if let Some(d) = first_difference(&first.world.0, &e.world.0) {
+        if let Some(d) = first_difference(&first.world.0, &e.world.0, ["in the first", "in the second"]) {
             return Err(refused(format!(
                 "{} and {} ran on different worlds ({d}): shards merge only from one machine type",
                 first_path.display(),
@@ -179,11 +179,14 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     let mut parts = inputs.into_iter().map(|(_, e)| e);
     let mut out = parts.next().expect("one at least");
     let first_shard = out.shards.indices[0];
-    // Per bug of `out`: the shard its record came from, and every shard
-    // that saw it (a merge's records list theirs).
+    // Per bug of `out`, every shard that saw it (a merge's records list
+    // theirs).
     let saw = |b: &BugRecord, shard: u32| if b.shards.is_empty() { vec![shard] } else { b.shards.clone() };
-    let mut origin: Vec<u32> = out.bugs.iter().map(|_| first_shard).collect();
     let mut seen: Vec<Vec<u32>> = out.bugs.iter().map(|b| saw(b, first_shard)).collect();
+    // The shard that ran a branch: numbers are the whole exploration's
+    // (`shard.rs`). The root's bugs (branch 0) are every shard's.
+    let count = u64::from(shards.count);
+    let found = |b: &BugRecord| (b.at.vtime_ns, b.branch.saturating_sub(1) % count * u64::from(b.branch > 0), b.branch);
     // Each assertion's and checker's first bug, as each shard named it.
     let mut assertion_bugs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut checker_bugs: Vec<Vec<String>> = out.checkers.iter().map(|_| Vec::new()).collect();
@@ -225,16 +228,14 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             match out.bugs.iter().position(|b| b.id == bug.id) {
                 Some(i) => {
                     let occurrences = out.bugs[i].occurrences.saturating_add(bug.occurrences);
-                    if (bug.at.vtime_ns, shard, bug.branch) < (out.bugs[i].at.vtime_ns, origin[i], out.bugs[i].branch) {
+                    if found(&bug) < found(&out.bugs[i]) {
                         out.bugs[i] = bug;
-                        origin[i] = shard;
                     }
                     out.bugs[i].occurrences = occurrences;
                     seen[i].extend(saw);
                 }
                 None => {
                     out.bugs.push(bug);
-                    origin.push(shard);
                     seen.push(saw);
                 }
             }
@@ -305,10 +306,13 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             out.ending = e.ending;
         }
     }
-    // In the order found: by branch (numbers are the whole exploration's),
-    // then by shard (bugs of the root, branch 0, which every shard shares).
+    // In the order found: by branch, then (several bugs of the root) by
+    // virtual time.
     let mut order: Vec<usize> = (0..out.bugs.len()).collect();
-    order.sort_by_key(|&i| (out.bugs[i].branch, origin[i], i));
+    order.sort_by_key(|&i| {
+        let b = &out.bugs[i];
+        (b.branch, b.at.vtime_ns, b.at.events, b.id.clone())
+    });
     let mut bugs: Vec<Option<BugRecord>> = std::mem::take(&mut out.bugs).into_iter().map(Some).collect();
     out.bugs = order
         .iter()
@@ -428,4 +432,201 @@ fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bug::{BugKind, Fingerprint};
+    use crate::engine::RootInfo;
+    use crate::sdk::{AssertKind, Assertion, Location};
+    use crate::shard::Shard;
+    use crate::timeline::{Point, Timeline};
+    use crate::Target;
+    use hvsim_guest_image::world::World;
+
+    fn assertion(id: &str, kind: AssertKind, condition: bool) -> Assertion {
+        Assertion {
+            id: id.into(),
+            message: id.into(),
+            kind,
+            display: kind.display().into(),
+            hit: true,
+            condition,
+            location: Location::default(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    /// Shard `index` of 3 that saw, per entry, an always-assertion fail at
+    /// (virtual time, branch), and a sometimes-assertion `condition`.
+    fn shard(index: u32, failures: &[(&str, u64, u64)], sometimes: bool) -> Exploration {
+        let mut assertions = Assertions::default();
+        assertions.observe(&assertion("sometimes", AssertKind::Sometimes, sometimes));
+        let bugs = failures
+            .iter()
+            .map(|&(id, vtime_ns, branch)| {
+                let a = assertion(id, AssertKind::Always, false);
+                assertions.observe(&a);
+                let at = Point { events: vtime_ns, vtime_ns };
+                let fp = Fingerprint { trace_hash: "t".into(), memory_hash: "m".into() };
+                let target = Target::Raw { guest: "demo".into() };
+                let mut b = BugRecord::new(
+                    BugKind::from_assertion(&a),
+                    at,
+                    Timeline::at(at),
+                    target,
+                    1,
+                    branch,
+                    World::default(),
+                    fp,
+                    0,
+                );
+                b.story = vec![];
+                b.occurrences = 2;
+                assertions.by_id.get_mut(id).unwrap().bug.get_or_insert(b.id.clone());
+                b
+            })
+            .collect::<Vec<_>>();
+        let point =
+            |branch| SeriesPoint { branch, wall_ms: branch, snapshots: 1, signals: 1, bugs: 0, new_edges: 1, edges: 1 };
+        let mut coverage = Coverage::default();
+        coverage.add_edge(u64::from(index));
+        Exploration {
+            target: Target::Raw { guest: "demo".into() },
+            seed: 1,
+            budget: Default::default(),
+            span: crate::branch::Span::Slice(hvsim_vmm::Vtime(5_000_000)),
+            snapshot_every_ns: None,
+            timelines: Default::default(),
+            tree: Default::default(),
+            branch_from_snapshots: true,
+            policy: Default::default(),
+            draws: Default::default(),
+            batch: 1,
+            workers: 1,
+            root: RootInfo {
+                point: Point { events: 1, vtime_ns: 1 },
+                setup_complete: true,
+                ended: None,
+                restored: false,
+            },
+            branches: 2,
+            snapshots: 1,
+            signals: 1,
+            wall_ms: 1,
+            vtime_ns: 1,
+            first_bug: bugs.first().map(|b| (b.branch, 1)),
+            assertions,
+            bugs,
+            events: BTreeMap::from([("e".to_owned(), 1)]),
+            garbage: Default::default(),
+            faults: Default::default(),
+            composer: Default::default(),
+            checkers: Vec::new(),
+            claims: Vec::new(),
+            harness: Default::default(),
+            host_limits: Vec::new(),
+            coverage_edges: coverage.edges(),
+            instrumentation: Default::default(),
+            series: vec![point(u64::from(index) + 1), point(u64::from(index) + 4)],
+            phases: Default::default(),
+            ending: Ending::Finished,
+            shards: Shards::of(Shard::new(index, 3).unwrap()),
+            world: World::default(),
+            coverage: coverage.bits(),
+            guest_profile: None,
+        }
+    }
+
+    fn three() -> Vec<(PathBuf, Exploration)> {
+        vec![
+            ("s0".into(), shard(0, &[("lost write", 500, 4), ("torn read", 90, 7)], false)),
+            ("s1".into(), shard(1, &[("lost write", 200, 5)], true)),
+            ("s2".into(), shard(2, &[("lost write", 200, 3)], false)),
+        ]
+    }
+
+    fn json(e: &Exploration) -> serde_json::Value {
+        serde_json::from_slice(&to_json(e)).unwrap()
+    }
+
+    #[test]
+    fn the_merge_does_not_depend_on_the_order_of_its_inputs_and_merges_of_merges_agree() {
+        let want = json(&merge(three()).unwrap());
+        let mut rotated = three();
+        rotated.rotate_left(1);
+        assert_eq!(json(&merge(rotated).unwrap()), want);
+        let mut reversed = three();
+        reversed.reverse();
+        assert_eq!(json(&merge(reversed).unwrap()), want);
+        // (0 + 2) + 1 == 0 + 1 + 2.
+        let mut parts = three();
+        let one = parts.remove(1);
+        let partial = merge(parts).unwrap();
+        assert_eq!(partial.shards.describe(), "shards 0, 2 of 3 (missing 1)");
+        assert_eq!(json(&merge(vec![("m".into(), partial), one]).unwrap()), want);
+    }
+
+    #[test]
+    fn bugs_keep_the_first_record_and_every_shard_that_saw_them() {
+        let m = merge(three()).unwrap();
+        let ids: Vec<&str> = m.bugs.iter().map(|b| b.summary.as_str()).collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        let lost = m.bugs.iter().find(|b| b.summary.contains("lost write")).unwrap();
+        // Virtual time 200 in shards 1 and 2: shard 1's, the lower shard.
+        assert_eq!((lost.at.vtime_ns, lost.branch), (200, 5));
+        assert_eq!(lost.shards, vec![0, 1, 2]);
+        assert_eq!(lost.occurrences, 6);
+        let torn = m.bugs.iter().find(|b| b.summary.contains("torn read")).unwrap();
+        assert_eq!(torn.shards, vec![0]);
+        // In the order found: by branch.
+        assert_eq!(m.bugs.iter().map(|b| b.branch).collect::<Vec<_>>(), vec![5, 7]);
+        assert_eq!(m.first_bug, Some((3, 1)), "shard 2 found one at branch 3");
+        // Each assertion names its first bug in that order.
+        let a = &m.assertions.by_id["lost write"];
+        assert_eq!(a.bug.as_deref(), Some(lost.id.as_str()));
+    }
+
+    #[test]
+    fn verdicts_sum_counts_and_coverage_is_a_union() {
+        let m = merge(three()).unwrap();
+        let s = &m.assertions.by_id["sometimes"];
+        assert_eq!((s.hits, s.passes), (3, 1));
+        assert_eq!(s.verdict(), crate::assertions::Verdict::Held, "satisfied in one shard: satisfied");
+        let a = &m.assertions.by_id["lost write"];
+        assert_eq!((a.hits, a.failures, a.verdict()), (3, 3, crate::assertions::Verdict::Failed));
+        assert_eq!((m.branches, m.events["e"]), (6, 3));
+        assert_eq!(m.coverage_edges, 3, "three different edges");
+        let mut same = three();
+        for (_, e) in &mut same {
+            e.coverage = shard(0, &[], false).coverage;
+        }
+        assert_eq!(merge(same).unwrap().coverage_edges, 1, "one edge, found by all three");
+        assert_eq!(
+            m.series.iter().map(|p| (p.branch, p.signals)).collect::<Vec<_>>(),
+            vec![(1, 1), (2, 2), (3, 3), (4, 3), (5, 3), (6, 3)]
+        );
+    }
+
+    #[test]
+    fn shards_of_different_explorations_or_named_twice_are_refused() {
+        let err = |inputs| merge(inputs).unwrap_err().to_string();
+        let mut other = three();
+        other[1].1.seed = 2;
+        assert_eq!(err(other), "s0 and s1 are not shards of one exploration: their master seed differs (1 and 2)");
+        let mut other = three();
+        other[2].1.shards = Shards::of(Shard::new(2, 4).unwrap());
+        assert!(err(other).contains("their shard count differs (3 and 4)"));
+        let mut other = three();
+        other[1].1.world = World(BTreeMap::from([("kernel".into(), "k".into())]));
+        assert!(err(other).contains("ran on different worlds (kernel: (none) in the first, `k` in the second)"));
+        let mut twice = three();
+        twice[2].1.shards = Shards::of(Shard::new(1, 3).unwrap());
+        assert_eq!(err(twice), "shard 1 of 3 is named twice: s1 and s2");
+        let mut broken = three();
+        broken[0].1.shards.indices = vec![];
+        assert!(err(broken).contains("is not a set of shards"));
+        assert_eq!(err(vec![]), "nothing to merge");
+    }
 }

@@ -150,7 +150,7 @@ impl Roots {
                 id.seed
             ));
         };
-        if let Some(d) = first_difference(&saved.id.world, &id.world) {
+        if let Some(d) = first_difference(&saved.id.world, &id.world, ["there", "here"]) {
             return here(format!(
                 "the root was made on another world ({d}): every shard must run on the same machine type"
             ));
@@ -166,12 +166,17 @@ impl Roots {
     }
 }
 
-/// The first key on which two worlds differ, in words.
-pub fn first_difference(there: &BTreeMap<String, String>, here: &BTreeMap<String, String>) -> Option<String> {
-    let keys: std::collections::BTreeSet<&String> = there.keys().chain(here.keys()).collect();
-    keys.into_iter().find(|k| there.get(*k) != here.get(*k)).map(|k| {
+/// The first key on which two worlds differ, in words, each world named
+/// (e.g. "there", "here").
+pub fn first_difference(
+    a: &BTreeMap<String, String>,
+    b: &BTreeMap<String, String>,
+    names: [&str; 2],
+) -> Option<String> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter().find(|k| a.get(*k) != b.get(*k)).map(|k| {
         let v = |m: &BTreeMap<String, String>| m.get(k).map_or("(none)".to_owned(), |v| format!("`{}`", short(v)));
-        format!("{k}: {} there, {} here", v(there), v(here))
+        format!("{k}: {} {}, {} {}", v(a), names[0], v(b), names[1])
     })
 }
 

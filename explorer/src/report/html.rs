@@ -599,6 +599,9 @@ mod tests {
             first_bug: Some((2, 1)),
             phases: Default::default(),
             ending: Ending::Interrupted { reason: 2 },
+            shards: Default::default(),
+            world: Default::default(),
+            coverage: Default::default(),
             guest_profile: None,
         };
         let dir = tempfile::tempdir().unwrap();
