@@ -350,6 +350,54 @@ pub struct Exploration {
     pub guest_profile: Option<GuestProfile>,
 }
 
+#[cfg(test)]
+impl Exploration {
+    /// An exploration of `target` that ran two 5 ms slices from a root at
+    /// `root` and found nothing, for tests to fill in.
+    pub(crate) fn example(target: Target, root: Point) -> Exploration {
+        Exploration {
+            target,
+            seed: 1,
+            budget: Budget::default(),
+            span: Span::Slice(Vtime(5_000_000)),
+            snapshot_every_ns: None,
+            timelines: TimelineEnds::default(),
+            tree: TreeMemory::default(),
+            branch_from_snapshots: true,
+            policy: Policy::default(),
+            draws: DrawTally::default(),
+            batch: 1,
+            workers: 1,
+            root: RootInfo { point: root, setup_complete: true, ended: None, restored: false },
+            branches: 2,
+            snapshots: 1,
+            signals: 1,
+            wall_ms: 1,
+            vtime_ns: 1,
+            assertions: Assertions::default(),
+            bugs: Vec::new(),
+            events: BTreeMap::new(),
+            composer: ComposerTally::default(),
+            checkers: Vec::new(),
+            claims: Vec::new(),
+            harness: HarnessTally::default(),
+            host_limits: Vec::new(),
+            garbage: Garbage::default(),
+            faults: FaultTally::default(),
+            coverage_edges: 0,
+            instrumentation: Instrumentation::default(),
+            series: Vec::new(),
+            first_bug: None,
+            phases: Phases::default(),
+            ending: Ending::Finished,
+            shards: Shards::default(),
+            world: World::default(),
+            coverage: FreshBits::default(),
+            guest_profile: None,
+        }
+    }
+}
+
 /// A view of the exploration so far, for progress displays.
 #[derive(Clone, Copy, Debug)]
 pub enum Progress {

@@ -438,7 +438,6 @@ fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
 mod tests {
     use super::*;
     use crate::bug::{BugKind, Fingerprint};
-    use crate::engine::RootInfo;
     use crate::sdk::{AssertKind, Assertion, Location};
     use crate::shard::Shard;
     use crate::timeline::{Point, Timeline};
@@ -493,49 +492,15 @@ mod tests {
         let mut coverage = Coverage::default();
         coverage.add_edge(u64::from(index));
         Exploration {
-            target: Target::Raw { guest: "demo".into() },
-            seed: 1,
-            budget: Default::default(),
-            span: crate::branch::Span::Slice(hvsim_vmm::Vtime(5_000_000)),
-            snapshot_every_ns: None,
-            timelines: Default::default(),
-            tree: Default::default(),
-            branch_from_snapshots: true,
-            policy: Default::default(),
-            draws: Default::default(),
-            batch: 1,
-            workers: 1,
-            root: RootInfo {
-                point: Point { events: 1, vtime_ns: 1 },
-                setup_complete: true,
-                ended: None,
-                restored: false,
-            },
-            branches: 2,
-            snapshots: 1,
-            signals: 1,
-            wall_ms: 1,
-            vtime_ns: 1,
             first_bug: bugs.first().map(|b| (b.branch, 1)),
             assertions,
             bugs,
             events: BTreeMap::from([("e".to_owned(), 1)]),
-            garbage: Default::default(),
-            faults: Default::default(),
-            composer: Default::default(),
-            checkers: Vec::new(),
-            claims: Vec::new(),
-            harness: Default::default(),
-            host_limits: Vec::new(),
             coverage_edges: coverage.edges(),
-            instrumentation: Default::default(),
             series: vec![point(u64::from(index) + 1), point(u64::from(index) + 4)],
-            phases: Default::default(),
-            ending: Ending::Finished,
             shards: Shards::of(Shard::new(index, 3).unwrap()),
-            world: World::default(),
             coverage: coverage.bits(),
-            guest_profile: None,
+            ..Exploration::example(Target::Raw { guest: "demo".into() }, Point { events: 1, vtime_ns: 1 })
         }
     }
 

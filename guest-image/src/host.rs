@@ -19,6 +19,9 @@ pub struct Host {
     /// The CPUs this process may run on, read before any vCPU thread
     /// pinned itself (a pinned thread sees only its own CPU).
     pub cpus: Vec<usize>,
+    /// Where vCPU threads are pinned, the first of `cpus` this process
+    /// takes: shards sharing a host each start at their own (docs/scale.md).
+    pub cpu_offset: usize,
 }
 
 impl Host {
@@ -35,7 +38,7 @@ impl Host {
             )));
         }
         let probes = HostProbes::run(&profile).map_err(|e| ImageError::Setup(format!("cannot probe the host: {e}")))?;
-        Ok(Host { profile, probes, cpus })
+        Ok(Host { profile, probes, cpus, cpu_offset: 0 })
     }
 
     /// Settings for running a guest here; `linux` selects the longer
@@ -46,6 +49,9 @@ impl Host {
             s.watchdog = Some(LINUX_WATCHDOG);
         }
         self.probes.configure(&mut s);
+        if s.pin_cpu.is_some() && !self.cpus.is_empty() {
+            s.pin_cpu = Some(self.cpus[self.cpu_offset % self.cpus.len()]);
+        }
         if let Some(w) = watchdog {
             s.watchdog = w;
         }
@@ -58,7 +64,7 @@ impl Host {
     pub fn worker_settings(&self, linux: bool, watchdog: Option<Option<Duration>>, worker: usize) -> HostSettings {
         let mut s = self.settings(linux, watchdog);
         if s.pin_cpu.is_some() {
-            s.pin_cpu = Some(self.cpus[worker % self.cpus.len()]);
+            s.pin_cpu = Some(self.cpus[(self.cpu_offset + worker) % self.cpus.len()]);
         }
         s
     }

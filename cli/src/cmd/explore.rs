@@ -306,7 +306,9 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let profiling = args.guest_profile.start(linux)?;
     start.profiler = profiling.as_ref().map(|p| p.config);
     start.interrupt = Some(crate::signals::interrupt_on_signals()?);
-    let host = Host::open()?;
+    let mut host = Host::open()?;
+    // Shards that share a host pin their vCPUs to CPUs of their own.
+    host.cpu_offset = args.shard.map_or(0, |s| s.index as usize * usize::from(args.workers));
     let run = RunDir::create(&args.out, &label(&args, &target))?;
     inputs::save(&target, &run.inputs()).context("cannot keep the run's files with its records")?;
     let limit = args.timeline_limit.unwrap_or(if linux { Duration::from_secs(60) } else { Duration::from_millis(20) });

@@ -69,10 +69,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
     if args.json {
         println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
     }
+    let shards = &report.summary.shards;
     eprintln!(
-        "hvsim: merged {} of the exploration from {} directories",
-        report.summary.shards.describe(),
-        args.shards.len()
+        "hvsim: merged {} director{}: {}",
+        args.shards.len(),
+        if args.shards.len() == 1 { "y" } else { "ies" },
+        if shards.count == 1 { "the whole exploration".to_owned() } else { shards.describe() }
     );
     print_summary(&report, &args.out);
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))

@@ -75,6 +75,9 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     span { (s.signals) " signals" }
                     @if s.coverage_edges > 0 { span { (s.coverage_edges) " coverage edges" } }
                     span { (s.workers) " worker(s), rounds of " (s.batch) }
+                    @if s.shards.count > 1 {
+                        span class=(if s.shards.missing().is_empty() { "" } else { "warn" }) { (s.shards.describe()) }
+                    }
                     span class=(if s.bugs > 0 { "bad" } else { "good" }) { (s.bugs) " bug(s)" }
                     @for (label, n) in &s.verdicts {
                         span class=(verdict_class_of_label(label)) { (n) " " (label) }
@@ -514,7 +517,7 @@ mod tests {
 
     use crate::assertions::Assertions;
     use crate::bug::{BugKind, BugRecord, Fingerprint, Later};
-    use crate::engine::{Ending, Exploration, RootInfo, SeriesPoint};
+    use crate::engine::{Ending, Exploration, SeriesPoint};
     use crate::sdk::{self, SdkMessage};
     use crate::timeline::{Point, Timeline};
     use crate::Target;
@@ -565,44 +568,14 @@ mod tests {
         let point =
             |branch, bugs| SeriesPoint { branch, wall_ms: 0, snapshots: 1, signals: 1, bugs, new_edges: 0, edges: 0 };
         let exp = Exploration {
-            target: Target::Raw { guest: HOSTILE.into() },
-            seed: 1,
-            budget: Default::default(),
-            span: crate::branch::Span::Slice(hvsim_vmm::Vtime(5_000_000)),
-            snapshot_every_ns: None,
-            timelines: Default::default(),
-            tree: Default::default(),
-            branch_from_snapshots: true,
-            policy: Default::default(),
-            draws: Default::default(),
-            batch: 1,
-            workers: 1,
-            root: RootInfo { point: at, setup_complete: true, ended: None, restored: false },
-            branches: 2,
-            snapshots: 1,
-            signals: 1,
-            wall_ms: 1,
-            vtime_ns: 1,
             assertions,
             bugs: vec![bug],
             events: BTreeMap::from([(HOSTILE.to_owned(), 1)]),
             garbage: crate::engine::Garbage { count: 1, examples: vec![HOSTILE.into()] },
-            faults: Default::default(),
-            composer: Default::default(),
-            checkers: Vec::new(),
-            claims: Vec::new(),
-            harness: Default::default(),
-            host_limits: Vec::new(),
-            coverage_edges: 0,
-            instrumentation: Default::default(),
             series: vec![point(1, 0), point(2, 1)],
             first_bug: Some((2, 1)),
-            phases: Default::default(),
             ending: Ending::Interrupted { reason: 2 },
-            shards: Default::default(),
-            world: Default::default(),
-            coverage: Default::default(),
-            guest_profile: None,
+            ..Exploration::example(Target::Raw { guest: HOSTILE.into() }, at)
         };
         let dir = tempfile::tempdir().unwrap();
         let run = crate::report::RunDir::create(dir.path(), "hostile").unwrap();

@@ -11,41 +11,11 @@ use anyhow::{Context, Result};
 use hvsim_explorer::merge;
 use hvsim_explorer::report::RunDir;
 use hvsim_explorer::shard::Shard;
-use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Span, Target};
+use hvsim_explorer::{explore, Exploration, Target};
+
+use super::workers::{branch_secs, config};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
-
-fn config(target: &Target, branches: u64, slice: Vtime, linux: bool, workers: usize, shard: Shard) -> ExploreConfig {
-    ExploreConfig {
-        target: target.clone(),
-        seed: 1,
-        budget: Budget { branches: Some(branches), ..Budget::default() },
-        span: Span::Slice(slice),
-        snapshot_every: None,
-        snapshot_memory: u64::MAX,
-        setup_limit: ExploreConfig::default_setup_limit(linux),
-        branch_from_snapshots: true,
-        stop_at_first_bug: false,
-        reexecutions: 0,
-        start: Default::default(),
-        batch: 2,
-        workers,
-        saved_roots: false,
-        fresh_root: false,
-        roots_dir: None,
-        require_root: false,
-        shard,
-        policy: Default::default(),
-        checkers: Vec::new(),
-        claims: Vec::new(),
-        likelihood: hvsim_explorer::likelihood::Params::off(),
-    }
-}
-
-/// Branch time only: start and setup are the same work either way.
-fn branch_secs(e: &Exploration) -> f64 {
-    e.wall_ms.saturating_sub(e.phases.to_root_ms()).max(1) as f64 / 1000.0
-}
 
 fn dir_bytes(dir: &Path) -> u64 {
     walk(dir).iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
@@ -69,14 +39,19 @@ pub fn bench_shards(branches: u64, linux: bool, json: bool) -> Result<ExitCode> 
     let shards: Vec<Exploration> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..2)
             .map(|i| {
-                let config = config(&target, branches, slice, linux, 1, Shard::new(i, 2).expect("a shard of 2"));
-                s.spawn(move || -> Result<Exploration> { Ok(explore(&config, &Host::open()?, &mut ())?) })
+                let config = config(&target, branches, slice, linux, 2, 1, Shard::new(i, 2).expect("a shard of 2"));
+                s.spawn(move || -> Result<Exploration> {
+                    // Each on a CPU of its own, as `explore --shard` pins.
+                    let mut host = Host::open()?;
+                    host.cpu_offset = i as usize;
+                    Ok(explore(&config, &host, &mut ())?)
+                })
             })
             .collect();
         runs.into_iter().map(|r| r.join().expect("a shard's thread")).collect::<Result<_>>()
     })?;
     let sharded_wall = started.elapsed().as_secs_f64();
-    let whole = explore(&config(&target, branches, slice, linux, 2, Shard::default()), &Host::open()?, &mut ())?;
+    let whole = explore(&config(&target, branches, slice, linux, 2, 2, Shard::default()), &Host::open()?, &mut ())?;
 
     // Merging: the shards as `hvsim explore` leaves them, read back,
     // merged, and written as `hvsim merge` writes it.

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
+use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Span, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
@@ -23,6 +24,48 @@ pub(super) fn explored(e: &Exploration) -> serde_json::Value {
     })
 }
 
+/// The exploration the throughput benchmarks run: `branches` of slices
+/// from seed 1 in rounds of `batch`, nothing re-executed or estimated.
+pub(super) fn config(
+    target: &Target,
+    branches: u64,
+    slice: Vtime,
+    linux: bool,
+    batch: usize,
+    workers: usize,
+    shard: Shard,
+) -> ExploreConfig {
+    ExploreConfig {
+        target: target.clone(),
+        seed: 1,
+        budget: Budget { branches: Some(branches), ..Budget::default() },
+        span: Span::Slice(slice),
+        snapshot_every: None,
+        snapshot_memory: u64::MAX,
+        setup_limit: ExploreConfig::default_setup_limit(linux),
+        branch_from_snapshots: true,
+        stop_at_first_bug: false,
+        reexecutions: 0,
+        start: Default::default(),
+        batch,
+        workers,
+        saved_roots: false,
+        fresh_root: false,
+        roots_dir: None,
+        require_root: false,
+        shard,
+        policy: Default::default(),
+        checkers: Vec::new(),
+        claims: Vec::new(),
+        likelihood: hvsim_explorer::likelihood::Params::off(),
+    }
+}
+
+/// Wall seconds of branches: start and setup are the same work either way.
+pub(super) fn branch_secs(e: &Exploration) -> f64 {
+    e.wall_ms.saturating_sub(e.phases.to_root_ms()).max(1) as f64 / 1000.0
+}
+
 pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let dir = tempfile::tempdir()?;
@@ -35,37 +78,10 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
     };
     let mut runs = Vec::new();
     for w in [1, workers] {
-        let config = ExploreConfig {
-            target: target.clone(),
-            seed: 1,
-            budget: Budget { branches: Some(branches), ..Budget::default() },
-            span: Span::Slice(slice),
-            snapshot_every: None,
-            snapshot_memory: u64::MAX,
-            setup_limit: ExploreConfig::default_setup_limit(linux),
-            branch_from_snapshots: true,
-            stop_at_first_bug: false,
-            reexecutions: 0,
-            start: Default::default(),
-            batch: workers,
-            workers: w,
-            saved_roots: false,
-            fresh_root: false,
-            roots_dir: None,
-            require_root: false,
-            shard: Default::default(),
-            policy: Default::default(),
-            checkers: Vec::new(),
-            claims: Vec::new(),
-            likelihood: hvsim_explorer::likelihood::Params::off(),
-        };
+        let config = config(&target, branches, slice, linux, workers, w, Shard::default());
         runs.push(explore(&config, &host, &mut ())?);
     }
-    // Branch time only: start and setup are the same work either way.
-    let rate = |e: &Exploration| {
-        let ms = e.wall_ms.saturating_sub(e.phases.to_root_ms()).max(1);
-        e.branches as f64 / (ms as f64 / 1000.0)
-    };
+    let rate = |e: &Exploration| e.branches as f64 / branch_secs(e);
     let (one, many) = (&runs[0], &runs[1]);
     let same = explored(one) == explored(many);
     let cpus = host.cpus.len();
