@@ -39,8 +39,8 @@ enum Command {
     /// an error (docs/cli.md).
     Explore(cmd::explore::Args),
     /// Combine the results of an exploration's shards (`explore --shard
-    /// I/N`) into one, as if one host had run them all (docs/scale.md).
-    /// Exit status as for explore.
+    /// I/N`) into one exploration's report (docs/scale.md). Exit status as
+    /// for explore.
     Merge(cmd::merge::Args),
     /// Run a guest once, as a pure function of its seed.
     Run(cmd::run::Args),

@@ -411,13 +411,16 @@ fn root_sh_takes_the_root_and_merge_sh_merges_what_the_shards_left() {
     let r = script(d, "merge.sh", &[], &[], 0);
     assert_eq!(r.status, 2);
     assert!(r.stderr.contains("no shard results"), "{}", r.stderr);
-    // Shard 0 and 2 wrote an exploration; shard 1 failed before it wrote one.
-    for i in [0, 1, 2] {
+    // Shard 0 and 2 wrote an exploration; shard 1 failed after making its
+    // directory (hvsim leaves error.txt there), shard 3 before.
+    for i in [0, 1, 2, 3] {
         std::fs::create_dir_all(results.join(format!("shard-{i}"))).unwrap();
     }
-    for i in [0, 2] {
+    for i in [0, 1, 2] {
         let exploration = results.join(format!("shard-{i}/20261125T170102Z-demo-seed1"));
         std::fs::create_dir(&exploration).unwrap();
+        let file = if i == 1 { "error.txt" } else { "exploration.json" };
+        std::fs::write(exploration.join(file), "").unwrap();
         std::os::unix::fs::symlink(exploration.file_name().unwrap(), results.join(format!("shard-{i}/latest")))
             .unwrap();
     }
@@ -427,7 +430,9 @@ fn root_sh_takes_the_root_and_merge_sh_merges_what_the_shards_left() {
         let latest = |i: u32| results.join(format!("shard-{i}/latest")).to_str().unwrap().to_owned();
         let merged = results.join("merged").to_str().unwrap().to_owned();
         assert_eq!(r.args, ["merge".to_owned(), latest(0), latest(2), "--out".to_owned(), merged]);
-        assert!(r.stderr.contains("shard-1 holds no exploration"), "{}", r.stderr);
+        for i in [1, 3] {
+            assert!(r.stderr.contains(&format!("shard-{i} holds no finished exploration")), "{}", r.stderr);
+        }
     }
     let r = script(d, "merge.sh", &["--json"], &[("HVSIM_MERGED", "elsewhere")], 0);
     assert_eq!((r.args[1].as_str(), flag(&r, "--out")), ("--json", Some("elsewhere")));

@@ -10,13 +10,14 @@
 # `hvsim merge` (--fail-on-unmet, --json). The other settings are
 # common.sh's.
 #
-# A shard whose directory holds no exploration (it failed before writing
-# one) is left out, and the merge reports it missing, as it does a shard
+# A shard whose directory holds no finished exploration (it failed, or was
+# killed, before writing exploration.json) is left out, and the merge reports it missing, as it does a shard
 # that never ran.
 #
 # Exit status: hvsim merge's, passed on, as `hvsim explore`'s
 # (docs/cli.md): 0 no bug in any shard, 8 at least one bug (the job fails,
-# as an unsharded exploration's would), 10 with --fail-on-unmet: no bug, but
+# as an unsharded exploration's would), 9 no bug but a shard interrupted
+# before its end, 10 with --fail-on-unmet: no bug, but
 # a property unmet in every shard or a claim that did not pass, 1 refused
 # (shards of different explorations or worlds, the same shard twice, MERGED
 # not empty) or an error, 2 a usage error.
@@ -27,15 +28,18 @@ set -eu
 merged=${HVSIM_MERGED:-$results/merged}
 found=0
 for dir in "$results"/shard-*; do
-  if [ -e "$dir/latest" ]; then
+  # A shard that failed or was killed leaves no exploration.json (its
+  # latest may hold only error.txt): left out, and the merge reports it
+  # missing.
+  if [ -f "$dir/latest/exploration.json" ]; then
     set -- "$@" "$dir/latest"
     found=$((found + 1))
   elif [ -d "$dir" ]; then
-    echo "merge.sh: $dir holds no exploration (no latest): left out" >&2
+    echo "merge.sh: $dir holds no finished exploration (no latest/exploration.json): left out" >&2
   fi
 done
 if [ "$found" -eq 0 ]; then
-  die "no shard results in $results (shard-*/latest): run the shards first"
+  die "no shard results in $results (shard-*/latest/exploration.json): run the shards first"
 fi
 
 status=0
@@ -43,6 +47,7 @@ status=0
 case $status in
   0) echo "merge.sh: merged $found shard(s), no bug; report: $merged/report.html" ;;
   8) echo "merge.sh: merged $found shard(s), bugs found (exit status 8); report: $merged/report.html" ;;
+  9) echo "merge.sh: merged $found shard(s), no bug, but a shard was interrupted before its end (exit status 9); report: $merged/report.html" ;;
   10) echo "merge.sh: merged $found shard(s), no bug, but a property or claim unmet (exit status 10); report: $merged/report.html" ;;
   *) echo "merge.sh: hvsim merge failed (exit status $status)" >&2 ;;
 esac

@@ -863,9 +863,12 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
                     first_message,
                     wall_ms: state.phases.to_root_ms(),
                 };
-                // Losing it costs the next exploration time, nothing else.
-                if let Err(e) = roots.put(&saved, &mut machine) {
-                    tracing::warn!("cannot save the root: {e}");
+                // Losing it costs the next exploration time, nothing else;
+                // but a root step's root is what its shards need.
+                match roots.put(&saved, &mut machine) {
+                    Err(e) if config.roots_dir.is_some() => return Err(e),
+                    Err(e) => tracing::warn!("cannot save the root: {e}"),
+                    Ok(()) => {}
                 }
             }
             (machine, branchable)
@@ -1116,7 +1119,7 @@ fn branch_rounds(
         let runs = match pool.run_round(jobs, shared, &mut |c| state.checked(c, watch, interrupt)) {
             Ok(runs) => runs,
             Err(e) => {
-                state.fail(interrupt, format!("the round after branch {}", state.branches), e);
+                state.fail(interrupt, format!("the round after {} branch(es)", state.branches), e);
                 break;
             }
         };

@@ -15,10 +15,15 @@
 //!   is satisfied and an `always` failed in any shard is failed; claims are
 //!   judged again from their summed tallies and the merged bugs;
 //! - fault evidence, checker, composer, buggify and harness tallies, and
-//!   timelines are summed; coverage is the union of the shards' edges;
-//! - the inputs are put in shard order first, so the result depends on the
-//!   shards' results, never on the order they are named in or on which
-//!   host ran which. A merge is itself mergeable (merges of merges).
+//!   timelines are summed; coverage is the union of the shards' edges.
+//!   What the root run did (faults before setup complete, its messages) is
+//!   in every shard's tallies, so it counts once per shard; signals and the
+//!   series of coverage and bugs over branches are sums of the shards' own;
+//! - every choice among shards is by a rule that does not depend on which
+//!   came first (the least example, the worst ending, sorted unions), so
+//!   the result depends on the shards' results, never on the order they
+//!   are named in or on which host ran which; and a merge is itself
+//!   mergeable: merges of merges give the merge of all.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,12 +37,15 @@ use crate::coverage::Coverage;
 use crate::engine::{Ending, Exploration, SeriesPoint};
 use crate::error::{ExploreError, Result};
 use crate::roots::first_difference;
-use crate::shard::Shards;
+use crate::shard::{Shard, Shards};
 
 /// The file, in an exploration's directory.
 pub const FILE: &str = "exploration.json";
 /// Its format's name and version.
 const FORMAT: &str = "hvsim-exploration-v1";
+/// The largest `exploration.json` read: far above any exploration's
+/// (hundreds of KiB per thousand branches).
+const MAX_BYTES: u64 = 4 << 30;
 
 #[derive(Serialize)]
 struct Written<'a> {
@@ -71,8 +79,11 @@ pub fn load(dir: &Path) -> Result<(PathBuf, Exploration)> {
         )));
     };
     let file = dir.join(FILE);
-    let bytes =
-        std::fs::read(&file).map_err(|source| ExploreError::Io { what: "reading", path: file.clone(), source })?;
+    let bytes = hvsim_vmm::files::read_bounded(&file, MAX_BYTES).map_err(|source| ExploreError::Io {
+        what: "reading",
+        path: file.clone(),
+        source,
+    })?;
     let read: Read = serde_json::from_slice(&bytes)
         .map_err(|e| refused(format!("{}: not an exploration hvsim can merge: {e}", file.display())))?;
     if read.format != FORMAT {
@@ -83,8 +94,17 @@ pub fn load(dir: &Path) -> Result<(PathBuf, Exploration)> {
             read.hvsim_version
         )));
     }
-    if !read.exploration.coverage.fits() {
-        return Err(refused(format!("{}: its coverage names edges outside the coverage map", file.display())));
+    let e = &read.exploration;
+    let broken = |what: &str| Err(refused(format!("{}: {what}", file.display())));
+    if !e.coverage.fits() {
+        return broken("its coverage names edges outside the coverage map");
+    }
+    if !e.shards.sound() {
+        return broken("its shard list is not one of shards");
+    }
+    // A record is written under its id: only an id the bug itself gives.
+    if let Some(b) = e.bugs.iter().find(|b| b.id != b.bug.id()) {
+        return broken(&format!("bug `{}` is not the id of what it records ({})", b.id, b.bug.id()));
     }
     Ok((dir, read.exploration))
 }
@@ -111,6 +131,7 @@ fn identity(e: &Exploration) -> serde_json::Map<String, serde_json::Value> {
         ("claims", v(serde_json::to_value(claims))),
         ("shard count", e.shards.count.into()),
         ("root", v(serde_json::to_value(e.root.point))),
+        ("snapshot memory", e.tree.budget_bytes.into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -123,19 +144,14 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     if inputs.is_empty() {
         return Err(refused("nothing to merge".into()));
     }
-    for (path, e) in &inputs {
+    if let Some((path, e)) = inputs.iter().find(|(_, e)| !e.shards.sound()) {
         let s = &e.shards;
-        let sound = !s.indices.is_empty()
-            && s.indices.windows(2).all(|w| w[0] < w[1])
-            && s.indices.iter().all(|&i| i < s.count);
-        if !sound {
-            return Err(refused(format!(
-                "{}: its shard list {:?} of {} is not a set of shards",
-                path.display(),
-                s.indices,
-                s.count
-            )));
-        }
+        return Err(refused(format!(
+            "{}: its shard list {:?} of {} is not one of shards",
+            path.display(),
+            s.indices,
+            s.count
+        )));
     }
     inputs.sort_by_key(|(_, e)| e.shards.indices[0]);
     let (first_path, first) = &inputs[0];
@@ -183,10 +199,10 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     // theirs).
     let saw = |b: &BugRecord, shard: u32| if b.shards.is_empty() { vec![shard] } else { b.shards.clone() };
     let mut seen: Vec<Vec<u32>> = out.bugs.iter().map(|b| saw(b, first_shard)).collect();
-    // The shard that ran a branch: numbers are the whole exploration's
-    // (`shard.rs`). The root's bugs (branch 0) are every shard's.
-    let count = u64::from(shards.count);
-    let found = |b: &BugRecord| (b.at.vtime_ns, b.branch.saturating_sub(1) % count * u64::from(b.branch > 0), b.branch);
+    // Which record of a bug is kept: the first found, by (virtual time,
+    // the shard that ran its branch, branch). The root's bugs (branch 0)
+    // are every shard's, the same.
+    let first_found = |b: &BugRecord| (b.at.vtime_ns, Shard::of_branch(b.branch, shards.count), b.branch);
     // Each assertion's and checker's first bug, as each shard named it.
     let mut assertion_bugs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut checker_bugs: Vec<Vec<String>> = out.checkers.iter().map(|_| Vec::new()).collect();
@@ -211,7 +227,6 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut t.root_bytes, e.tree.root_bytes);
         add(&mut t.bytes, e.tree.bytes);
         add(&mut t.peak_bytes, e.tree.peak_bytes);
-        add(&mut t.budget_bytes, e.tree.budget_bytes);
         add(&mut t.evicted, e.tree.evicted);
         add(&mut out.draws.points, e.draws.points);
         add(&mut out.draws.chosen, e.draws.chosen);
@@ -228,7 +243,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             match out.bugs.iter().position(|b| b.id == bug.id) {
                 Some(i) => {
                     let occurrences = out.bugs[i].occurrences.saturating_add(bug.occurrences);
-                    if found(&bug) < found(&out.bugs[i]) {
+                    if first_found(&bug) < first_found(&out.bugs[i]) {
                         out.bugs[i] = bug;
                     }
                     out.bugs[i].occurrences = occurrences;
@@ -262,28 +277,21 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             add(&mut o.undecided, t.undecided);
             add(&mut o.malformed, t.malformed);
             add(&mut o.operations, t.operations);
-            o.malformed_example = o.malformed_example.take().or(t.malformed_example);
+            o.malformed_example = least(o.malformed_example.take(), t.malformed_example);
         }
         for (o, t) in out.claims.iter_mut().zip(e.claims) {
             add_claim(o, t);
         }
         add(&mut out.harness.timelines, e.harness.timelines);
-        out.harness.example = out.harness.example.take().or(e.harness.example);
-        for limit in e.host_limits {
-            if !out.host_limits.contains(&limit) {
-                out.host_limits.push(limit);
-            }
-        }
+        out.harness.example = least(out.harness.example.take(), e.harness.example);
+        out.host_limits = union(std::mem::take(&mut out.host_limits), e.host_limits, usize::MAX);
         add(&mut out.garbage.count, e.garbage.count);
-        let room = 10usize.saturating_sub(out.garbage.examples.len());
-        out.garbage.examples.extend(e.garbage.examples.into_iter().take(room));
+        out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), e.garbage.examples, GARBAGE_EXAMPLES);
         out.faults.merge(&e.faults);
         coverage.merge_bits(&e.coverage);
-        for sdk in e.instrumentation.sdks {
-            if !out.instrumentation.sdks.contains(&sdk) {
-                out.instrumentation.sdks.push(sdk);
-            }
-        }
+        let sdks = |v: Vec<serde_json::Value>| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let all = union(sdks(std::mem::take(&mut out.instrumentation.sdks)), sdks(e.instrumentation.sdks), usize::MAX);
+        out.instrumentation.sdks = all.iter().filter_map(|x| serde_json::from_str(x).ok()).collect();
         for (name, m) in e.instrumentation.coverage_modules {
             out.instrumentation.coverage_modules.entry(name).or_insert(m);
         }
@@ -302,9 +310,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut p.reexecution_wait_ms, q.reexecution_wait_ms);
         add(&mut p.story_ms, q.story_ms);
         add(&mut p.likelihood_ms, q.likelihood_ms);
-        if out.ending == Ending::Finished {
-            out.ending = e.ending;
-        }
+        out.ending = std::cmp::max_by_key(out.ending.clone(), e.ending, ending_rank);
     }
     // In the order found: by branch, then (several bugs of the root) by
     // virtual time.
@@ -329,7 +335,10 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         .collect();
     // An assertion's or checker's bug: of those its shards named, the
     // first in that order.
-    let first_of = |ids: &[String]| ids.iter().min_by_key(|id| out.bugs.iter().position(|b| &b.id == *id)).cloned();
+    let first_of = |ids: &[String]| {
+        let first = ids.iter().filter_map(|id| out.bugs.iter().position(|b| &b.id == id)).min();
+        first.map(|i| out.bugs[i].id.clone())
+    };
     for a in out.assertions.by_id.values_mut() {
         a.bug = assertion_bugs.get(&a.id).and_then(|ids| first_of(ids));
     }
@@ -359,8 +368,37 @@ saturating!(u64, usize);
 
 impl Add for f64 {
     fn add_to(self, to: &mut f64) {
-        *to += self;
+        // Finite: JSON has no infinity, and the sum is written back.
+        *to = (*to + self).clamp(f64::MIN, f64::MAX);
     }
+}
+
+/// Of two examples, one that does not depend on which came first.
+fn least(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The sorted union of two lists, at most `max` long.
+fn union(a: Vec<String>, b: Vec<String>, max: usize) -> Vec<String> {
+    let all: std::collections::BTreeSet<String> = a.into_iter().chain(b).collect();
+    all.into_iter().take(max).collect()
+}
+
+/// The examples of garbage a merge keeps (as an exploration does).
+const GARBAGE_EXAMPLES: usize = 10;
+
+/// Which ending a merge has: the worst of its shards'.
+fn ending_rank(e: &Ending) -> (u8, String) {
+    let rank = match e {
+        Ending::Finished => 0,
+        Ending::Running => 1,
+        Ending::Interrupted { .. } => 2,
+        Ending::Failed { .. } => 3,
+    };
+    (rank, e.describe())
 }
 
 fn add<T: Add>(to: &mut T, x: T) {
@@ -405,7 +443,7 @@ fn add_claim(o: &mut ClaimTally, t: ClaimTally) {
     add(&mut o.operations, t.operations);
     add(&mut o.undecided, t.undecided);
     add(&mut o.unreadable, t.unreadable);
-    o.unreadable_example = o.unreadable_example.take().or(t.unreadable_example);
+    o.unreadable_example = least(o.unreadable_example.take(), t.unreadable_example);
 }
 
 /// Coverage and bugs over the whole exploration's branches: at each
@@ -439,7 +477,7 @@ mod tests {
     use super::*;
     use crate::bug::{BugKind, Fingerprint};
     use crate::sdk::{AssertKind, Assertion, Location};
-    use crate::shard::Shard;
+
     use crate::timeline::{Point, Timeline};
     use crate::Target;
     use hvsim_guest_image::world::World;
@@ -533,6 +571,49 @@ mod tests {
         assert_eq!(json(&merge(vec![("m".into(), partial), one]).unwrap()), want);
     }
 
+    /// Examples, endings and lists: chosen by rules that do not depend on
+    /// which shard came first, so that (0 + 2) + 1 == 0 + 1 + 2 for them too.
+    #[test]
+    fn choices_among_shards_do_not_depend_on_how_they_are_grouped() {
+        let parts = || {
+            let mut parts = three();
+            parts[1].1.harness.example = Some("b: exit 3".into());
+            parts[2].1.harness.example = Some("a: exit 2".into());
+            parts[1].1.host_limits = vec!["rdtsc".into()];
+            parts[2].1.host_limits = vec!["cpuid".into(), "rdtsc".into()];
+            parts[1].1.garbage.examples = vec!["z".into()];
+            parts[2].1.garbage.examples = vec!["y".into()];
+            parts[2].1.ending = Ending::Interrupted { reason: 15 };
+            parts
+        };
+        let flat = merge(parts()).unwrap();
+        assert_eq!(flat.harness.example.as_deref(), Some("a: exit 2"));
+        assert_eq!(flat.host_limits, ["cpuid", "rdtsc"]);
+        assert_eq!(flat.garbage.examples, ["y", "z"]);
+        assert_eq!(flat.ending, Ending::Interrupted { reason: 15 }, "the worst ending");
+        let mut parts = parts();
+        let one = parts.remove(1);
+        let grouped = merge(vec![("m".into(), merge(parts).unwrap()), one]).unwrap();
+        assert_eq!(json(&grouped), json(&flat));
+    }
+
+    #[test]
+    fn a_shard_file_that_lies_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = shard(0, &[("lost write", 1, 1)], false);
+        e.bugs[0].id = "../../../etc/x".into();
+        std::fs::write(dir.path().join(FILE), to_json(&e)).unwrap();
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("bug `../../../etc/x` is not the id of what it records"), "{err}");
+        let mut e = shard(0, &[], false);
+        e.shards.count = u32::MAX;
+        std::fs::write(dir.path().join(FILE), to_json(&e)).unwrap();
+        assert!(load(dir.path()).unwrap_err().to_string().contains("its shard list is not one of shards"));
+        std::fs::write(dir.path().join(FILE), b"{\"format\":\"hvsim-exploration-v9\"}").unwrap();
+        assert!(load(dir.path()).unwrap_err().to_string().contains("not an exploration hvsim can merge"));
+        assert!(load(&dir.path().join("nowhere")).unwrap_err().to_string().contains("no exploration.json there"));
+    }
+
     #[test]
     fn bugs_keep_the_first_record_and_every_shard_that_saw_them() {
         let m = merge(three()).unwrap();
@@ -591,7 +672,7 @@ mod tests {
         assert_eq!(err(twice), "shard 1 of 3 is named twice: s1 and s2");
         let mut broken = three();
         broken[0].1.shards.indices = vec![];
-        assert!(err(broken).contains("is not a set of shards"));
+        assert!(err(broken).contains("is not one of shards"));
         assert_eq!(err(vec![]), "nothing to merge");
     }
 }

@@ -88,8 +88,10 @@ impl Roots {
     }
 
     /// A store in `dir`, e.g. on a volume that shards share.
+    /// A root this host cannot restore stays there for the others.
     pub fn open_at(dir: PathBuf) -> Result<Roots> {
-        Ok(Roots::at(dir, max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?))
+        let max_bytes = max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?;
+        Ok(Roots { store: SnapshotStore::new(dir, max_bytes, "the saved roots").shared() })
     }
 
     pub fn at(dir: PathBuf, max_bytes: u64) -> Roots {
@@ -145,6 +147,13 @@ impl Roots {
             .filter_map(|e| e.description.as_ref())
             .find(|s| s.id.target == id.target && s.id.seed == id.seed);
         let Some(saved) = same_exploration else {
+            if entries.iter().filter_map(|e| e.description.as_ref()).any(|s| s.id.seed == id.seed) {
+                return here(format!(
+                    "a root for seed {} is there, of another target: the target as explored (command, files by \
+                     content, images, services, fault plan) must be the root step's",
+                    id.seed
+                ));
+            }
             return here(format!(
                 "none for this target and seed {}: take the root once first (`hvsim explore ... --branches 0 --roots {dir}`)",
                 id.seed

@@ -29,10 +29,14 @@ impl Default for Shard {
     }
 }
 
+/// Shards of one exploration at most: far beyond any fleet, small enough
+/// that every list of them is cheap.
+pub const MAX_SHARDS: u32 = 65_536;
+
 impl Shard {
     pub fn new(index: u32, count: u32) -> Result<Shard, String> {
-        if count == 0 {
-            return Err("a shard count is at least 1".into());
+        if count == 0 || count > MAX_SHARDS {
+            return Err(format!("{count} shards: an exploration has 1 to {MAX_SHARDS}"));
         }
         if index >= count {
             return Err(format!("shard {index} of {count}: shards are numbered from 0 to {}", count - 1));
@@ -45,6 +49,14 @@ impl Shard {
     pub fn branch(self, local: u64) -> u64 {
         assert!(local >= 1, "branches are numbered from 1");
         (local - 1) * u64::from(self.count) + u64::from(self.index) + 1
+    }
+
+    /// The shard of `count` that ran the whole exploration's `branch`:
+    /// the inverse of [`Shard::branch`]. None for branch 0 (the root, every
+    /// shard's).
+    pub fn of_branch(branch: u64, count: u32) -> Option<u32> {
+        let count = u64::from(count.max(1));
+        (branch > 0).then(|| ((branch - 1) % count) as u32)
     }
 
     /// How many of the whole exploration's first `branches` are this
@@ -111,22 +123,36 @@ impl Shards {
         (0..self.count).filter(|i| self.indices.binary_search(i).is_err()).collect()
     }
 
+    /// Whether the list is one of shards: sorted, each once, each below
+    /// the count (a file may say anything).
+    pub fn sound(&self) -> bool {
+        (1..=MAX_SHARDS).contains(&self.count)
+            && !self.indices.is_empty()
+            && self.indices.windows(2).all(|w| w[0] < w[1])
+            && self.indices.iter().all(|&i| i < self.count)
+    }
+
     /// "shard 1 of 4", "shards 0, 1, 3 of 4 (missing 2)", "" when whole
-    /// and unsharded.
+    /// and unsharded; long lists cut short.
     pub fn describe(&self) -> String {
         if self.count == 1 {
             return String::new();
         }
-        let list: Vec<String> = self.indices.iter().map(u32::to_string).collect();
         let missing = self.missing();
-        let missing = if missing.is_empty() {
-            String::new()
-        } else {
-            format!(" (missing {})", missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
-        };
+        let missing = if missing.is_empty() { String::new() } else { format!(" (missing {})", list(&missing)) };
         let s = if self.indices.len() == 1 { "" } else { "s" };
-        format!("shard{s} {} of {}{missing}", list.join(", "), self.count)
+        format!("shard{s} {} of {}{missing}", list(&self.indices), self.count)
     }
+}
+
+/// "0, 1, 3", or its first ten and how many more.
+fn list(indices: &[u32]) -> String {
+    const SHOWN: usize = 10;
+    let mut s: Vec<String> = indices.iter().take(SHOWN).map(u32::to_string).collect();
+    if indices.len() > SHOWN {
+        s.push(format!("and {} more", indices.len() - SHOWN));
+    }
+    s.join(", ")
 }
 
 #[cfg(test)]
@@ -143,6 +169,7 @@ mod tests {
                     let s = Shard::new(index, count).unwrap();
                     for local in 1..=s.share(budget) {
                         assert!(seen.insert(s.branch(local)), "{s}: branch {} twice", s.branch(local));
+                        assert_eq!(Shard::of_branch(s.branch(local), count), Some(index));
                     }
                 }
                 assert_eq!(seen, (1..=budget).collect(), "{count} shards of {budget} branches");
@@ -168,5 +195,10 @@ mod tests {
         assert_eq!(Shards::default().describe(), "");
         assert_eq!(Shards::of(Shard::new(1, 4).unwrap()).describe(), "shard 1 of 4 (missing 0, 2, 3)");
         assert_eq!(Shards { count: 2, indices: vec![0, 1] }.describe(), "shards 0, 1 of 2");
+        let many = Shards::of(Shard::new(0, 1000).unwrap()).describe();
+        assert_eq!(many, "shard 0 of 1000 (missing 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, and 989 more)");
+        assert_eq!(Shard::of_branch(0, 4), None);
+        assert!("0/65537".parse::<Shard>().is_err());
+        assert!(!Shards { count: 2, indices: vec![1, 1] }.sound() && !Shards { count: 2, indices: vec![2] }.sound());
     }
 }

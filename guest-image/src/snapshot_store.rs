@@ -29,6 +29,9 @@ pub struct SnapshotStore {
     max_bytes: u64,
     /// What the entries are, for messages ("the boot cache").
     what: &'static str,
+    /// Keep an entry that cannot be restored here (a store that other
+    /// hosts share: it may be only this host that cannot).
+    keep_unusable: bool,
 }
 
 /// One entry, for listings.
@@ -53,7 +56,13 @@ pub fn max_bytes_from_env(var: &str, default: u64) -> Result<u64> {
 
 impl SnapshotStore {
     pub fn new(dir: PathBuf, max_bytes: u64, what: &'static str) -> SnapshotStore {
-        SnapshotStore { dir, max_bytes, what }
+        SnapshotStore { dir, max_bytes, what, keep_unusable: false }
+    }
+
+    /// The same store, shared with other hosts: an entry this host cannot
+    /// restore is left for them.
+    pub fn shared(self) -> SnapshotStore {
+        SnapshotStore { keep_unusable: true, ..self }
     }
 
     pub fn dir(&self) -> &Path {
@@ -100,6 +109,10 @@ impl SnapshotStore {
                 // Recently used: the last to be evicted.
                 let _ = std::fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
                 Some(m)
+            }
+            Err(e) if self.keep_unusable => {
+                tracing::warn!("{} entry {} cannot be restored here (kept for others): {e}", self.what, path.display());
+                None
             }
             Err(e) => {
                 tracing::warn!("{} entry unusable, making it again: {e}", self.what);

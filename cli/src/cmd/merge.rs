@@ -1,7 +1,7 @@
-//! `hvsim merge`: shards' results combined into one exploration's, as if
-//! one host had run them all (docs/scale.md): a new directory with
-//! report.json, report.md, report.html, findings, bugs/ and inputs/, whose
-//! records replay on their own.
+//! `hvsim merge`: shards' results combined into one exploration's
+//! (docs/scale.md): a new directory with report.json, report.md,
+//! report.html, findings, bugs/ and inputs/, whose records replay on their
+//! own.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use hvsim_explorer::merge;
 use hvsim_explorer::report::RunDir;
+use hvsim_explorer::Ending;
 
 use crate::cmd::explore::{exit_status, print_summary};
 
@@ -43,6 +44,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
         let (dir, exploration) = merge::load(dir)?;
         inputs.push((dir, exploration));
     }
+    for (dir, e) in &inputs {
+        if e.ending != Ending::Finished {
+            eprintln!("hvsim: merge: warning: {} {}: merged as it stands", dir.display(), e.ending.describe());
+        }
+    }
     let dirs: Vec<PathBuf> = inputs.iter().map(|(d, _)| d.clone()).collect();
     let merged = merge::merge(inputs)?;
     let staging = staging_dir(&args.out)?;
@@ -76,6 +82,15 @@ pub fn main(args: Args) -> Result<ExitCode> {
         if args.shards.len() == 1 { "y" } else { "ies" },
         if shards.count == 1 { "the whole exploration".to_owned() } else { shards.describe() }
     );
+    let missing = shards.missing();
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(u32::to_string).collect();
+        eprintln!(
+            "hvsim: merge: warning: no result of shard(s) {} of {}: their branches are not in it",
+            list.join(", "),
+            shards.count
+        );
+    }
     print_summary(&report, &args.out);
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
 }
@@ -97,6 +112,10 @@ fn copy_inputs(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", from.display()))?;
+        // Files only, never what a link points at.
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let dest = to.join(entry.file_name());
         if !dest.exists() {
             std::fs::copy(entry.path(), &dest)

@@ -108,7 +108,11 @@ impl RunDir {
         let findings = super::Findings::of(&report);
         publish("findings.json", &document(&findings, &self.path.join("findings.json"))?)?;
         publish("findings.md", findings.markdown().as_bytes())?;
-        publish(crate::merge::FILE, &crate::merge::to_json(exp))?;
+        // Only whole: a shard killed after a checkpoint has no result to
+        // merge, and the merge reports it missing.
+        if exp.ending != crate::engine::Ending::Running {
+            publish(crate::merge::FILE, &crate::merge::to_json(exp))?;
+        }
         Ok(report)
     }
 }

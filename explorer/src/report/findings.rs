@@ -282,6 +282,14 @@ fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     if !matches!(r.summary.ending, crate::engine::Ending::Finished) {
         reasons.push(format!("the exploration did not run to its end: {}", r.summary.ending.describe()));
     }
+    let missing = r.summary.shards.missing();
+    if !missing.is_empty() {
+        reasons.push(format!(
+            "{} of the exploration's {} shards are not in this merge: their branches never ran here",
+            missing.len(),
+            r.summary.shards.count
+        ));
+    }
     if reasons.is_empty() {
         let passed = r.claims.len();
         reasons.push(format!("all {passed} claim(s) passed with evidence, and no bug was found"));
