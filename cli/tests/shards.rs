@@ -251,6 +251,13 @@ fn shards_of_different_explorations_or_worlds_and_broken_shards_are_refused() {
     assert!(!e1["exploration"]["bugs"].as_array().unwrap().is_empty(), "the shard found the demo's bug");
     assert!(e1["exploration"]["bugs"][0]["failure"]["memory_hash"].is_string());
     same(&e1, &e2, "the same shard's explorations");
+    // One shard of two merged alone: what it found, and the other missing.
+    let alone = dir.path().join("alone");
+    let o = merge(&[&a], &alone);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    assert!(err.contains("warning: no result of shard(s) 1 of 2"), "{err}");
+    assert!(common::read(&alone.join("report.md")).contains("shard 0 of 2 (missing 1)"));
     refused(&[&a, &b], "are not shards of one exploration: their master seed differs (1 and 2)");
     refused(&[&a, &a_again], "shard 0 of 2 is named twice");
     refused(&[dir.path()], "no exploration.json there or in its `latest`");

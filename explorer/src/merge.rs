@@ -32,9 +32,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::assertions::Assertions;
 use crate::bug::BugRecord;
+use crate::checkers::CheckerTally;
 use crate::claims::ClaimTally;
+use crate::composer::CommandTally;
 use crate::coverage::Coverage;
-use crate::engine::{Ending, Exploration, SeriesPoint};
+use crate::engine::{Ending, Exploration, Phases, SeriesPoint};
 use crate::error::{ExploreError, Result};
 use crate::roots::first_difference;
 use crate::shard::{Shard, Shards};
@@ -261,23 +263,37 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         for (t, n) in e.composer.templates {
             add(out.composer.templates.entry(t).or_default(), n);
         }
+        // Tallies are taken apart whole, so that a field added to one
+        // does not compile until the merge says how it combines.
         for (c, t) in e.composer.commands {
             let o = out.composer.commands.entry(c).or_default();
-            add(&mut o.started, t.started);
-            add(&mut o.succeeded, t.succeeded);
-            add(&mut o.failed, t.failed);
-            add(&mut o.by_fault, t.by_fault);
-            add(&mut o.stopped, t.stopped);
+            let CommandTally { started, succeeded, failed, by_fault, stopped } = t;
+            add(&mut o.started, started);
+            add(&mut o.succeeded, succeeded);
+            add(&mut o.failed, failed);
+            add(&mut o.by_fault, by_fault);
+            add(&mut o.stopped, stopped);
         }
         // Identity made the checker and claim lists equal, in order.
         for (o, t) in out.checkers.iter_mut().zip(e.checkers) {
-            add(&mut o.timelines, t.timelines);
-            add(&mut o.valid, t.valid);
-            add(&mut o.invalid, t.invalid);
-            add(&mut o.undecided, t.undecided);
-            add(&mut o.malformed, t.malformed);
-            add(&mut o.operations, t.operations);
-            o.malformed_example = least(o.malformed_example.take(), t.malformed_example);
+            let CheckerTally {
+                spec: _,
+                timelines,
+                valid,
+                invalid,
+                undecided,
+                malformed,
+                malformed_example,
+                operations,
+                bug: _,
+            } = t;
+            add(&mut o.timelines, timelines);
+            add(&mut o.valid, valid);
+            add(&mut o.invalid, invalid);
+            add(&mut o.undecided, undecided);
+            add(&mut o.malformed, malformed);
+            add(&mut o.operations, operations);
+            o.malformed_example = least(o.malformed_example.take(), malformed_example);
         }
         for (o, t) in out.claims.iter_mut().zip(e.claims) {
             add_claim(o, t);
@@ -300,16 +316,27 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let (p, q) = (&mut out.phases, e.phases);
-        add(&mut p.start_ms, q.start_ms);
-        add(&mut p.setup_ms, q.setup_ms);
-        add(&mut p.branches_ms, q.branches_ms);
-        add(&mut p.restore_ms, q.restore_ms);
-        add(&mut p.snapshot_ms, q.snapshot_ms);
-        add(&mut p.reexecution_ms, q.reexecution_ms);
-        add(&mut p.reexecution_wait_ms, q.reexecution_wait_ms);
-        add(&mut p.story_ms, q.story_ms);
-        add(&mut p.likelihood_ms, q.likelihood_ms);
+        let p = &mut out.phases;
+        let Phases {
+            start_ms,
+            setup_ms,
+            branches_ms,
+            restore_ms,
+            snapshot_ms,
+            reexecution_ms,
+            reexecution_wait_ms,
+            story_ms,
+            likelihood_ms,
+        } = e.phases;
+        add(&mut p.start_ms, start_ms);
+        add(&mut p.setup_ms, setup_ms);
+        add(&mut p.branches_ms, branches_ms);
+        add(&mut p.restore_ms, restore_ms);
+        add(&mut p.snapshot_ms, snapshot_ms);
+        add(&mut p.reexecution_ms, reexecution_ms);
+        add(&mut p.reexecution_wait_ms, reexecution_wait_ms);
+        add(&mut p.story_ms, story_ms);
+        add(&mut p.likelihood_ms, likelihood_ms);
         out.ending = std::cmp::max_by_key(out.ending.clone(), e.ending, ending_rank);
     }
     // In the order found: by branch, then (several bugs of the root) by
@@ -422,28 +449,40 @@ fn add_assertions(out: &mut Assertions, other: &Assertions) {
 }
 
 fn add_claim(o: &mut ClaimTally, t: ClaimTally) {
-    add(&mut o.timelines, t.timelines);
-    add(&mut o.exercised, t.exercised);
-    add(&mut o.evaluations, t.evaluations);
-    for (kind, l) in t.landed {
+    let ClaimTally {
+        spec: _,
+        timelines,
+        exercised,
+        evaluations,
+        landed,
+        examples,
+        operations,
+        undecided,
+        unreadable,
+        unreadable_example,
+    } = t;
+    add(&mut o.timelines, timelines);
+    add(&mut o.exercised, exercised);
+    add(&mut o.evaluations, evaluations);
+    for (kind, l) in landed {
         let x = o.landed.entry(kind).or_default();
         add(&mut x.timelines, l.timelines);
         add(&mut x.faults, l.faults);
         add(&mut x.touches, l.touches);
     }
     // The first few of each kind over the whole exploration, by branch.
-    let mut examples = std::mem::take(&mut o.examples);
-    examples.extend(t.examples);
-    examples.sort_by_key(|x| x.branch);
-    for x in examples {
+    let mut all = std::mem::take(&mut o.examples);
+    all.extend(examples);
+    all.sort_by_key(|x| x.branch);
+    for x in all {
         if o.examples.iter().filter(|y| y.landing.kind == x.landing.kind).count() < crate::claims::EXAMPLES {
             o.examples.push(x);
         }
     }
-    add(&mut o.operations, t.operations);
-    add(&mut o.undecided, t.undecided);
-    add(&mut o.unreadable, t.unreadable);
-    o.unreadable_example = least(o.unreadable_example.take(), t.unreadable_example);
+    add(&mut o.operations, operations);
+    add(&mut o.undecided, undecided);
+    add(&mut o.unreadable, unreadable);
+    o.unreadable_example = least(o.unreadable_example.take(), unreadable_example);
 }
 
 /// Coverage and bugs over the whole exploration's branches: at each
