@@ -5,7 +5,8 @@
 //! needs. [`merge`] folds several into one, by these rules:
 //!
 //! - they must be shards of one exploration (same target, seed, budget,
-//!   span, schedule, batch, checkers, claims and root) run on one world,
+//!   span, snapshot interval and memory, schedule, batch, checkers, claims
+//!   and root) run on one world,
 //!   each shard at most once: anything else is refused, saying what
 //!   differs;
 //! - bugs are deduplicated by their stable id; the record kept is the one
@@ -76,7 +77,7 @@ pub fn load(dir: &Path) -> Result<(PathBuf, Exploration)> {
     let found = [dir.to_owned(), dir.join(crate::report::LATEST)].into_iter().find(|d| d.join(FILE).is_file());
     let Some(dir) = found else {
         return Err(refused(format!(
-            "{}: no {FILE} there or in its `latest`: not an exploration's directory (or made by an hvsim before 0.1 shards)",
+            "{}: no {FILE} there or in its `latest`: not an exploration's directory, or one still running, killed or failed",
             dir.display()
         )));
     };
