@@ -256,7 +256,7 @@ fn shards_of_different_explorations_or_worlds_and_broken_shards_are_refused() {
     let o = merge(&[&a], &alone);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(8), "{err}");
-    assert!(err.contains("warning: no result of shard(s) 1 of 2"), "{err}");
+    assert!(err.contains("warning: shard 0 of 2 (missing 1): the missing shards' branches are not in it"), "{err}");
     assert!(common::read(&alone.join("report.md")).contains("shard 0 of 2 (missing 1)"));
     refused(&[&a, &b], "are not shards of one exploration: their master seed differs (1 and 2)");
     refused(&[&a, &a_again], "shard 0 of 2 is named twice");

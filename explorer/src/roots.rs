@@ -83,15 +83,14 @@ pub struct Roots {
 impl Roots {
     /// The store under hvsim's cache directory.
     pub fn open() -> Result<Roots> {
-        let max_bytes = max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?;
-        Ok(Roots::at(cache::dir().join("roots"), max_bytes))
+        Ok(Roots::at(cache::dir().join("roots"), max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?))
     }
 
     /// A store in `dir`, e.g. on a volume that shards share.
     /// A root this host cannot restore stays there for the others.
     pub fn open_at(dir: PathBuf) -> Result<Roots> {
-        let max_bytes = max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?;
-        Ok(Roots { store: SnapshotStore::new(dir, max_bytes, "the saved roots").shared() })
+        let Roots { store } = Roots::at(dir, max_bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)?);
+        Ok(Roots { store: store.shared() })
     }
 
     pub fn at(dir: PathBuf, max_bytes: u64) -> Roots {

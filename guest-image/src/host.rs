@@ -44,27 +44,24 @@ impl Host {
     /// Settings for running a guest here; `linux` selects the longer
     /// watchdog; `watchdog` (from the command line) overrides it.
     pub fn settings(&self, linux: bool, watchdog: Option<Option<Duration>>) -> HostSettings {
+        self.worker_settings(linux, watchdog, 0)
+    }
+
+    /// [`settings`](Self::settings) for the explorer's worker `worker`
+    /// (0 is the thread that started the target): where vCPU threads are
+    /// pinned, each worker gets a CPU of its own while there are enough,
+    /// counted from `cpu_offset`.
+    pub fn worker_settings(&self, linux: bool, watchdog: Option<Option<Duration>>, worker: usize) -> HostSettings {
         let mut s = HostSettings::for_host(&self.profile);
         if linux {
             s.watchdog = Some(LINUX_WATCHDOG);
         }
         self.probes.configure(&mut s);
         if s.pin_cpu.is_some() && !self.cpus.is_empty() {
-            s.pin_cpu = Some(self.cpus[self.cpu_offset % self.cpus.len()]);
+            s.pin_cpu = Some(self.cpus[(self.cpu_offset + worker) % self.cpus.len()]);
         }
         if let Some(w) = watchdog {
             s.watchdog = w;
-        }
-        s
-    }
-
-    /// [`settings`](Self::settings) for the explorer's worker `worker`
-    /// (0 is the thread that started the target): where vCPU threads are
-    /// pinned, each worker gets a CPU of its own while there are enough.
-    pub fn worker_settings(&self, linux: bool, watchdog: Option<Option<Duration>>, worker: usize) -> HostSettings {
-        let mut s = self.settings(linux, watchdog);
-        if s.pin_cpu.is_some() {
-            s.pin_cpu = Some(self.cpus[(self.cpu_offset + worker) % self.cpus.len()]);
         }
         s
     }

@@ -82,14 +82,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         if args.shards.len() == 1 { "y" } else { "ies" },
         if shards.count == 1 { "the whole exploration".to_owned() } else { shards.describe() }
     );
-    let missing = shards.missing();
-    if !missing.is_empty() {
-        let list: Vec<String> = missing.iter().map(u32::to_string).collect();
-        eprintln!(
-            "hvsim: merge: warning: no result of shard(s) {} of {}: their branches are not in it",
-            list.join(", "),
-            shards.count
-        );
+    if !shards.missing().is_empty() {
+        eprintln!("hvsim: merge: warning: {}: the missing shards' branches are not in it", shards.describe());
     }
     print_summary(&report, &args.out);
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
