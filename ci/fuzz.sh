@@ -7,10 +7,10 @@
 #   ci/fuzz.sh --full TARGET...  only these targets (see fuzz/src/lib.rs)
 #
 # Installs cargo-afl and builds AFL++'s runtime the first time (about two
-# minutes), builds the instrumented harness into $CARGO_TARGET_DIR/fuzz (target/fuzz/), runs the
+# minutes), builds the instrumented harness into $CARGO_TARGET_DIR/afl (target/afl/), runs the
 # targets HVSIM_FUZZ_JOBS (default 2) at a time from fuzz/corpus/TARGET,
 # and fails if any target crashed or hung (or, with --full, ran fewer
-# executions than asked). Findings stay in target/fuzz/out/MODE/TARGET/.
+# executions than asked). Findings stay in target/afl/out/MODE/TARGET/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,14 +46,13 @@ if ! compgen -G "$afl_data/rustc-$rustc_version-*/afl.rs-$afl_version/afl/bin/af
 fi
 
 # Under CI's cached target directory when it sets one (.ci/run), so a
-# fresh clone does not rebuild the harness's dependencies.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/fuzz"
-# The fuzz crate's own code first: lints, and its tests (they replay every
-# target's corpus and check the seeds do what they are meant to).
-cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
-cargo test --manifest-path fuzz/Cargo.toml
-cargo afl build --release --features afl --manifest-path fuzz/Cargo.toml
-harness="$CARGO_TARGET_DIR/release/hvsim-fuzz"
+# fresh clone does not rebuild the harness's dependencies; apart from the
+# workspace's own builds, whose flags differ (AFL++'s instrumentation). The
+# fuzz crate's lints and tests (they replay every target's corpus) run with
+# the workspace's (ci/test.sh).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/afl"
+cargo afl build --profile fuzz --features afl -p hvsim-fuzz
+harness="$CARGO_TARGET_DIR/fuzz/hvsim-fuzz"
 
 # No UI, no checks of this host's CPU governor or core-dump handler (a
 # container's), no pinning to cores (other work may hold them).

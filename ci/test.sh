@@ -1,51 +1,116 @@
 #!/usr/bin/env bash
 # The project's test command (the README's, and CI's through .ci/run).
 #
-#   ci/test.sh            the default suite: unit tests, raw-guest and Linux KVM tests
-#   ci/test.sh --slow     also the slow suites (see README)
+#   ci/test.sh            the default suite: formatting, lints, unit, property,
+#                         raw-guest and Linux KVM tests, the SDKs' own tests, a
+#                         few seconds of fuzzing per target
+#   ci/test.sh --quick    the inner loop: formatting, lints, unit, property and
+#                         raw-guest tests (no Linux boot, no fuzzing)
+#   ci/test.sh --slow     the default suite and the slow suites (docs/testing.md)
 #
 # KVM tests skip with a printed reason where /dev/kvm cannot be opened;
 # with HVSIM_REQUIRE_KVM=1 (set by CI) that is a failure instead.
+# .config/nextest.toml schedules the tests: the Linux ones one at a time,
+# longest first (guest kernel emulation is serialised on a nested host),
+# the rest beside them; each run writes a JUnit report, and the 15 slowest
+# tests are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-slow=0
+mode=default
 for arg in "$@"; do
   case "$arg" in
-    --slow) slow=1 ;;
-    *) echo "usage: ci/test.sh [--slow]" >&2; exit 2 ;;
+    --quick) mode=quick ;;
+    --slow) mode=slow ;;
+    *) echo "usage: ci/test.sh [--quick|--slow]" >&2; exit 2 ;;
   esac
 done
+start=$SECONDS
+stamp() { echo "ci/test.sh: $1 at $((SECONDS - start)) s" >&2; }
 
-export HVSIM_SLOW_TESTS=$slow
+export HVSIM_SLOW_TESTS=$([ "$mode" = slow ] && echo 1 || echo 0)
 threads="${HVSIM_TEST_THREADS:-2}"
-# Formatting is checked first: it takes a second (rustfmt.toml sets the style).
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+
+# Formatting first: it takes a second (rustfmt.toml sets the style).
 cargo fmt --all --check
-cargo fmt --manifest-path fuzz/Cargo.toml --check
 # Lints next: warnings are errors, in every target (tests and benches too).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
-# cargo-nextest (on every machine of this project's kind) schedules every
-# test of every binary on one pool of threads: the Linux tests, which take
-# most of the time, spread over both cores. Plain cargo test otherwise.
+stamp "built"
+
+# What the tests use, made before they start (each step is a no-op when
+# cached, and shows its progress): the guest kernel (about 5 minutes the
+# first time on a machine), the Debian images the default suite runs
+# (about a minute each), and shellcheck for the example scripts. The first
+# Linux test then measures itself, not the machine's set-up.
+if [ "$mode" != quick ]; then
+  hvsim="$target/debug/hvsim"
+  "$hvsim" kernel build
+  "$hvsim" image debian --redis >/dev/null
+  "$hvsim" image debian --python-antithesis >/dev/null
+  if ! command -v shellcheck >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; }
+    else
+      echo "ci/test.sh: shellcheck is not installed (Debian's shellcheck); the scripts' test will say so" >&2
+    fi
+  fi
+  stamp "prepared"
+fi
+
+# Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests: the Linux
+# tests, which set the pace, leave the host's cores mostly idle while the
+# guest kernel is emulated. Its output goes to a log, printed at the end.
+fuzz_pid=
+fuzz_log="$target/fuzz-$mode.log"
+if [ "$mode" != quick ]; then
+  mkdir -p "$target"
+  ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
+fi
+# A test run that fails (or ^C) must not leave the fuzzers running.
+trap '[ -n "$fuzz_pid" ] && kill "$fuzz_pid" 2>/dev/null; true' EXIT
+
+# cargo-nextest is on every machine of this project's kind; plain cargo
+# test runs the same tests (without the schedule and the report) elsewhere.
+status=0
+profile=default
+case "$mode" in
+  quick) filter=(-E 'not group(linux)') ;;
+  slow) filter=(--run-ignored all); profile=slow ;;
+  *) filter=() ;;
+esac
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --test-threads "$threads" --no-fail-fast --failure-output final
+  cargo nextest run --workspace --profile "$profile" --test-threads "$threads" --no-fail-fast \
+    --failure-output final "${filter[@]}" || status=$?
+  stamp "tests ended"
+  # The 15 tests that took longest: where the suite's time goes.
+  junit="$target/nextest/$profile/junit.xml"
+  [ -f "$junit" ] && python3 ci/slowest.py "$junit" 15
 else
-  cargo test --workspace -- --test-threads="$threads"
+  echo "ci/test.sh: cargo-nextest not found; cargo test runs the tests without the Linux tests' schedule" >&2
+  ignored=()
+  [ "$mode" = slow ] && ignored=(--include-ignored)
+  cargo test --workspace -- --test-threads="$threads" "${ignored[@]}" || status=$?
 fi
 
 # The C and Python guest SDKs test themselves outside hvsim.
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; [ -n "$fuzz_pid" ] && kill "$fuzz_pid" 2>/dev/null; true' EXIT
 gcc -std=gnu11 -Wall -Wextra -Werror -O1 -o "$tmp/test_sdk" guest-sdk/c/test_sdk.c
-"$tmp/test_sdk"
-python3 -m unittest discover -s guest-sdk/python
+"$tmp/test_sdk" || status=$?
+python3 -m unittest discover -s guest-sdk/python || status=$?
 
-# Fuzzing (ci/fuzz.sh, docs/fuzzing.md): every parser target for 5 s
-# (about 25 s, 80 s when the parsers' crates changed); the slow suite
-# instead fuzzes each target for at least 1,000,000 executions.
-if [ "$slow" = 1 ]; then
-  ci/fuzz.sh --full
-else
-  ci/fuzz.sh --smoke
+if [ -n "$fuzz_pid" ]; then
+  fuzz_status=0
+  wait "$fuzz_pid" || fuzz_status=$?
+  fuzz_pid=
+  cat "$fuzz_log"
+  if [ "$fuzz_status" != 0 ]; then
+    echo "ci/test.sh: fuzzing failed (status $fuzz_status; log above, $fuzz_log)" >&2
+    status=1
+  fi
 fi
+stamp "done (status $status)"
+exit "$status"

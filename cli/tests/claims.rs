@@ -110,7 +110,7 @@ fn explore(dir: &Path, plan: &str, script: &str, branches: &str) -> (Value, Valu
 /// host, whose limits (user-mode RDTSC) could let memory differ.
 #[test]
 fn a_claim_passes_with_the_partitions_that_landed_and_a_reproduced_failure_is_the_systems() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -142,7 +142,7 @@ fn a_claim_passes_with_the_partitions_that_landed_and_a_reproduced_failure_is_th
 /// and says what never landed.
 #[test]
 fn a_claim_whose_partition_never_landed_is_inconclusive() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -168,7 +168,7 @@ fn a_claim_whose_partition_never_landed_is_inconclusive() {
 /// the crash is the harness's, and the claim reads harness-error.
 #[test]
 fn a_workload_crash_is_a_harness_error() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -115,29 +115,45 @@ fn nodes_run(plan: Option<&Path>, extra: &[&str], script: &str) -> Value {
     v
 }
 
-/// [`nodes_run`] twice with the same seed, the second saving a snapshot at
-/// `at` (in the middle of a fault) that a new process then restores: all
-/// three must end the same in every field of `FIELDS` (`what` names the
-/// moment). Returns the first run.
-fn same_twice_and_restored(plan: &Path, extra: &[&str], script: &str, at: &str, what: &str) -> Value {
-    let v = nodes_run(Some(plan), extra, script);
+/// What two runs that end the same agree on.
+const FIELDS: [&str; 8] =
+    ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults", "devices"];
+
+/// [`nodes_run`], saving a snapshot at `at` (in the middle of a fault,
+/// which `what` names) that a new process then restores: both must end the
+/// same in every field of [`FIELDS`], so the fault's state is all in the
+/// snapshot. Returns the run.
+fn restored_the_same(plan: &Path, extra: &[&str], script: &str, at: &str, what: &str) -> Value {
     let snap = plan.with_extension("snap");
-    let again = nodes_run(
+    let v = nodes_run(
         Some(plan),
         &[extra, &["--snapshot-at", at, "--save-snapshot", snap.to_str().unwrap()]].concat(),
         script,
     );
     let restored = replay_snapshot(&snap, &[]);
-    for field in ["trace_hash", "memory_hash", "console", "exits", "vtime_ns", "faults", "drawn_faults", "devices"] {
-        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
+    for field in FIELDS {
         assert_eq!(v[field], restored[field], "{field} differs after restoring the snapshot taken {what}");
+    }
+    v
+}
+
+/// [`restored_the_same`], and a second run of the same seed without the
+/// snapshot, which must end the same too: the whole run, faults and all,
+/// is a function of the seed, and saving a snapshot changes nothing. Each
+/// fault kind's test restores; this one, with partitions and crashes of
+/// both kinds, runs twice as well.
+fn same_twice_and_restored(plan: &Path, extra: &[&str], script: &str, at: &str, what: &str) -> Value {
+    let v = restored_the_same(plan, extra, script, at, what);
+    let again = nodes_run(Some(plan), extra, script);
+    for field in FIELDS {
+        assert_eq!(v[field], again[field], "{field} differs between two runs of seed 5");
     }
     v
 }
 
 #[test]
 fn tcp_stalls_and_heals_with_a_partition_and_crashes_lose_unflushed_writes() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -227,7 +243,7 @@ hvsim-node 0 ping -c 1 -W 1 10.0.0.2 > /dev/null && echo "ping after restart: an
 
 #[test]
 fn a_crashed_node_loses_its_processes_and_unsynced_files_and_restarts() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -351,7 +367,7 @@ torn = true
 // network kinds that land only late, like clog, could miss).
 #[test]
 fn every_fault_kind_lands_on_guest_traffic() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -405,7 +421,7 @@ lying_flush = 0.0
 
 #[test]
 fn a_zero_rate_plan_leaves_the_guest_untouched() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -442,7 +458,7 @@ fn explore_ping(plan: &Path, out: &Path, more: &[&str]) -> Value {
 
 #[test]
 fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -468,7 +484,7 @@ fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
 
 #[test]
 fn linux_branches_run_on_two_machines_as_on_one() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -528,7 +544,7 @@ fn pings(v: &Value) -> Vec<String> {
 /// one that struck is in the summary, and one the pause cut short says so.
 #[test]
 fn drawn_faults_start_at_setup_complete_and_stop_faults_heals_for_its_time() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -570,7 +586,7 @@ fn drawn_faults_start_at_setup_complete_and_stop_faults_heals_for_its_time() {
 /// complete) leave the run the same, every exit and memory.
 #[test]
 fn drawn_rules_that_never_draw_leave_an_explicit_plan_as_it_was() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -593,7 +609,7 @@ fn drawn_rules_that_never_draw_leave_an_explicit_plan_as_it_was() {
 /// drawn end.
 #[test]
 fn branches_of_one_snapshot_draw_their_own_faults_and_inherit_those_in_force() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -630,7 +646,7 @@ fn branches_of_one_snapshot_draw_their_own_faults_and_inherit_those_in_force() {
 /// it replays.
 #[test]
 fn explore_finds_a_bug_under_a_drawn_partition_and_its_record_lists_it() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -686,17 +702,17 @@ echo "beats: $(tr '\n' ' ' < /tmp/beats1)"
 const HEARTBEAT: &str = r#"read up _ < /proc/uptime; echo "node $HVSIM_NODE up at $up"; while true; do read up _ < /proc/uptime; echo $up >> /tmp/beats$HVSIM_NODE; sleep 0.1; done"#;
 
 /// A paused node's peer sees its requests stall while TCP stays up, and the
-/// node resumes where it stopped (the same under the same seed, and from a
-/// snapshot taken during the pause).
+/// node resumes where it stopped (the same from a snapshot taken during
+/// the pause).
 #[test]
 fn a_paused_node_stalls_its_peer_and_resumes_where_it_stopped() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "pause.toml", &node_fault_plan("pause", "2s", "1s"));
     let script = format!("{LIB}{PAUSE_SCRIPT}");
-    let v = same_twice_and_restored(&plan, &["--node-cmd", HEARTBEAT], &script, "2500ms", "in the pause");
+    let v = restored_the_same(&plan, &["--node-cmd", HEARTBEAT], &script, "2500ms", "in the pause");
     let out = lines(&v);
     let first = &v["drawn_faults"][0];
     assert_eq!(first["kind"], "pause", "{}", v["drawn_faults"]);
@@ -728,22 +744,15 @@ fn a_paused_node_stalls_its_peer_and_resumes_where_it_stopped() {
 }
 
 /// A killed node's service loses its processes, not its writes, and starts
-/// again (the same under the same seed, and from a snapshot taken while
-/// the node is killed).
+/// again (the same from a snapshot taken while the node is killed).
 #[test]
 fn a_killed_node_restarts_with_its_writes() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "kill.toml", &node_fault_plan("kill", "2s", "0.5s"));
-    let v = same_twice_and_restored(
-        &plan,
-        &["--node-cmd", SERVICE],
-        &format!("{LIB}{KILL_SCRIPT}"),
-        "2200ms",
-        "in the kill",
-    );
+    let v = restored_the_same(&plan, &["--node-cmd", SERVICE], &format!("{LIB}{KILL_SCRIPT}"), "2200ms", "in the kill");
     let out = lines(&v);
     assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137", "SIGKILL");
     assert!(line_with(&out, "hvsim-init: node 1 killed: ").ends_with(" processes"));
@@ -761,15 +770,15 @@ fn a_killed_node_restarts_with_its_writes() {
 
 /// A graceful stop: the process that handles SIGTERM exits its own way,
 /// the one that ignores it is killed after the grace period (the same
-/// under the same seed, and from a snapshot taken in the grace period).
+/// from a snapshot taken in the grace period).
 #[test]
 fn a_stopped_node_gets_sigterm_then_sigkill_after_its_grace() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "stop.toml", &node_fault_plan("stop", "3s", "1s"));
-    let v = same_twice_and_restored(
+    let v = restored_the_same(
         &plan,
         &["--node-cmd", SERVICE],
         &format!("{LIB}{STOP_SCRIPT}"),
@@ -787,21 +796,15 @@ fn a_stopped_node_gets_sigterm_then_sigkill_after_its_grace() {
 }
 
 /// A hung node answers nothing, not even a ping, until the hang ends (the
-/// same under the same seed, and from a snapshot taken in the hang).
+/// same from a snapshot taken in the hang).
 #[test]
 fn a_hung_node_answers_nothing_until_the_hang_ends() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "hang.toml", &node_fault_plan("hang", "5s", "1500ms"));
-    let v = same_twice_and_restored(
-        &plan,
-        &["--node-cmd", SERVICE],
-        &format!("{LIB}{HANG_SCRIPT}"),
-        "5500ms",
-        "in the hang",
-    );
+    let v = restored_the_same(&plan, &["--node-cmd", SERVICE], &format!("{LIB}{HANG_SCRIPT}"), "5500ms", "in the hang");
     let out = lines(&v);
     line_with(&out, "ping in the hang: lost");
     line_with(&out, "ping after the hang: answered");
@@ -950,18 +953,18 @@ fn regimes(v: &Value) -> ([Vec<Regime>; 2], usize) {
 /// Each node's realtime is true time plus the offset init last applied to
 /// it, running at the machine's rate since; a bumped node's neighbour does
 /// not move; monotonic never steps; gettimeofday and time() follow
-/// realtime; a realtime timerfd hears every step; the same seed is the
-/// same run, and a snapshot taken with clock faults in force restores them.
+/// realtime; a realtime timerfd hears every step; a snapshot taken with
+/// clock faults in force restores them, and the run ends the same.
 #[test]
 fn clock_faults_step_one_nodes_realtime_and_skew_the_machines() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "clock.toml", CLOCK_PLAN);
     let watch = c_program(dir.path(), "clockwatch", "/clockwatch");
     let script = "hvsim-node 0 /clockwatch 80 50 &\nhvsim-node 1 /clockwatch 80 50\nwait\n";
-    let v = same_twice_and_restored(&plan, &["--guest-file", &watch], script, "2300ms", "with clocks off");
+    let v = restored_the_same(&plan, &["--guest-file", &watch], script, "2300ms", "with clocks off");
     let (nodes, cancelled) = regimes(&v);
     let (mut stepped, mut skewed, mut still_neighbour, mut resets) = (0, 0, 0, 0);
     for (node, regimes) in nodes.iter().enumerate() {
@@ -1019,13 +1022,13 @@ fn clock_faults_step_one_nodes_realtime_and_skew_the_machines() {
 /// with its disk as the run began it (here: no file system at all).
 #[test]
 fn a_wiped_node_comes_back_with_an_empty_disk() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "wipe.toml", &node_fault_plan("wipe", "2s", "500ms"));
     let script = format!("{LIB}{WIPE_SCRIPT}");
-    let v = same_twice_and_restored(&plan, &["--node-cmd", SERVICE], &script, "2200ms", "while wiped and down");
+    let v = restored_the_same(&plan, &["--node-cmd", SERVICE], &script, "2200ms", "while wiped and down");
     let out = lines(&v);
     assert_eq!(line_with(&out, "before: "), "before: kept");
     assert_eq!(line_with(&out, "sleeper exited with"), "sleeper exited with 137");
@@ -1053,10 +1056,10 @@ echo "non-zero bytes after: $(hvsim-node 1 sh -c 'dd if=$HVSIM_DISK bs=512 count
 
 /// A plan's own command, run on node 1 at a drawn moment: its output and
 /// status are in the console, and init reports it to hvsim (landing
-/// evidence); the same seed runs it at the same instruction.
+/// evidence); a run restored from after it ran ends the same.
 #[test]
 fn a_custom_fault_runs_the_plans_command_on_its_node() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1067,7 +1070,7 @@ fn a_custom_fault_runs_the_plans_command_on_its_node() {
          command = \"echo reloading on node $HVSIM_NODE; touch /tmp/reloaded-$HVSIM_NODE; exit 3\"\n",
     );
     let script = format!("{LIB}pause 1.2\necho \"marks: $(ls /tmp | grep reloaded)\"\n");
-    let v = same_twice_and_restored(&plan, &[], &script, "1100ms", "after a custom fault ran");
+    let v = restored_the_same(&plan, &[], &script, "1100ms", "after a custom fault ran");
     let out = lines(&v);
     assert_eq!(line_with(&out, "custom[0] node 1: reloading"), "custom[0] node 1: reloading on node 1");
     assert_eq!(
@@ -1110,7 +1113,7 @@ fn replies(v: &Value) -> Vec<(f64, u32, f64)> {
 /// heals.
 #[test]
 fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1120,7 +1123,7 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
         )
     };
     let slow = write(dir.path(), "slow.toml", &rule("slow", "delay = \"300ms\"\n"));
-    let v = same_twice_and_restored(&slow, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames slowed");
+    let v = restored_the_same(&slow, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames slowed");
     let got = replies(&v);
     assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
     let slowed: Vec<_> = got.iter().filter(|r| r.2 >= 600.0).collect();
@@ -1129,7 +1132,7 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
     assert!(fault(&v, "net.slow")["landed"].as_u64() >= Some(6), "{}", v["faults"]);
 
     let jam = write(dir.path(), "jam.toml", &rule("clog", ""));
-    let v = same_twice_and_restored(&jam, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames jammed");
+    let v = restored_the_same(&jam, &[], &format!("{LIB}{PING_SCRIPT}"), "2500ms", "with frames jammed");
     let got = replies(&v);
     assert_eq!(got.len(), 20, "nothing lost: {}", v["console"]);
     // The pings sent while the link was jammed come back together when it

@@ -242,7 +242,7 @@ fn command_line_errors_look_like_every_other_error() {
 
 #[test]
 fn hvsim_log_debug_shows_explorer_snapshot_and_fault_decisions() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

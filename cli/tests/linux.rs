@@ -20,7 +20,7 @@ fn boot(seed: &str, command: &str) -> (Value, i32) {
 
 #[test]
 fn linux_boots_replays_and_follows_the_seed() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let (a1, code) = boot("1", &format!("{COMMAND}; true"));
@@ -81,7 +81,7 @@ fn linux_boots_replays_and_follows_the_seed() {
 
 #[test]
 fn user_rdtsc_is_virtual_time_where_the_host_traps_it() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let out = output(&["doctor", "--json"]);
@@ -91,9 +91,7 @@ fn user_rdtsc_is_virtual_time_where_the_host_traps_it() {
         // hvsim says so instead of pretending.
         let limits = doctor["guarantees"].to_string();
         assert!(limits.contains("RDTSC does not trap"), "{limits}");
-        eprintln!(
-            "skipping the RDTSC replay check: this host does not trap user-mode RDTSC (reported as a host limit)"
-        );
+        skipping("the RDTSC replay check: this host does not trap user-mode RDTSC (a host limit, reported)", true);
         return;
     }
     let (r1, code) = boot("5", "/init rdtsc 5");
@@ -116,7 +114,7 @@ fn user_rdtsc_is_virtual_time_where_the_host_traps_it() {
 /// RDTSCP, anything else refused, and the same values for the same seed.
 #[test]
 fn the_rdtsc_emulation_answers_with_virtual_time_on_every_host() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let command = "/init emulate-tsc; sleep 0.5; /init emulate-tsc";
@@ -155,7 +153,7 @@ fn the_rdtsc_emulation_answers_with_virtual_time_on_every_host() {
 
 #[test]
 fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +202,7 @@ fn a_linux_program_using_the_c_sdk_reports_into_the_explorer() {
 /// to the system call, whose exits move time): the same reads every run.
 #[test]
 fn clock_reads_come_from_the_clock_page_and_a_spinning_reader_sees_time_move() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let exits = |reads: u32| {
@@ -239,7 +237,7 @@ fn clock_reads_come_from_the_clock_page_and_a_spinning_reader_sees_time_move() {
 /// first and the check is never reached.
 #[test]
 fn whole_timelines_reach_a_check_at_the_end_of_a_long_workload() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let script = r#"mkfifo /tmp/p

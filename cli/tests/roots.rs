@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    exploration_digest, explore_json, first_difference, kvm_available, linux_memory_may_differ, output,
+    exploration_digest, explore_json, first_difference, linux_available, linux_memory_may_differ, output,
     replay_reproduces,
 };
 use serde_json::Value;
@@ -54,7 +54,7 @@ fn saved_root_file() -> PathBuf {
 
 #[test]
 fn a_saved_root_explores_and_replays_as_the_root_it_saved() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{hvsim, kvm_available, latest, output, replay_reproduces, SCHEMA_CHECK};
+use common::{hvsim, kvm_available, latest, linux_available, output, replay_reproduces, SCHEMA_CHECK};
 use serde_json::Value;
 
 const SCALE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/scale");
@@ -306,7 +306,7 @@ echo "{\"antithesis_assert\":{\"id\":\"ping answers\",\"message\":\"ping answers
 
 #[test]
 fn linux_shards_start_from_one_shared_root_and_refuse_another_worlds() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{explore_json, hvsim, kvm_available, latest, output, read, subcommands};
+use common::{explore_json, hvsim, kvm_available, latest, linux_available, output, read, subcommands};
 use serde_json::Value;
 
 /// One exploration of the demo (it finds the vault's bug in a few dozen
@@ -231,7 +231,7 @@ fn every_command_takes_quiet_and_verbose() {
 /// and `hvsim retest` finds the fix (`clockstep_fixed.c`) fixes it.
 #[test]
 fn minimize_debug_and_retest_a_bug_of_clock_bumps() {
-    if !kvm_available() {
+    if !linux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

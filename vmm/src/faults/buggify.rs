@@ -171,10 +171,15 @@ mod tests {
             fired > 0 && fired < 20 * enabled as u64 / 2,
             "enabled sites fire about a quarter of the time: {fired}"
         );
-        // Always fires when the program says so, never when it says 0.
-        let on = b.sites().iter().find(|(_, s)| s.enabled).map(|(n, _)| n.clone()).unwrap();
+        // An enabled site always fires when the program says so, never when
+        // it says 0; a disabled one never fires, whatever the program says.
+        let site = |enabled: bool| b.sites().iter().find(|(_, s)| s.enabled == enabled).map(|(n, _)| n.clone());
+        let (on, off) = (site(true).unwrap(), site(false).unwrap());
         assert!((0..10).all(|_| b.reach(&on, Some(1.0))) && !(0..10).any(|_| b.reach(&on, Some(0.0))));
-        assert!(!b.reach(&on, Some(f64::NAN)) || b.sites()[&on].enabled);
+        assert!(!(0..10).any(|_| b.reach(&off, Some(1.0))), "a disabled site fired");
+        // A probability that is not a number is the default one, not 0 or 1.
+        let nan = (0..400).filter(|_| b.reach(&on, Some(f64::NAN))).count();
+        assert!((50..=150).contains(&nan), "NaN fires at the default rate (FIRE = {FIRE}): {nan} of 400");
     }
 
     #[test]
