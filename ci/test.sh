@@ -86,8 +86,12 @@ if cargo nextest --version >/dev/null 2>&1; then
     --failure-output final "${filter[@]}" || status=$?
   stamp "tests ended"
   # The 15 tests that took longest: where the suite's time goes.
-  junit="$target/nextest/$profile/junit.xml"
-  [ -f "$junit" ] && python3 ci/slowest.py "$junit" 15
+  junit="target/nextest/$profile/junit.xml"
+  if [ -f "$junit" ]; then
+    python3 ci/slowest.py "$junit" 15
+  else
+    echo "ci/test.sh: no JUnit report at $junit" >&2
+  fi
 else
   echo "ci/test.sh: cargo-nextest not found; cargo test runs the tests without the Linux tests' schedule" >&2
   ignored=()

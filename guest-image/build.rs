@@ -86,7 +86,14 @@ fn build_init(cargo: &str, init_dir: &Path, target_dir: &Path) -> PathBuf {
         .args(["--config", "profile.release.strip=true"])
         .args(["--config", "profile.release.panic=\"abort\""])
         .args(["--config", "profile.release.lto=true"])
-        // Flags of the outer build must not leak into the nested one.
+        // Flags of the outer build must not leak into the nested one, nor
+        // its wrappers (`cargo clippy` runs this script with clippy-driver
+        // as the workspace's compiler): the init must be the same bytes
+        // whichever command built it first.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
+        .env_remove("CLIPPY_CONF_DIR")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET")

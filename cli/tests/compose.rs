@@ -163,6 +163,7 @@ fn two_workers_find_the_replica_staleness_and_it_replays() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let args = ["--compose", &compose, "--fault-plan", &plan, "--branches", "2", "--workers", "2", "--slice", "3s"];
+    let args = [&args[..], &["--reexecute", "3"]].concat();
     let r = explore_json(&args, &out);
     assert_eq!(r["summary"]["workers"], 2);
     let bugs = r["bugs"].as_array().unwrap();

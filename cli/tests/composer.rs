@@ -250,7 +250,8 @@ fn the_counter_example_loses_an_increment_only_under_drawn_partitions() {
     assert!(increments > Some(timelines), "no timeline ran two increment drivers: {}", calm["composer"]);
 
     let plan = example.join("faults.toml");
-    let args = ["--compose", compose, "--fault-plan", plan.to_str().unwrap(), "--branches", "4", "--workers", "2"];
+    let plan = plan.to_str().unwrap();
+    let args = ["--compose", compose, "--fault-plan", plan, "--branches", "4", "--workers", "2", "--reexecute", "3"];
     let r = explore_json(&args, &dir.path().join("partitioned"));
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == FINALLY_FAILED).cloned();
     let bug = bug.unwrap_or_else(|| panic!("no lost increment in 4 branches: {}", r["bugs"]));

@@ -15,16 +15,16 @@ fn explore(args: &[&str], out: &Path) -> Value {
 }
 
 #[test]
-fn demo_bug_found_for_five_seeds_and_replays_every_time() {
+fn demo_bug_found_for_three_seeds_and_replays_every_time() {
     if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    for seed in ["1", "2", "3", "4", "5"] {
+    for seed in ["1", "2", "3"] {
         let out = dir.path().join(seed);
         // One seed estimates each bug's likelihood, as a user's default run does.
         let likelihood: &[&str] = if seed == "1" { &["--likelihood-runs", "8"] } else { &[] };
-        let r = explore(&[&["--seed", seed][..], likelihood].concat(), &out);
+        let r = explore(&[&["--seed", seed, "--reexecute", "3"][..], likelihood].concat(), &out);
         let bugs = r["bugs"].as_array().unwrap();
         assert!(
             bugs.iter().any(|b| b["summary"] == "assertion failed: the vault stays closed"),
@@ -97,7 +97,7 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let r = explore(&["--seed", "1"], &dir.path().join("out"));
+    let r = explore(&["--seed", "1", "--reexecute", "3"], &dir.path().join("out"));
     let bug = &r["bugs"][0];
     // Re-executed from the root before it was reported, every time the same.
     assert_eq!((bug["reproduction"].as_str(), bug["replayable"].as_str()), (Some("reproduced 3/3"), Some("verified")));
@@ -155,30 +155,13 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
     assert!(text.contains("replaying in another world") && text.contains("cpuid 111111111111 vs"), "{text}");
 }
 
+/// An exploration is a function of its master seed: seed 9 explored four
+/// times, by 1, 2 and 3 workers at batch 4 and by 2 at the default batch (a
+/// fixed number, so more workers alone change nothing), finds the same
+/// bugs, records, assertions, snapshots and signals, with the same trace
+/// and memory hashes; seed 10 explores otherwise.
 #[test]
-fn an_exploration_is_a_function_of_its_master_seed() {
-    if !kvm_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let a = explore(&["--seed", "9", "--branches", "200"], &dir.path().join("a"));
-    let b = explore(&["--seed", "9", "--branches", "200"], &dir.path().join("b"));
-    let strip = |r: &Value| {
-        let bugs: Vec<Value> = r["bugs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| serde_json::json!([b["id"], b["summary"], b["at"], b["occurrences"]]))
-            .collect();
-        (bugs, r["assertions"].clone(), r["summary"]["snapshots"].clone(), r["summary"]["signals"].clone())
-    };
-    assert_eq!(strip(&a), strip(&b));
-    let c = explore(&["--seed", "10", "--branches", "200"], &dir.path().join("c"));
-    assert_ne!(strip(&a).1, strip(&c).1, "another master seed explores differently");
-}
-
-#[test]
-fn workers_change_the_speed_never_the_exploration() {
+fn an_exploration_is_a_function_of_its_master_seed_whatever_the_workers() {
     if !kvm_available() {
         return;
     }
@@ -195,12 +178,12 @@ fn workers_change_the_speed_never_the_exploration() {
         let difference = first_difference(&run(workers, "4"), &one);
         assert!(difference.is_none(), "{workers} workers explored otherwise than one, at {difference:?}");
     }
-    // The default batch is a fixed number (4): giving more workers, and
-    // nothing else, explores the same timelines.
     let out = dir.path().join("w2-default");
     let r = explore(&["--seed", "9", "--branches", "200", "--workers", "2"], &out);
     let difference = first_difference(&exploration_digest(&r, true), &one);
     assert!(difference.is_none(), "two workers at the default batch explored otherwise than one, at {difference:?}");
+    let other = explore(&["--seed", "10", "--branches", "200"], &dir.path().join("seed-10"));
+    assert_ne!(other["assertions"], r["assertions"], "another master seed explores differently");
 }
 
 #[test]

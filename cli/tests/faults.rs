@@ -456,32 +456,10 @@ fn explore_ping(plan: &Path, out: &Path, more: &[&str]) -> Value {
     explore_json(&args, out)
 }
 
-#[test]
-fn explore_finds_a_bug_that_only_packet_loss_reveals_and_replays_it() {
-    if !linux_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
-    let out = dir.path().join("out");
-    let r = explore_ping(&plan, &out, &["--branches", "6"]);
-    let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
-    let bug = bug.unwrap_or_else(|| panic!("the loss never broke the ping in 6 branches: {}", r["summary"]));
-    // The report carries landing evidence summed over every timeline.
-    assert_eq!(r["faults"].as_array().map(Vec::len), Some(1), "{}", r["faults"]);
-    assert_eq!(r["faults"][0]["kind"], "net.drop");
-    assert!(r["faults"][0]["landed"].as_u64() > Some(0), "{}", r["faults"]);
-    let md = read(&latest(&out).join("report.md"));
-    assert!(md.contains("| net.drop |"), "{md}");
-    // The bug record carries the plan: it replays without the plan file.
-    std::fs::remove_file(&plan).unwrap();
-    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
-    assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
-    assert_eq!(v["vtime_ns"], bug["at"]["vtime_ns"]);
-}
-
+/// Packet loss breaks a ping, which exploration finds: the report carries
+/// the loss's landing evidence summed over every timeline, and the bug
+/// record carries the plan, so it replays without the plan's file. Two
+/// workers explore exactly as one.
 #[test]
 fn linux_branches_run_on_two_machines_as_on_one() {
     if !linux_available() {
@@ -490,7 +468,8 @@ fn linux_branches_run_on_two_machines_as_on_one() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "lossy.toml", "[network]\ndrop = 0.3\n");
     let run = |workers: &str| {
-        explore_ping(&plan, &dir.path().join(workers), &["--branches", "4", "--batch", "2", "--workers", workers])
+        let args = ["--branches", "4", "--batch", "2", "--workers", workers, "--reexecute", "3"];
+        explore_ping(&plan, &dir.path().join(workers), &args)
     };
     let (one, two) = (run("1"), run("2"));
     assert_eq!(two["summary"]["workers"], 2);
@@ -507,11 +486,20 @@ fn linux_branches_run_on_two_machines_as_on_one() {
     // replays in a fresh process.
     let bugs = two["bugs"].as_array().unwrap();
     assert!(!bugs.is_empty(), "the loss never broke the ping in 4 branches: {}", two["summary"]);
+    assert!(bugs.iter().any(|b| b["summary"] == "assertion failed: ping answers"), "{bugs:?}");
+    assert_eq!(one["faults"].as_array().map(Vec::len), Some(1), "{}", one["faults"]);
+    assert_eq!(one["faults"][0]["kind"], "net.drop");
+    let md = read(&latest(&dir.path().join("1")).join("report.md"));
+    assert!(md.contains("| net.drop |"), "{md}");
+    // The record carries the plan: it replays without the plan's file.
+    std::fs::remove_file(&plan).unwrap();
     for bug in bugs {
         assert_eq!(bug["reproduction"], "reproduced 3/3", "{bug}");
         let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["reproduced"], true, "{v}");
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("replay printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+        assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
+        assert_eq!(v["vtime_ns"], bug["at"]["vtime_ns"]);
     }
 }
 

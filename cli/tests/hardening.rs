@@ -75,8 +75,8 @@ fn a_bug_record_with_an_impossible_failure_point_ends_instead_of_running_forever
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let report = explore_json(&["--seed", "1"], &dir.path().join("out"));
-    let file = PathBuf::from(report["bugs"][0]["file"].as_str().expect("seed 1 finds the demo's bug"));
+    let report = explore_json(&["--seed", "9", "--branches", "200"], &dir.path().join("out"));
+    let file = PathBuf::from(report["bugs"][0]["file"].as_str().expect("seed 9 finds the demo's bug in 200 branches"));
     let mut record: Value = serde_json::from_str(&read(&file)).unwrap();
     record["at"]["events"] = Value::from(1_000_000_000_000_000u64);
     let edited = dir.path().join("far.json");

@@ -100,7 +100,8 @@ fn a_bug_that_does_not_reproduce_is_reported_flaky() {
     let program = c_program(dir.path(), "tscflake", "/bin/tscflake");
     let (probe, code) = run_json(&["--linux", "--init-cmd", "true"]);
     assert_eq!(code, 0, "{probe}");
-    let args = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/tscflake", "--branches", "1"];
+    let args =
+        ["--linux", "--guest-file", &program, "--init-cmd", "/bin/tscflake", "--branches", "1", "--reexecute", "3"];
     let r = explore_json(&args, &dir.path().join("out"));
     let summary = "assertion failed: the TSC's bits 8-11 are never 0";
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == summary);

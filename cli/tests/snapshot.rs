@@ -1,5 +1,8 @@
-//! Snapshots through the CLI (issue: "Whole-VM snapshots"): saving is
-//! transparent, a restore in a new process continues exactly, re-seeding
+//! Snapshots through the CLI (issue: "Whole-VM snapshots"): every
+//! deterministic guest runs the same with a snapshot saved anywhere and
+//! restored in a new process (each guest's seed run at least seven times:
+//! the raw guests' proof of determinism), saving is transparent, a restore
+//! continues exactly, re-seeding
 //! diverges where entropy is used, and damaged files are refused.
 
 mod common;
@@ -30,7 +33,11 @@ fn snapshots_are_transparent_for_every_deterministic_guest() {
     }
     let dir = tempfile::tempdir().unwrap();
     for g in GUESTS.iter().filter(|g| g.deterministic) {
+        // Guests that run forever stop at their default limit (1s).
         let (straight, _) = run_json(&["--guest", g.name, "--seed", "11"]);
+        assert_eq!(straight["replayable"], "expected", "{}: {}", g.name, straight["replayable_reasons"]);
+        let exits = straight["exits"].as_u64().expect("exits");
+        assert!(exits > 10, "{}: suspiciously few exits: {exits}", g.name);
         let total = straight["vtime_ns"].as_u64().unwrap();
         // At the start, inside, and (for idle) deep in a halt.
         let mut points = vec![0, total / 3, 2 * total / 3];

@@ -79,15 +79,17 @@ pub fn run_json(args: &[&str]) -> (Value, i32) {
 
 /// `hvsim explore --json --out OUT ARGS`: the report, once the exit status
 /// is checked against it (8 with a bug, 0 without) and OUT/latest is
-/// checked to hold the same report. Without `--likelihood-runs` in ARGS,
-/// no bug's likelihood is estimated: estimating runs up to 40 more
-/// timelines per bug, and only the tests that look at the estimate (which
-/// say `--likelihood-runs`) pay for it.
+/// checked to hold the same report. Unless ARGS say otherwise, each bug
+/// is re-executed once (not 3 times) and its likelihood is not estimated
+/// (up to 40 more timelines per bug): the tests that look at those say
+/// `--reexecute` or `--likelihood-runs`, and only they pay for them.
 pub fn explore_json(args: &[&str], out: &Path) -> Value {
     let mut full = vec!["explore", "--json", "--out", out.to_str().unwrap()];
     full.extend_from_slice(args);
-    if !args.contains(&"--likelihood-runs") {
-        full.extend_from_slice(&["--likelihood-runs", "0"]);
+    for (flag, cheap) in [("--reexecute", "1"), ("--likelihood-runs", "0")] {
+        if !args.contains(&flag) {
+            full.extend_from_slice(&[flag, cheap]);
+        }
     }
     let o = output(&full);
     let stderr = String::from_utf8_lossy(&o.stderr);
