@@ -8,9 +8,10 @@
 //! loader: the initramfs holds no shared libraries) in a target directory
 //! of its own, so it never contends with the outer build's locks or flags.
 //! The binary is kept by a hash of everything it is built from (its
-//! sources, the ABI crate's, the lock file, the compiler): every profile,
-//! every `cargo clippy`, and every clone of the repository that shares a
-//! target directory (CI's, outside the clone) takes the one build.
+//! sources, the ABI crate's, the lock file, this script, the compiler):
+//! every profile, every `cargo clippy`, and every clone of the repository
+//! that shares a target directory (CI's, outside the clone) takes the one
+//! build.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -106,13 +107,15 @@ fn build_init(cargo: &str, init_dir: &Path, target_dir: &Path) -> PathBuf {
 
 /// A hash of what the init is built from: the files of guest-init and abi
 /// (paths relative to the workspace, so the clone's path does not count),
-/// the workspace's lock file, and the compiler's version.
+/// the workspace's lock file, this script, and the compiler's version.
 fn source_key(workspace: &Path, rustc: &str) -> String {
     let mut files = Vec::new();
     for dir in ["guest-init", "abi"] {
         collect(workspace, &workspace.join(dir), &mut files);
     }
+    // The recipe too: a change to how the init is built is a new init.
     files.push(PathBuf::from("Cargo.lock"));
+    files.push(PathBuf::from("guest-image/build.rs"));
     files.sort();
     let mut h = Sha256::new();
     for f in &files {
