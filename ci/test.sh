@@ -59,9 +59,10 @@ if [ "$mode" != quick ]; then
   stamp "prepared"
 fi
 
-# Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests: the Linux
-# tests, which set the pace, leave the host's cores mostly idle while the
-# guest kernel is emulated. Its output goes to a log, printed at the end.
+# Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests: their pace
+# is set by guest code, which the nested host emulates, so the fuzzers (and
+# the build of their instrumented harness) mostly take host time the tests
+# leave unused. Its output goes to a log, printed at the end.
 fuzz_pid=
 fuzz_log="$target/fuzz-$mode.log"
 if [ "$mode" != quick ]; then

@@ -19,7 +19,8 @@ use serde_json::Value;
 /// a checker's bug whose record names the lost elements and keeps the
 /// violating history stamped with virtual time, the record's sub-history is
 /// what `hvsim check` finds invalid, and `hvsim replay` reproduces the bug
-/// (from the saved root) with the same trace. ~4 minutes here.
+/// (from the saved root) with the same trace. About 3 minutes alone here,
+/// with the root saved; twice that beside the raw-guest tests.
 #[test]
 fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_replays() {
     if !linux_available() {
@@ -30,7 +31,8 @@ fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_re
     let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/faults.toml"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let args = ["--compose", &compose, "--fault-plan", &plan, "--branches", "3", "--timeline-limit", "8s"];
+    // Two branches: the second loses adds (seed 0).
+    let args = ["--compose", &compose, "--fault-plan", &plan, "--branches", "2", "--timeline-limit", "8s"];
     let r = explore_json(&[&args[..], &["--reexecute", "0"]].concat(), &out);
     // The manifest beside the compose file named the checker; every
     // timeline recorded a history and was checked.
@@ -38,8 +40,8 @@ fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_re
     assert_eq!(checkers.len(), 1, "{checkers:?}");
     let set = &checkers[0];
     assert_eq!((set["name"].as_str(), set["model"].as_str()), (Some("set"), Some("set")));
-    assert_eq!(set["timelines"], 3, "{set}");
-    assert_eq!(set["operations"].as_u64(), Some(3 * 6), "five adds and a read per timeline: {set}");
+    assert_eq!(set["timelines"], 2, "{set}");
+    assert_eq!(set["operations"].as_u64(), Some(2 * 6), "five adds and a read per timeline: {set}");
     assert!(set["invalid"].as_u64().unwrap() >= 1, "no timeline lost an add: {set}\n{}", r["faults"]);
     let bug = r["bugs"].as_array().unwrap().iter().find(|b| Some(&b["id"]) == Some(&set["bug"]));
     let bug = bug.unwrap_or_else(|| panic!("the checker's bug is not in the report: {}", r["bugs"]));
