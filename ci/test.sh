@@ -31,6 +31,11 @@ stamp() { echo "ci/test.sh: $1 at $((SECONDS - start)) s" >&2; }
 export HVSIM_SLOW_TESTS=$([ "$mode" = slow ] && echo 1 || echo 0)
 threads="${HVSIM_TEST_THREADS:-2}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
+# Scratch space, and the fuzzers started below: neither outlives the run,
+# whether it passes, fails or is interrupted.
+tmp=$(mktemp -d)
+fuzz_pid=
+trap 'rm -rf "$tmp"; [ -z "$fuzz_pid" ] || kill "$fuzz_pid" 2>/dev/null; true' EXIT
 
 # Formatting first: it takes a second (rustfmt.toml sets the style).
 cargo fmt --all --check
@@ -63,16 +68,12 @@ fi
 # is set by guest code, which the nested host emulates, so the fuzzers (and
 # the build of their instrumented harness) mostly take host time the tests
 # leave unused. Its output goes to a log, printed at the end.
-fuzz_pid=
 fuzz_log="$target/fuzz-$mode.log"
 if [ "$mode" != quick ]; then
   mkdir -p "$target"
   ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
 fi
-# A test run that fails (or ^C) must not leave the fuzzers running.
-trap '[ -n "$fuzz_pid" ] && kill "$fuzz_pid" 2>/dev/null; true' EXIT
-
 # cargo-nextest is on every machine of this project's kind; plain cargo
 # test runs the same tests (without the schedule and the report) elsewhere.
 status=0
@@ -101,8 +102,6 @@ else
 fi
 
 # The C and Python guest SDKs test themselves outside hvsim.
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; [ -n "$fuzz_pid" ] && kill "$fuzz_pid" 2>/dev/null; true' EXIT
 gcc -std=gnu11 -Wall -Wextra -Werror -O1 -o "$tmp/test_sdk" guest-sdk/c/test_sdk.c
 "$tmp/test_sdk" || status=$?
 python3 -m unittest discover -s guest-sdk/python || status=$?

@@ -13,7 +13,7 @@ pub fn kvm_available() -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         Ok(_) => true,
         Err(e) => {
-            if std::env::var("HVSIM_REQUIRE_KVM").as_deref() == Ok("1") {
+            if required_everywhere() {
                 panic!("HVSIM_REQUIRE_KVM=1 but /dev/kvm cannot be opened: {e}");
             }
             eprintln!("skipping KVM test: /dev/kvm cannot be opened: {e}");
@@ -22,13 +22,19 @@ pub fn kvm_available() -> bool {
     }
 }
 
+/// Whether every test must check all it says (HVSIM_REQUIRE_KVM=1, as CI
+/// sets): KVM, tools and pinned sources missing are then failures.
+fn required_everywhere() -> bool {
+    std::env::var("HVSIM_REQUIRE_KVM").as_deref() == Ok("1")
+}
+
 /// A test that cannot check all its name says here, and why. A limit of the
 /// host (user-mode RDTSC that does not trap, no PMU) is printed and the test
 /// passes. Anything else (a tool or a pinned kernel source missing) fails
 /// it under HVSIM_REQUIRE_KVM=1, as in CI, whose machines ci/test.sh
 /// prepares with everything the tests need; elsewhere it is printed.
 pub fn skipping(why: &str, host_limit: bool) {
-    if !host_limit && std::env::var("HVSIM_REQUIRE_KVM").as_deref() == Ok("1") {
+    if !host_limit && required_everywhere() {
         panic!("cannot check here, and CI must: {why}");
     }
     eprintln!("skipped: {why}");
