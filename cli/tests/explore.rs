@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::*;
 use serde_json::Value;
@@ -14,23 +14,44 @@ fn explore(args: &[&str], out: &Path) -> Value {
     explore_json(args, out)
 }
 
+/// Three explorations of the demo (seeds 1, 2 and 3) into one directory,
+/// as a CI job that explores every merge makes them: each finds the
+/// demo's bug within the default budget, under the same id (derived from
+/// what failed, docs/cli.md), and re-executes it exactly; each leaves the
+/// earlier explorations' files as they were, in a directory of its own
+/// that `latest` names; every record still replays at the end.
 #[test]
-fn demo_bug_found_for_three_seeds_and_replays_every_time() {
+fn demo_bug_found_for_three_seeds_keeps_its_id_and_replays_every_time() {
     if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hvsim-out");
+    // Each exploration's directory with its files as it left them, and its
+    // record of the demo's bug.
+    let mut earlier: Vec<(PathBuf, Files, String)> = Vec::new();
     for seed in ["1", "2", "3"] {
-        let out = dir.path().join(seed);
         // One seed estimates each bug's likelihood, as a user's default run does.
         let likelihood: &[&str] = if seed == "1" { &["--likelihood-runs", "8"] } else { &[] };
         let r = explore(&[&["--seed", seed, "--reexecute", "3"][..], likelihood].concat(), &out);
         let bugs = r["bugs"].as_array().unwrap();
-        assert!(
-            bugs.iter().any(|b| b["summary"] == "assertion failed: the vault stays closed"),
-            "seed {seed}: the demo bug was not found within the default budget: {}",
-            r["summary"]
-        );
+        let vault = bugs.iter().find(|b| b["summary"] == "assertion failed: the vault stays closed");
+        let vault = vault.unwrap_or_else(|| {
+            panic!("seed {seed}: the demo bug was not found within the default budget: {}", r["summary"])
+        });
+        assert_eq!(vault["id"].as_str(), Some(vault_bug_id().as_str()), "seed {seed}");
+        let file = vault["file"].as_str().unwrap();
+        assert!(file.ends_with(&format!("bugs/{}.json", vault_bug_id())), "{file}");
+        let property = r["assertions"].as_array().unwrap().iter().find(|a| a["message"] == "the vault stays closed");
+        assert_eq!(property.unwrap()["bug"], vault["id"], "the property links to its bug");
+        // This exploration has a directory of its own, the newest, and the
+        // earlier ones' files are as they left them.
+        let this = Path::new(file).parent().unwrap().parent().unwrap().to_owned();
+        assert_eq!(std::fs::canonicalize(latest(&out)).unwrap(), std::fs::canonicalize(&this).unwrap());
+        for (before, files, _) in &earlier {
+            assert_ne!(before, &this, "seed {seed}");
+            assert_eq!(&files_under(before), files, "seed {seed} changed {}", before.display());
+        }
         // Re-executed from the root, exactly: whole timelines branch from
         // interval snapshots too, which may lie after a halted guest's last
         // exit, and a replay must wait there as the branch did.
@@ -80,7 +101,31 @@ fn demo_bug_found_for_three_seeds_and_replays_every_time() {
                 }
             }
         }
+        earlier.push((this.clone(), files_under(&this), file.to_owned()));
     }
+    // Every record still replays, the first after two more explorations
+    // wrote into its directory's parent.
+    for (_, _, file) in &earlier {
+        assert_eq!(output(&["replay", file]).status.code(), Some(0), "{file}");
+    }
+}
+
+/// Files with their bytes.
+type Files = Vec<(PathBuf, Vec<u8>)>;
+
+/// Every file under `dir`, with its bytes, in name order.
+fn files_under(dir: &Path) -> Files {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    files.sort();
+    files
 }
 
 /// A named edit of a bug record.

@@ -7,6 +7,13 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// The demo's bug id, derived as docs/cli.md says: from what failed.
+pub fn vault_bug_id() -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(b"assertion:the vault stays closed");
+    format!("BUG-{}", &hex::encode(digest)[..12])
+}
+
 /// Whether KVM tests can run here. Without /dev/kvm they are skipped with a
 /// printed reason, unless HVSIM_REQUIRE_KVM=1 (as in CI), where that fails.
 pub fn kvm_available() -> bool {
