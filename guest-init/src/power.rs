@@ -20,6 +20,7 @@
 //! The same events say when the machine's clock is to read otherwise
 //! (`clock.rs`) and when to run a custom fault (`custom.rs`).
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -132,7 +133,7 @@ impl Power {
         // Its container is gone: Test Composer must not enter what is left
         // of it (a restart writes the new one's).
         let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
-        let killed = signal_node(node, libc::SIGKILL, true).unwrap_or_else(|e| {
+        let killed = signal_node(node, libc::SIGKILL, true).map(|p| p.len()).unwrap_or_else(|e| {
             eprintln!("hvsim-init: node {node}: cannot list its processes: {e}");
             0
         });
@@ -163,7 +164,7 @@ impl Power {
     fn pause(&mut self, node: u16, stop: bool) {
         let (signal, what) =
             if stop { (libc::SIGSTOP, "paused: stopped") } else { (libc::SIGCONT, "resumed: continued") };
-        match signal_node(node, signal, false) {
+        match signal_node(node, signal, false).map(|p| p.len()) {
             Ok(n) => println!("hvsim-init: {} {what} {n} processes", self.label(node)),
             Err(e) => eprintln!("hvsim-init: node {node}: cannot list its processes: {e}"),
         }
@@ -172,7 +173,7 @@ impl Power {
     /// Kills every process of the node; its disk and page cache stay.
     fn kill(&mut self, node: u16) {
         let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
-        match signal_node(node, libc::SIGKILL, true) {
+        match signal_node(node, libc::SIGKILL, true).map(|p| p.len()) {
             Ok(n) => println!("hvsim-init: {} killed: {n} processes", self.label(node)),
             Err(e) => eprintln!("hvsim-init: node {node}: cannot list its processes: {e}"),
         }
@@ -183,12 +184,9 @@ impl Power {
     fn stop(&mut self, node: u16) {
         let _ = std::fs::remove_file(crate::container::state_dir(node).join("pid"));
         let grace = std::time::Duration::from_millis(event::STOP_GRACE_MS);
-        let stopped = signal_node(node, libc::SIGTERM, false).and_then(|n| {
-            let started = std::time::Instant::now();
-            while started.elapsed() < grace && signal_node(node, 0, false)? > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Ok((n, signal_node(node, libc::SIGKILL, true)?))
+        let stopped = signal_node(node, libc::SIGTERM, false).and_then(|terminated| {
+            sys::wait_exits(&terminated, grace);
+            Ok((terminated.len(), signal_node(node, libc::SIGKILL, true)?.len()))
         });
         match stopped {
             Ok((n, killed)) => println!(
@@ -234,12 +232,12 @@ impl Power {
 
 /// Sends `signal` to every process in node `node`'s network namespace but
 /// the one holding it; with `until_gone` (SIGKILL), again until they are
-/// gone (so none still holds a file on the node's disk). Returns how many
-/// it signalled.
-fn signal_node(node: u16, signal: libc::c_int, until_gone: bool) -> io::Result<usize> {
+/// gone (so none still holds a file on the node's disk). Returns those it
+/// signalled.
+fn signal_node(node: u16, signal: libc::c_int, until_gone: bool) -> io::Result<BTreeSet<libc::pid_t>> {
     let holder = std::fs::read_to_string(nodes::pid_file(node))?.trim().to_owned();
     let ns = std::fs::read_link(format!("/proc/{holder}/ns/net"))?;
-    let mut killed = std::collections::BTreeSet::new();
+    let mut killed = BTreeSet::new();
     // Dying takes the victims a little CPU; 5 s of virtual time at most.
     for _ in 0..5000 {
         let mut alive = 0;
@@ -260,12 +258,12 @@ fn signal_node(node: u16, signal: libc::c_int, until_gone: bool) -> io::Result<u
             }
         }
         if alive == 0 || !until_gone {
-            return Ok(killed.len());
+            return Ok(killed);
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     eprintln!("hvsim-init: node {node}: some processes outlived SIGKILL");
-    Ok(killed.len())
+    Ok(killed)
 }
 
 /// Unmounts everything mounted from node `node`'s disk (last mounted first);

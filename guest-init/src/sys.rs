@@ -142,6 +142,42 @@ pub fn run_shell(command: &str, mut power: Option<&mut Power>) -> io::Result<u8>
     }
 }
 
+/// Waits until every process of `pids` has exited, or `limit` has passed.
+/// One `poll` on their pidfds wakes at each exit: scanning /proc again and
+/// again instead costs hundreds of system calls a scan, which the guest's
+/// kernel runs slowly here, and takes the CPU from the processes waited
+/// for. A process already gone has no pidfd and is not waited for.
+pub fn wait_exits(pids: &std::collections::BTreeSet<libc::pid_t>, limit: std::time::Duration) {
+    use std::os::fd::{OwnedFd, RawFd};
+    let mut fds: Vec<OwnedFd> = pids
+        .iter()
+        .filter_map(|&pid| {
+            // SAFETY: pidfd_open takes a PID and flags and returns a new fd.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            // SAFETY: a non-negative result is an fd this process owns.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + limit;
+    while !fds.is_empty() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let mut polls: Vec<libc::pollfd> =
+            fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let timeout = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: polls is a valid array of polls.len() pollfds.
+        let r = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, timeout) };
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+        // A pidfd polls readable once its process has exited.
+        let mut exited = polls.iter().map(|p| p.revents != 0);
+        fds.retain(|_| !exited.next().unwrap_or(false));
+    }
+}
+
 pub fn sync() {
     // SAFETY: sync has no arguments and cannot fail.
     unsafe { libc::sync() };
