@@ -44,11 +44,17 @@ fn app_project(dir: &Path, extra: &str) -> std::path::PathBuf {
 /// container (its hostname, environment and mount namespace) after it,
 /// `finally_` only once every driver has ended, and an `eventually_` only
 /// once the drivers were stopped; `helper_` never runs. Each of the two
-/// last exits 1 once its checks passed (2 if one failed), so the timeline
-/// ends with a bug named after it, whose record lists the composition,
-/// and which replays.
+/// last exits 1 once its checks passed and the first command ran (2 if a
+/// check failed), so the timeline ends with a bug named after it, whose
+/// record lists the composition, and which replays.
+///
+/// Test Composer's commands are decisions `hvsim minimize` can take back
+/// (init's composer asks the machine before each one): without the first
+/// command the drivers fail first, and without drivers the last check
+/// still fails, so the minimized record keeps the first command and the
+/// check, and its timeline starts nothing else.
 #[test]
-fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_replays() {
+fn a_template_runs_in_test_composer_order_its_failing_command_is_a_bug_and_minimize_keeps_what_it_needs() {
     if !linux_available() {
         return;
     }
@@ -75,7 +81,7 @@ fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_
         "finally_check.sh",
         &format!(
             "{ended}[ \"$starts\" -ge 1 ] && [ \"$starts\" = \"$ends\" ] || {{ echo \"finally: $starts started, $ends ended\"; exit 2; }}\n\
-             echo \"finally: all $starts driver(s) ended\"\nexit 1\n"
+             echo \"finally: all $starts driver(s) ended\"\n[ -e /tmp/first ] && exit 1\nexit 0\n"
         ),
     );
     write_script(
@@ -85,7 +91,7 @@ fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_
             "{ended}[ \"$starts\" -ge 1 ] || exit 2\n\
              ps=$(grep -l parallel_drive[r] /proc/[0-9]*/cmdline 2>/dev/null | wc -l)\n\
              [ \"$ps\" = 0 ] || {{ echo \"eventually: $ps driver(s) still running\"; exit 2; }}\n\
-             echo \"eventually: drivers stopped\"\nexit 1\n"
+             echo \"eventually: drivers stopped\"\n[ -e /tmp/first ] && exit 1\nexit 0\n"
         ),
     );
     let compose = app_project(dir.path(), "    environment:\n      ROLE: app\n");
@@ -130,7 +136,22 @@ fn a_template_runs_in_test_composer_order_and_its_failing_command_is_a_bug_that_
     let report = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
     assert!(report.contains("## Test Composer") && report.contains("Test Composer template `main`"), "{report}");
 
-    common::replay_reproduces(bug["file"].as_str().unwrap(), &[]);
+    let file = bug["file"].as_str().unwrap();
+    common::replay_reproduces(file, &[]);
+
+    let o = common::output(&["minimize", file, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["minimization"];
+    let kept: Vec<&str> = m["kept"].as_array().unwrap().iter().filter_map(|d| d["command"].as_str()).collect();
+    assert_eq!(kept, ["main/first_setup.sh", last], "{m}");
+    assert_eq!(m["one_minimal"], true, "{m}");
+    let min = v["file"].as_str().unwrap();
+    let minimized: Value = serde_json::from_str(&std::fs::read_to_string(min).unwrap()).unwrap();
+    let started: Vec<&str> =
+        minimized["composer"]["runs"].as_array().unwrap().iter().filter_map(|r| r["command"].as_str()).collect();
+    assert_eq!(started, ["main/first_setup.sh", last], "only those started");
+    common::replay_reproduces(min, &[]);
 }
 
 /// A Redis server and a workload service whose template (a first command,
@@ -300,47 +321,4 @@ fn a_command_whose_node_crashed_did_not_fail() {
     assert_eq!(r["composer"]["commands"]["t/finally_done.sh"]["succeeded"], 1, "{}", r["composer"]);
     let crashes = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "node.crash").cloned();
     assert!(crashes.is_some_and(|f| f["drawn"].as_u64() >= Some(1)), "{}", r["faults"]);
-}
-
-/// Test Composer's commands are decisions `hvsim minimize` can take back:
-/// init's composer asks the machine before each one. The finally check
-/// fails only where the first command ran, so of a timeline's first
-/// command, drivers and finally check, the minimized record keeps the
-/// first command and the check, and its timeline starts nothing else.
-#[test]
-fn minimize_keeps_only_the_commands_the_failure_needs() {
-    if !linux_available() {
-        return;
-    }
-    redis_image();
-    let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("test/main");
-    std::fs::create_dir_all(&t).unwrap();
-    write_script(&t, "first_setup.sh", "touch /tmp/first\n");
-    write_script(&t, "parallel_driver_a.sh", "echo a >> /tmp/drivers\n");
-    write_script(&t, "parallel_driver_b.sh", "echo b >> /tmp/drivers\n");
-    write_script(&t, "finally_check.sh", "[ -e /tmp/first ] && { echo 'first ran'; exit 1; }\nexit 0\n");
-    let compose = app_project(dir.path(), "");
-    let args = ["--compose", compose.to_str().unwrap(), "--branches", "1", "--reexecute", "0"];
-    let r = explore_json(&[&args[..], &["--likelihood-runs", "0"]].concat(), &dir.path().join("out"));
-    let bug = r["bugs"].as_array().unwrap().first().cloned().expect("the finally check fails");
-    assert_eq!(bug["summary"], "assertion failed: Test Composer: main/finally_check.sh exits 0", "{bug}");
-    let file = bug["file"].as_str().unwrap();
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    let runs = record["composer"]["runs"].as_array().unwrap().len();
-    assert!(runs >= 3, "a first command, a driver or more, the finally check: {}", record["composer"]);
-
-    let o = common::output(&["minimize", file, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let m = &v["minimization"];
-    let kept: Vec<&str> = m["kept"].as_array().unwrap().iter().filter_map(|d| d["command"].as_str()).collect();
-    assert_eq!(kept, ["main/first_setup.sh", "main/finally_check.sh"], "{m}");
-    assert_eq!(m["one_minimal"], true, "{m}");
-    let min = v["file"].as_str().unwrap();
-    let minimized: Value = serde_json::from_str(&std::fs::read_to_string(min).unwrap()).unwrap();
-    let started: Vec<&str> =
-        minimized["composer"]["runs"].as_array().unwrap().iter().filter_map(|r| r["command"].as_str()).collect();
-    assert_eq!(started, ["main/first_setup.sh", "main/finally_check.sh"], "only those started");
-    common::replay_reproduces(min, &[]);
 }

@@ -142,7 +142,8 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let r = explore(&["--seed", "1", "--reexecute", "3"], &dir.path().join("out"));
+    // Seed 9 finds the demo's bug in 200 branches.
+    let r = explore(&["--seed", "9", "--branches", "200", "--reexecute", "3"], &dir.path().join("out"));
     let bug = &r["bugs"][0];
     // Re-executed from the root before it was reported, every time the same.
     assert_eq!((bug["reproduction"].as_str(), bug["replayable"].as_str()), (Some("reproduced 3/3"), Some("verified")));
@@ -198,6 +199,23 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
     let (code, text) = replay("forced", world_edits[1].1, &["--force"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("replaying in another world") && text.contains("cpuid 111111111111 vs"), "{text}");
+
+    // A failure point no timeline reaches ends the replay, NOT reproduced,
+    // instead of running forever; --vtime-limit bounds a replay too.
+    let far = |r: &mut Value| r["at"]["events"] = Value::from(1_000_000_000_000_000u64);
+    let started = std::time::Instant::now();
+    let (code, text) = replay("far", &far, &[]);
+    assert_eq!(code, Some(5), "{text}");
+    assert!(text.contains("NOT reproduced"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "the replay ran {:?}", started.elapsed());
+    let far_file = dir.path().join("far.json");
+    let o = output(&["replay", far_file.to_str().unwrap(), "--vtime-limit", "1ms", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    assert!(v["vtime_ns"].as_u64().unwrap() <= 1_000_000 + 100_000, "{v}");
+    // A timeline out of order is a damaged record: one line, status 1.
+    let (code, text) = replay("out-of-order", &|r| r["timeline"]["root"]["events"] = Value::from(u64::MAX), &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("damaged bug record") && text.trim().lines().count() == 1, "{text}");
 }
 
 /// An exploration is a function of its master seed: seed 9 explored four
