@@ -44,8 +44,8 @@ fn app_project(dir: &Path, extra: &str) -> std::path::PathBuf {
 /// container (its hostname, environment and mount namespace) after it,
 /// `finally_` only once every driver has ended, and an `eventually_` only
 /// once the drivers were stopped; `helper_` never runs. Each of the two
-/// last exits 1 once its checks passed and the first command ran (2 if a
-/// check failed), so the timeline ends with a bug named after it, whose
+/// last exits 1 once its checks passed (2 if one failed; 0 if the first
+/// command never ran), so the timeline ends with a bug named after it, whose
 /// record lists the composition, and which replays.
 ///
 /// Test Composer's commands are decisions `hvsim minimize` can take back
@@ -74,14 +74,16 @@ fn a_template_runs_in_test_composer_order_its_failing_command_is_a_bug_and_minim
     write_script(&t, "parallel_driver_b.sh", &driver("b"));
     write_script(&t, "anytime_probe.sh", "echo \"anytime: $(grep -c start /tmp/drivers) driver(s) started\"\n");
     write_script(&t, "helper_lib.sh", "touch /tmp/helper\nexit 3\n");
-    let ended = "[ -e /tmp/helper ] && { echo 'a helper ran'; exit 2; }\n\
+    // Without the first command there is nothing to check: they pass.
+    let ended = "[ -e /tmp/first ] || exit 0\n\
+                 [ -e /tmp/helper ] && { echo 'a helper ran'; exit 2; }\n\
                  starts=$(grep -c start /tmp/drivers); ends=$(grep -c end /tmp/drivers)\n";
     write_script(
         &t,
         "finally_check.sh",
         &format!(
             "{ended}[ \"$starts\" -ge 1 ] && [ \"$starts\" = \"$ends\" ] || {{ echo \"finally: $starts started, $ends ended\"; exit 2; }}\n\
-             echo \"finally: all $starts driver(s) ended\"\n[ -e /tmp/first ] && exit 1\nexit 0\n"
+             echo \"finally: all $starts driver(s) ended\"\nexit 1\n"
         ),
     );
     write_script(
@@ -91,7 +93,7 @@ fn a_template_runs_in_test_composer_order_its_failing_command_is_a_bug_and_minim
             "{ended}[ \"$starts\" -ge 1 ] || exit 2\n\
              ps=$(grep -l parallel_drive[r] /proc/[0-9]*/cmdline 2>/dev/null | wc -l)\n\
              [ \"$ps\" = 0 ] || {{ echo \"eventually: $ps driver(s) still running\"; exit 2; }}\n\
-             echo \"eventually: drivers stopped\"\n[ -e /tmp/first ] && exit 1\nexit 0\n"
+             echo \"eventually: drivers stopped\"\nexit 1\n"
         ),
     );
     let compose = app_project(dir.path(), "    environment:\n      ROLE: app\n");
