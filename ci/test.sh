@@ -64,14 +64,15 @@ if [ "$mode" != quick ]; then
   stamp "prepared"
 fi
 
-# Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests: their pace
-# is set by guest code, which the nested host emulates, so the fuzzers (and
-# the build of their instrumented harness) mostly take host time the tests
-# leave unused. Its output goes to a log, printed at the end.
+# Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests, at the
+# lowest CPU priority: their pace is set by guest code, which the nested
+# host emulates partly on this host's CPUs, so the fuzzers (and the build
+# of their instrumented harness) take only the time the tests leave
+# unused. Its output goes to a log, printed at the end.
 fuzz_log="$target/fuzz-$mode.log"
 if [ "$mode" != quick ]; then
   mkdir -p "$target"
-  ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
+  nice -n 19 ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
 fi
 # cargo-nextest is on every machine of this project's kind; plain cargo
