@@ -36,7 +36,7 @@ use crate::coverage::FreshBits;
 use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
 use crate::faults::FaultTally;
-use crate::history::{self, Histories};
+use crate::history::Histories;
 use crate::story;
 use crate::timeline::{Point, Timeline};
 
@@ -335,7 +335,8 @@ pub(crate) fn run(
     };
     let crashed = end.as_ref().is_some_and(is_crash);
     let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
-    let histories = if rules.checkers.is_empty() { Histories::new() } else { history::of(machine.messages()) };
+    let histories =
+        if rules.checkers.is_empty() { Histories::new() } else { crate::sdk::histories(machine.messages()) };
     let (checked, violation) = checkers::run(&rules.checkers, &histories);
     let claims = claims::observe(
         &rules.claims,

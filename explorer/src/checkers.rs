@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::{self, Histories};
+use crate::history::Histories;
 
 /// A checker the project names: which model, over which history.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -54,7 +54,7 @@ pub struct Violation {
     pub events: Vec<Event>,
 }
 
-/// Runs every checker on a timeline's histories (`history::of` its whole
+/// Runs every checker on a timeline's histories (`sdk::histories` its whole
 /// run); the first violation, in the manifest's order, is returned whole.
 pub fn run(specs: &[CheckerSpec], histories: &Histories) -> (Vec<Checked>, Option<Violation>) {
     let mut checked = Vec::new();
@@ -78,7 +78,7 @@ pub fn run(specs: &[CheckerSpec], histories: &Histories) -> (Vec<Checked>, Optio
 /// Whether `spec` finds the history in `messages` invalid, and its
 /// summary: what a replay observes at a checker bug's point.
 pub fn observe(spec: &CheckerSpec, messages: &[Message]) -> Option<String> {
-    let (_, violation) = run(std::slice::from_ref(spec), &history::of(messages));
+    let (_, violation) = run(std::slice::from_ref(spec), &crate::sdk::histories(messages));
     violation.map(|v| v.judgement.summary)
 }
 

@@ -6,11 +6,13 @@
 //! Everything here is untrusted guest input: a line that is not what it
 //! should be becomes [`SdkMessage::Garbage`] with the reason, never an error.
 
+use hvsim_vmm::machine::Message;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::composer::{self, ComposerEvent};
+use crate::history::{self, Histories, Recorded};
 
 /// What an assertion is, as far as its verdict goes: Antithesis derives it
 /// from `assert_type` and `must_hit` (`display_type` is only a name to show).
@@ -203,7 +205,7 @@ pub enum SdkMessage {
     Machine,
     /// An operation of a recorded history (`send_event("hvsim_history",
     /// ...)`: `crate::history`).
-    History(crate::history::Recorded),
+    History(Recorded),
     /// `send_event`: any other single-key object.
     Event {
         name: String,
@@ -261,7 +263,7 @@ pub fn parse(line: &[u8]) -> SdkMessage {
             Some(name) => SdkMessage::Buggify { name },
             None => SdkMessage::Garbage("hvsim_buggify without a site name".into()),
         },
-        crate::history::KEY => crate::history::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::History),
+        history::KEY => history::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::History),
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
         "hvsim_clock" | "hvsim_custom" | "hvsim_faults" | "hvsim_composer_run" => SdkMessage::Machine,
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
@@ -340,6 +342,26 @@ fn parse_guidance(body: &Value) -> SdkMessage {
         },
         _ => SdkMessage::Json { id, value: data.clone() },
     }
+}
+
+/// Every history recorded in `messages` (a machine's whole run), by name,
+/// each event stamped with its message's virtual time and numbered from 1
+/// in its history (the `line` the checkers' explanations cite).
+pub fn histories(messages: &[Message]) -> Histories {
+    let mut out = Histories::new();
+    for m in messages {
+        // Cheap test first: most messages are not history events.
+        if !m.bytes.windows(history::KEY.len()).any(|w| w == history::KEY.as_bytes()) {
+            continue;
+        }
+        if let SdkMessage::History(Recorded { history, mut event }) = parse(&m.bytes) {
+            let events = out.entry(history).or_default();
+            event.time = Some(m.vtime.nanos());
+            event.line = events.len() + 1;
+            events.push(event);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -462,5 +484,24 @@ mod tests {
                 assert!(!matches!(m, SdkMessage::Garbage(_)), "{}: {m:?}", file.display());
             }
         }
+    }
+
+    #[test]
+    fn history_events_are_stamped_and_numbered_per_history() {
+        use hvsim_vmm::Vtime;
+        let msg = |t: u64, s: &str| Message { vtime: Vtime(t), bytes: s.as_bytes().to_vec() };
+        let messages = [
+            msg(5, r#"{"hvsim_history":{"process":0,"type":"invoke","f":"add","value":1}}"#),
+            msg(6, r#"{"antithesis_setup":{"status":"complete"}}"#),
+            msg(7, r#"{"hvsim_history":{"process":0,"type":"invoke","f":"write","value":1,"history":"reg"}}"#),
+            msg(9, r#"{"hvsim_history":{"process":0,"type":"ok","f":"add","value":1}}"#),
+            msg(10, r#"{"hvsim_history":{"process":"zero","type":"ok"}}"#),
+        ];
+        let h = histories(&messages);
+        assert_eq!(h.len(), 2);
+        let unnamed = &h[&None];
+        assert_eq!(unnamed.iter().map(|e| (e.time, e.line)).collect::<Vec<_>>(), [(Some(5), 1), (Some(9), 2)]);
+        assert_eq!(h[&Some("reg".to_owned())][0].f, "write");
+        assert!(matches!(parse(&messages[4].bytes), SdkMessage::Garbage(_)));
     }
 }

@@ -18,6 +18,8 @@ use crate::faults::disk::{DiskEffect, DiskEpisode};
 use crate::faults::{DiskFaults, Landed};
 
 pub const SECTOR: usize = 512;
+/// The largest node disk (disks live in host memory, copy-on-write).
+pub const MAX_DISK_BYTES: u64 = 64 << 30;
 /// The volatile write cache holds this many sector writes; beyond that the
 /// oldest are destaged to durable storage, as a real drive's cache does
 /// (and as bounds the VMM's memory whatever the guest writes).
@@ -37,7 +39,7 @@ pub struct Base {
 impl Base {
     /// Reads the image at `path`.
     pub fn load(path: &str) -> Result<Base, String> {
-        let bytes = crate::files::read_bounded(std::path::Path::new(path), crate::devices::virtio::MAX_DISK_BYTES)
+        let bytes = crate::files::read_bounded(std::path::Path::new(path), MAX_DISK_BYTES)
             .map_err(|e| format!("cannot read disk image {path}: {e}"))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         Ok(Base { path: path.to_owned(), sha256, bytes: Arc::new(bytes) })

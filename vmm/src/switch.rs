@@ -98,12 +98,14 @@ impl Switch {
     }
 
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        crate::devices::virtio::counters(&[
+        [
             ("frames_sent", self.frames_sent),
             ("frames_delivered", self.frames_delivered),
             ("unknown_destination", self.unknown_destination),
             ("dropped_node_down", self.dropped_node_down),
-        ])
+        ]
+        .map(|(k, v)| (k.to_owned(), v))
+        .into()
     }
 
     /// Cuts or restores `node`'s power.

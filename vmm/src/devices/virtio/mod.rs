@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 use crate::clock::Vtime;
-use crate::disk::{Base, Disk};
+use crate::disk::{Base, Disk, MAX_DISK_BYTES};
 use crate::faults::clock::ClockFaults;
 use crate::faults::network::{Cut, LinkEffect};
 use crate::faults::node::{power_schedule, NodeAction, PowerChange};
@@ -54,8 +54,6 @@ pub const MMIO_BASE: u64 = 0xd000_0000;
 pub const IRQS: [u8; 8] = [5, 6, 9, 10, 11, 12, 14, 3];
 /// Nodes a run can have (each takes two devices' windows).
 pub const MAX_NODES: u16 = 64;
-/// The largest node disk (disks live in host memory, copy-on-write).
-pub const MAX_DISK_BYTES: u64 = 64 << 30;
 
 /// The virtio hardware of a machine: part of what the guest sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
