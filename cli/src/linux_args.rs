@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use hvsim_guest_image::compose;
 use hvsim_guest_image::container::{Container, Overrides};
+use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::oci::store::Store;
-use hvsim_guest_image::target::{default_mem, file_hash, StartOptions, System, Target};
+use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
 
 use crate::util;

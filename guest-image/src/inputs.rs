@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::container::{bind_contents, Mount};
 use crate::error::{io, ImageError, Result};
-use crate::target::{file_hash, Target};
+use crate::hash::file_hash;
+use crate::target::Target;
 
 /// One host input of a target: where it is, what its contents hash to,
 /// and whether it is a tree (a bind mount's source, hashed as one).

@@ -15,6 +15,7 @@ pub mod compose;
 pub mod composer;
 pub mod container;
 pub mod error;
+pub mod hash;
 pub mod host;
 pub mod inputs;
 pub mod linux;

@@ -18,11 +18,11 @@ use hvsim_vmm::profiler::ProfilerConfig;
 use hvsim_vmm::{Machine, MachineConfig};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::composer::Composer;
 use crate::container::Container;
 use crate::error::{ImageError, Result};
+use crate::hash::file_hash;
 use crate::host::Host;
 use crate::linux::boot_cache::{BootCache, BootKind, BootReport, Shape, BOOT_SEED};
 use crate::linux::{self, GuestFile, LinuxOptions, LinuxWork};
@@ -346,7 +346,7 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
             c.image, c.image_id
         ))
     })?;
-    if store.rootfs_path(&record.id).exists() {
+    if rootfs::path(store, &record.id).exists() {
         return rootfs::build(store, &record);
     }
     let what = format!("the root file system of {} ({})", c.image, record.id.short());
@@ -362,15 +362,6 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
     let built = rootfs::build(store, &record);
     spinner.finish_and_clear();
     built
-}
-
-/// SHA-256 (hex) of a host file, read in chunks (kernel sources and disk
-/// images are large).
-pub fn file_hash(path: &Path) -> Result<String> {
-    let mut f = hvsim_vmm::files::open_regular(path).map_err(crate::error::io("reading a file of the run", path))?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading a file of the run", path))?;
-    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -19,10 +19,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ImageError, Result};
+use crate::hash::file_hash;
 use crate::host::Host;
 use crate::linux::{self, initramfs, LinuxOptions};
 use crate::raw;
-use crate::target::{file_hash, Target};
+use crate::target::Target;
 
 /// Named parts of a world (see the module docs), in a stable order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -198,7 +198,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             let tags: Vec<String> =
                 store.images()?.into_iter().find(|(i, _)| i.id == r.id).map(|(_, t)| t).unwrap_or_default();
             let c = config.config().clone().unwrap_or_default();
-            let rootfs = store.rootfs_path(&r.id);
+            let rootfs = hvsim_guest_image::oci::rootfs::path(&store, &r.id);
             let doc = json!({
                 "id": r.id,
                 "tags": tags,

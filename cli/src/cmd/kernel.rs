@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::linux::{initramfs, kernel};
-use hvsim_guest_image::target::file_hash;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 

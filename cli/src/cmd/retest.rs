@@ -9,10 +9,11 @@ use anyhow::{bail, Context, Result};
 use hvsim_explorer::retest;
 use hvsim_explorer::{ExploreConfig, StartOptions, Target};
 use hvsim_guest_image::compose;
+use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::oci::store::Store;
-use hvsim_guest_image::target::{file_hash, System};
+use hvsim_guest_image::target::System;
 
 use super::replay;
 use crate::util;

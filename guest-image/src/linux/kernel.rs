@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::cache;
 use crate::error::{io, ImageError, Result};
-use crate::target::file_hash;
+use crate::hash::file_hash;
 
 use super::packages;
 

@@ -20,16 +20,23 @@ use std::process::{Command, Stdio};
 
 use super::layers::{apply_image, Applied, Kind};
 use super::store::{ImageRecord, Store};
+use super::Digest;
 use crate::cache::Lock;
 use crate::error::{invalid, io, ImageError, Result};
 use crate::linux::packages;
 
 /// The version of how root file systems are made, in their cached names.
-pub const RECIPE: &str = "r2";
+const RECIPE: &str = "r2";
 /// Fixed so that the same image gives the same bytes.
 const UUID: &str = "6876736d-726f-6f74-6673-000000000001";
 /// Not 0: e2fsprogs takes 0 for "not set" and uses the clock.
 const FAKE_TIME: &str = "1700000000";
+
+/// Where the root file system of image `id` is cached in `store`; the name
+/// has the recipe's version, so a new recipe builds anew.
+pub fn path(store: &Store, id: &Digest) -> PathBuf {
+    store.dir().join("rootfs").join(format!("{}-{RECIPE}.ext4", id.hex()))
+}
 const BLOCK: u64 = 4096;
 
 /// A built root file system.
@@ -45,7 +52,7 @@ pub struct RootFs {
 
 /// The root file system of `record`, built unless cached.
 pub fn build(store: &Store, record: &ImageRecord) -> Result<RootFs> {
-    let path = store.rootfs_path(&record.id);
+    let path = path(store, &record.id);
     let _lock = Lock::acquire(&path.with_extension("lock"))?;
     if path.exists() {
         return Ok(RootFs { fs_bytes: fs_bytes(&path)?, path, built: false });

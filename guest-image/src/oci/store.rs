@@ -92,12 +92,6 @@ impl Store {
         self.dir.join("blobs/sha256").join(digest.hex())
     }
 
-    /// Where the root file system of image `id` is cached; the name has
-    /// the recipe's version, so a new recipe builds anew.
-    pub fn rootfs_path(&self, id: &Digest) -> PathBuf {
-        self.dir.join("rootfs").join(format!("{}-{}.ext4", id.hex(), super::rootfs::RECIPE))
-    }
-
     fn record_path(&self, id: &Digest) -> PathBuf {
         self.dir.join("images").join(format!("{}.json", id.hex()))
     }

@@ -15,12 +15,13 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::{initramfs, packages, GuestFile};
 use hvsim_guest_image::oci::debian;
 use hvsim_guest_image::oci::load::load;
 use hvsim_guest_image::oci::store::Store;
-use hvsim_guest_image::target::{default_mem, file_hash, StartOptions, System, Target};
+use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::linux_args::image_system;

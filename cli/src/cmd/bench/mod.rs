@@ -371,7 +371,7 @@ fn vault_target(binary: &std::path::Path) -> Result<Target> {
     Ok(Target::Linux {
         command: "/bin/vault".into(),
         mem: 128 << 20,
-        files: vec![(file, hvsim_guest_image::target::file_hash(binary)?)],
+        files: vec![(file, hvsim_guest_image::hash::file_hash(binary)?)],
         system: Default::default(),
         verbose_boot: false,
     })
