@@ -18,7 +18,7 @@ use crate::nodes;
 pub fn start(index: u32, node: u16) {
     let mut c = std::process::Command::new("/init");
     c.args(["custom-fault", &index.to_string(), &node.to_string()]);
-    if let Err(e) = crate::sys::spawn(&mut c) {
+    if let Err(e) = crate::command::spawn(&mut c) {
         eprintln!("hvsim-init: cannot start custom fault {index} on node {node}: {e}");
     }
 }

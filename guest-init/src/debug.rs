@@ -21,7 +21,7 @@ pub fn start(node: u16, is_node: bool) {
     let target = if is_node { node.to_string() } else { "-".to_owned() };
     let mut c = std::process::Command::new("/init");
     c.args(["debug", &target, &command]);
-    if let Err(e) = crate::sys::spawn(&mut c) {
+    if let Err(e) = crate::command::spawn(&mut c) {
         eprintln!("hvsim-init: debug: cannot start {command:?}: {e}");
         report(node, 127);
     }

@@ -19,12 +19,14 @@
 
 mod bench;
 mod clock;
+mod command;
 mod container;
 mod custom;
 mod debug;
 mod nodes;
 mod power;
 mod sdk;
+mod shell;
 mod sys;
 mod tools;
 mod work;
@@ -104,7 +106,7 @@ fn init() -> u8 {
         power = Some(power::Power::start(nodes, service));
     }
     println!("hvsim-init: ready");
-    let status = match sys::run_shell(&command, power.as_mut()) {
+    let status = match shell::run_shell(&command, power.as_mut()) {
         Ok(status) => status,
         Err(e) => {
             eprintln!("hvsim-init: cannot run /bin/sh: {e}");

@@ -224,7 +224,7 @@ impl Power {
             Some(Service::Container) => c.args(["/init", "container", &node.to_string()]),
         };
         // Reaped with every other orphan by init's loop.
-        if let Err(e) = sys::spawn(&mut c) {
+        if let Err(e) = crate::command::spawn(&mut c) {
             eprintln!("hvsim-init: node {node}: cannot start its service: {e}");
         }
     }
