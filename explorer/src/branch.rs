@@ -25,7 +25,6 @@ use hvsim_snapshot::{Cursor, Delta, NodeId, SnapshotTree};
 use hvsim_vmm::faults::buggify::Site;
 use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
-use serde::{Deserialize, Serialize};
 
 use crate::bug::{self, Fingerprint};
 use crate::bugs;
@@ -33,12 +32,12 @@ use crate::checkers::{self, Checked, CheckerSpec, Violation};
 use crate::claims::{self, ClaimSpec, TimelineClaims};
 use crate::composer::Composition;
 use crate::coverage::FreshBits;
-use crate::engine::{is_crash, point, Knowledge};
 use crate::error::Result;
 use crate::faults::FaultTally;
 use crate::history::Histories;
+use crate::knowledge::Knowledge;
 use crate::story;
-use crate::timeline::{Point, Timeline};
+use crate::timeline::{is_crash, point, Point, Span, Timeline};
 
 /// A branch to run: from which snapshot, with which seed.
 #[derive(Clone, Debug)]
@@ -167,17 +166,6 @@ impl BranchRun {
         let more = self.crash.iter().chain(self.violation.as_ref().and_then(|(_, f)| f.as_ref()));
         failures.chain(more).map(|f| f.story_took).sum()
     }
-}
-
-/// How far a branch runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Span {
-    /// To the end of its timeline: until the guest ends, or the timeline
-    /// has run `limit` of virtual time since the root.
-    Whole { limit: Vtime },
-    /// This much virtual time from its snapshot.
-    Slice(Vtime),
 }
 
 /// How branches are run, the same for every worker.

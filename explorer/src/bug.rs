@@ -27,12 +27,12 @@ use sha2::{Digest, Sha256};
 
 use crate::checkers::{self, CheckerSpec, HistoryFinding};
 use crate::composer::Composition;
-use crate::engine::is_crash;
 use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
 use crate::schema::Tag;
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
 use crate::story;
+use crate::timeline::is_crash;
 use crate::timeline::{Point, Segment, Timeline};
 use crate::{StartOptions, Target};
 

@@ -328,7 +328,7 @@ pub fn observe(claims: &[ClaimSpec], checkers: &[CheckerSpec], t: &TimelineEnd) 
 /// exited with an error (not one a fault or the composer stopped).
 fn harness_failure(t: &TimelineEnd) -> Option<String> {
     let before_failure = |ns: u64| t.failed_ns.is_none_or(|f| ns < f);
-    if let Some(end) = t.end.filter(|e| crate::engine::is_crash(e) && t.failed_ns.is_none()) {
+    if let Some(end) = t.end.filter(|e| crate::timeline::is_crash(e) && t.failed_ns.is_none()) {
         return Some(format!("the guest ended: {}", end.detail()));
     }
     t.messages.iter().filter(|m| before_failure(m.vtime.nanos())).find_map(|m| match ComposerEvent::of(&m.bytes)? {

@@ -26,7 +26,6 @@
 //! in one branch ends the exploration between two exits of a machine; what
 //! was merged until then is the result, and [`Ending`] says why it ended.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -36,40 +35,25 @@ use hvsim_guest_image::world::World;
 use hvsim_snapshot::{Delta, SnapshotTree};
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::profiler::GuestProfile;
-use hvsim_vmm::{End, Interrupt, Machine, Stop, Vtime};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use hvsim_vmm::{Interrupt, Machine, Stop, Vtime};
 
-use crate::assertions::Assertions;
-use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules, Span};
+use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules};
 use crate::bug::{self, BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::checkers::{CheckerSpec, CheckerTally};
 use crate::claims::{ClaimSpec, ClaimTally, HarnessTally};
-use crate::composer::ComposerTally;
-use crate::coverage::{Coverage, FreshBits};
 use crate::error::{ExploreError, Result};
+use crate::exploration::{Budget, Ending, Exploration, Phases, RootInfo, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::faults::FaultTally;
+use crate::knowledge::Knowledge;
 use crate::likelihood::{self, Likelihood};
 use crate::roots::{RootId, Roots, SavedRoot};
-use crate::schedule::{DrawTally, NewNode, Policy, Schedule};
-use crate::sdk::{self, Demand, SdkMessage};
+use crate::schedule::{NewNode, Policy, Schedule};
 use crate::shard::{Shard, Shards};
 use crate::story;
-use crate::timeline::{branch_seed, Point, Segment, Timeline};
+use crate::timeline::{branch_seed, is_crash, point, Point, Segment, Span, Timeline};
 use crate::workers::{Check, Checked, MachineSettings, Pool, Shared};
 use crate::{StartOptions, Target};
-
-/// When to stop exploring. With only a branch budget an exploration is a
-/// pure function of its master seed; a wall-time budget trades that for a
-/// bound on how long it takes.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-pub struct Budget {
-    pub branches: Option<u64>,
-    pub wall: Option<Duration>,
-    /// Total virtual time run across all branches.
-    pub vtime: Option<Vtime>,
-}
 
 #[derive(Clone, Debug)]
 pub struct ExploreConfig {
@@ -140,111 +124,6 @@ impl ExploreConfig {
     }
 }
 
-/// What was learned from messages, across every timeline.
-#[derive(Clone, Debug, Default)]
-struct Signals {
-    /// The best value of each numeric guidance so far.
-    numeric: HashMap<String, f64>,
-    /// The best count of true conditions of each boolean guidance so far.
-    boolean: HashMap<String, u64>,
-    /// The values of each JSON guidance seen so far (at most
-    /// [`MAX_JSON_VALUES`] each).
-    json: HashMap<String, HashSet<String>>,
-    coverage: Coverage,
-    total: u64,
-}
-
-/// Distinct values of one JSON guidance that count as progress.
-const MAX_JSON_VALUES: usize = 1000;
-
-/// What an exploration learned about the program's instrumentation.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Instrumentation {
-    /// Each distinct SDK identification (`antithesis_sdk`) received.
-    pub sdks: Vec<serde_json::Value>,
-    /// Instrumented modules: name, edges, base (`hvsim_coverage_module`).
-    pub coverage_modules: BTreeMap<String, (u64, u64)>,
-}
-
-/// Garbage on the SDK channel: counted, a few kept as examples.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Garbage {
-    pub count: u64,
-    pub examples: Vec<String>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-pub struct SeriesPoint {
-    pub branch: u64,
-    pub wall_ms: u64,
-    pub snapshots: usize,
-    pub signals: u64,
-    pub bugs: usize,
-    /// Coverage edges this branch's timeline reached first.
-    #[serde(default)]
-    pub new_edges: u64,
-    /// Coverage edges reached so far, over every timeline.
-    #[serde(default)]
-    pub edges: usize,
-}
-
-/// How the root snapshot was reached.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RootInfo {
-    pub point: Point,
-    /// False if the target never reported setup complete within the limit.
-    pub setup_complete: bool,
-    /// The target ended before setup complete, after a bug (how it ended):
-    /// there is no root to branch from.
-    #[serde(default)]
-    pub ended: Option<String>,
-    /// Restored from a saved root (`roots.rs`) rather than run.
-    #[serde(default)]
-    pub restored: bool,
-}
-
-/// Why an exploration ended.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "how", rename_all = "kebab-case")]
-pub enum Ending {
-    /// It has not ended (a checkpoint's report).
-    #[default]
-    Running,
-    /// Its budget was spent, or there was nothing more to explore.
-    Finished,
-    /// Its interrupt was raised from outside (`reason`: as raised; a
-    /// signal's number for `hvsim explore`).
-    Interrupted { reason: usize },
-    /// A host-side error (not the guest's doing) ended it.
-    Failed { during: String, error: String },
-}
-
-impl Ending {
-    /// How an exploration whose machines were interrupted for `reason`
-    /// ended: its wall-time budget was spent, or it was interrupted.
-    fn interrupted(reason: usize) -> Ending {
-        if reason == TIME_UP {
-            Ending::Finished
-        } else {
-            Ending::Interrupted { reason }
-        }
-    }
-
-    /// One line for humans.
-    pub fn describe(&self) -> String {
-        match self {
-            Ending::Running => "still running".into(),
-            Ending::Finished => "finished".into(),
-            Ending::Interrupted { reason } => match *reason {
-                2 => "interrupted (SIGINT)".into(),
-                15 => "interrupted (SIGTERM)".into(),
-                r => format!("interrupted ({r})"),
-            },
-            Ending::Failed { during, error } => format!("ended by an error in {during}: {error}"),
-        }
-    }
-}
-
 /// What an exploration hands out as it goes.
 pub trait Watch {
     /// Where it stands, for a progress display.
@@ -270,134 +149,6 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 /// error ends the exploration.
 const ENDED_BY_ERROR: usize = usize::MAX;
 
-/// Everything an exploration produced.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Exploration {
-    pub target: Target,
-    pub seed: u64,
-    pub budget: Budget,
-    pub span: Span,
-    #[serde(default)]
-    pub snapshot_every_ns: Option<u64>,
-    /// How timelines ended: at the guest's end or at their limit.
-    #[serde(default)]
-    pub timelines: TimelineEnds,
-    /// What the snapshot tree held.
-    #[serde(default)]
-    pub tree: TreeMemory,
-    pub branch_from_snapshots: bool,
-    /// How branches picked their snapshot (`schedule.rs`).
-    #[serde(default)]
-    pub policy: Policy,
-    /// Random draws as decision points.
-    #[serde(default)]
-    pub draws: DrawTally,
-    /// Branches per round, and the workers that ran them (see
-    /// [`ExploreConfig::batch`]).
-    #[serde(default = "one")]
-    pub batch: usize,
-    #[serde(default = "one")]
-    pub workers: usize,
-    pub root: RootInfo,
-    pub branches: u64,
-    pub snapshots: usize,
-    pub signals: u64,
-    pub wall_ms: u64,
-    pub vtime_ns: u64,
-    pub assertions: Assertions,
-    pub bugs: Vec<BugRecord>,
-    pub events: BTreeMap<String, u64>,
-    /// What Test Composer ran, if the target has templates.
-    #[serde(default)]
-    pub composer: ComposerTally,
-    /// The project's checkers, and what they said of the timelines.
-    #[serde(default)]
-    pub checkers: Vec<CheckerTally>,
-    /// The project's claims, and what the timelines said of them.
-    #[serde(default)]
-    pub claims: Vec<ClaimTally>,
-    /// Timelines whose harness failed outside any assertion or checker.
-    #[serde(default)]
-    pub harness: HarnessTally,
-    /// What this host lets reach the guest from outside the seed
-    /// (`hvsim doctor`): what blames a failure that did not reproduce on
-    /// the environment.
-    #[serde(default)]
-    pub host_limits: Vec<String>,
-    pub garbage: Garbage,
-    pub faults: FaultTally,
-    pub coverage_edges: usize,
-    pub instrumentation: Instrumentation,
-    pub series: Vec<SeriesPoint>,
-    /// Branch at which the first bug appeared, and how long it took.
-    pub first_bug: Option<(u64, u64)>,
-    pub phases: Phases,
-    /// Why it ended.
-    #[serde(default)]
-    pub ending: Ending,
-    /// Which shards of the exploration this holds (`shard.rs`).
-    #[serde(default)]
-    pub shards: Shards,
-    /// The world it ran in: shards of different worlds do not merge.
-    #[serde(default)]
-    pub world: World,
-    /// Every coverage edge reached, as the map's set bits, so that shards'
-    /// coverage merges as a union.
-    #[serde(default)]
-    pub coverage: FreshBits,
-    /// With `--profile-guest`: the samples of the root run and every branch.
-    #[serde(skip)]
-    pub guest_profile: Option<GuestProfile>,
-}
-
-#[cfg(test)]
-impl Exploration {
-    /// An exploration of `target` that ran two 5 ms slices from a root at
-    /// `root` and found nothing, for tests to fill in.
-    pub(crate) fn example(target: Target, root: Point) -> Exploration {
-        Exploration {
-            target,
-            seed: 1,
-            budget: Budget::default(),
-            span: Span::Slice(Vtime(5_000_000)),
-            snapshot_every_ns: None,
-            timelines: TimelineEnds::default(),
-            tree: TreeMemory::default(),
-            branch_from_snapshots: true,
-            policy: Policy::default(),
-            draws: DrawTally::default(),
-            batch: 1,
-            workers: 1,
-            root: RootInfo { point: root, setup_complete: true, ended: None, restored: false },
-            branches: 2,
-            snapshots: 1,
-            signals: 1,
-            wall_ms: 1,
-            vtime_ns: 1,
-            assertions: Assertions::default(),
-            bugs: Vec::new(),
-            events: BTreeMap::new(),
-            composer: ComposerTally::default(),
-            checkers: Vec::new(),
-            claims: Vec::new(),
-            harness: HarnessTally::default(),
-            host_limits: Vec::new(),
-            garbage: Garbage::default(),
-            faults: FaultTally::default(),
-            coverage_edges: 0,
-            instrumentation: Instrumentation::default(),
-            series: Vec::new(),
-            first_bug: None,
-            phases: Phases::default(),
-            ending: Ending::Finished,
-            shards: Shards::default(),
-            world: World::default(),
-            coverage: FreshBits::default(),
-            guest_profile: None,
-        }
-    }
-}
-
 /// A view of the exploration so far, for progress displays.
 #[derive(Clone, Copy, Debug)]
 pub enum Progress {
@@ -420,44 +171,9 @@ pub struct BranchProgress {
     pub phases: Phases,
 }
 
-/// Where an exploration's wall time went, in milliseconds. Branches,
-/// restores and snapshots are summed over the workers: with several, they
-/// add up to more than the wall time.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Phases {
-    /// Booting the target, or restoring it from the boot cache.
-    pub start_ms: f64,
-    /// Running the root until setup complete (or the setup limit).
-    pub setup_ms: f64,
-    /// Running branches.
-    pub branches_ms: f64,
-    /// Putting snapshots back at the start of branches.
-    pub restore_ms: f64,
-    /// Taking snapshots.
-    pub snapshot_ms: f64,
-    /// Executing new bugs' timelines again, to check they reproduce
-    /// (summed over the workers).
-    #[serde(default)]
-    pub reexecution_ms: f64,
-    /// How long the exploration waited for those: between rounds with one
-    /// worker; with more, only at the end, for the last ones.
-    #[serde(default)]
-    pub reexecution_wait_ms: f64,
-    /// Telling each bug's story (`story.rs`), summed over the workers.
-    #[serde(default)]
-    pub story_ms: f64,
-    /// Estimating each bug's likelihood over its timeline, at the end.
-    #[serde(default)]
-    pub likelihood_ms: f64,
-}
-
 /// The root's setup runs in steps of this much virtual time, with a
 /// progress report after each.
 const SETUP_STEP: Vtime = Vtime(10_000_000);
-
-fn one() -> usize {
-    1
-}
 
 /// Milliseconds, with the fraction: phases sum many short stretches (a
 /// branch of the demo takes 2-3 ms), which whole milliseconds would cut.
@@ -465,205 +181,23 @@ fn ms_f(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-impl Phases {
-    /// Wall time before the first branch: starting the target and its setup.
-    pub fn to_root_ms(&self) -> u64 {
-        (self.start_ms + self.setup_ms) as u64
-    }
-}
-
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// What messages taught the exploration: everything that decides whether
-/// a message brings something new. A worker judges its branch against a
-/// copy taken when the branch's round began.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Knowledge {
-    assertions: Assertions,
-    signals: Signals,
-    events: BTreeMap<String, u64>,
-    composer: ComposerTally,
-    garbage: Garbage,
-    instrumentation: Instrumentation,
-}
-
-/// What one message meant.
-#[derive(Default)]
-pub(crate) struct Outcome {
-    pub new_signals: u64,
-    /// Coverage edges never seen before (also counted in `new_signals`).
-    pub new_edges: u64,
-    pub bug: Option<BugKind>,
-    pub setup_complete: bool,
-    /// The feature the message reached, for the schedule's rarity: an
-    /// assertion's passing or failing hit, a guidance.
-    pub reached: Option<String>,
-    /// A sometimes-type assertion (its id) reached without being satisfied.
-    pub approached: Option<String>,
-    /// A guidance (its id) whose best value this is.
-    pub watermark: Option<String>,
-    /// An SDK draw follows (its option count, if known).
-    pub draw: Option<Option<u64>>,
-    /// Something new that is progress: not only a sometimes-type
-    /// assertion's first failing evaluation (`schedule.rs`).
-    pub progress: bool,
-}
-
-impl Knowledge {
-    pub(crate) fn process(&mut self, line: &[u8]) -> Outcome {
-        let mut o = Outcome::default();
-        let message = sdk::parse(line);
-        let assertion = matches!(message, SdkMessage::Assert(_));
-        match message {
-            SdkMessage::Assert(a) => {
-                let seen = self.assertions.observe(&a);
-                o.new_signals += u64::from(seen.new_state);
-                o.progress = seen.new_state && (a.condition || a.kind.demand() != Demand::Some);
-                if seen.failed {
-                    o.bug = Some(BugKind::from_assertion(&a));
-                }
-                if a.hit {
-                    o.reached = Some(format!("assert {} {}", if a.condition { "pass" } else { "fail" }, a.id));
-                    if !a.condition && a.kind.demand() == Demand::Some {
-                        o.approached = Some(a.id.clone());
-                    }
-                }
-            }
-            SdkMessage::Numeric { id, value, maximize } => {
-                let better = |old: f64| if maximize { value > old } else { value < old };
-                o.reached = Some(format!("guidance {id}"));
-                let best = self.signals.numeric.entry(id.clone()).or_insert(f64::NAN);
-                if best.is_nan() || better(*best) {
-                    *best = value;
-                    o.new_signals += 1;
-                    o.watermark = Some(id);
-                }
-            }
-            SdkMessage::Boolean { id, true_count, maximize } => {
-                let better = |old: u64| {
-                    if maximize {
-                        true_count > old
-                    } else {
-                        true_count < old
-                    }
-                };
-                o.reached = Some(format!("guidance {id}"));
-                let best = self.signals.boolean.get(&id).copied();
-                if best.is_none_or(better) {
-                    self.signals.boolean.insert(id.clone(), true_count);
-                    o.new_signals += 1;
-                    o.watermark = Some(id);
-                }
-            }
-            SdkMessage::Json { id, value } => {
-                o.reached = Some(format!("guidance {id}"));
-                let seen = self.signals.json.entry(id).or_default();
-                if seen.len() < MAX_JSON_VALUES && seen.insert(value.to_string()) {
-                    o.new_signals += 1;
-                }
-            }
-            SdkMessage::GuidanceRegistered { .. } => {}
-            SdkMessage::Coverage { edges } => {
-                for e in edges {
-                    o.new_edges += u64::from(self.signals.coverage.add_edge(e));
-                }
-                o.new_signals += o.new_edges;
-            }
-            SdkMessage::CoverageModule { name, edges, base } => {
-                self.instrumentation.coverage_modules.insert(name, (edges, base));
-            }
-            SdkMessage::SetupComplete { .. } => o.setup_complete = true,
-            SdkMessage::Composer(e) => self.composer.add(e),
-            SdkMessage::Draw { options } => o.draw = Some(options),
-            // Counted from the machine's table (`faults.rs`).
-            SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
-            SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
-            // Checked at the timeline's end (`checkers.rs`); counted here.
-            SdkMessage::History(_) => *self.events.entry(crate::history::KEY.to_owned()).or_insert(0) += 1,
-            SdkMessage::SdkInfo(info) => {
-                if !self.instrumentation.sdks.contains(&info) {
-                    self.instrumentation.sdks.push(info);
-                }
-            }
-            SdkMessage::Garbage(why) => {
-                self.garbage.count += 1;
-                if self.garbage.examples.len() < 10 {
-                    self.garbage.examples.push(why);
-                }
-            }
-        }
-        self.signals.total += o.new_signals;
-        if !assertion {
-            o.progress = o.new_signals > 0;
-        }
-        o
-    }
-
-    /// Edges the guest's coverage map shows that no timeline reached before
-    /// (counted as signals).
-    pub(crate) fn new_coverage(&mut self, m: &Machine) -> FreshBits {
-        let fresh = m.coverage_map().map(|map| self.signals.coverage.merge_map(map)).unwrap_or_default();
-        self.signals.total += fresh.count();
-        fresh
-    }
-
-    /// Adds coverage a worker found; returns how many edges are new here.
-    fn merge_coverage(&mut self, fresh: &FreshBits) -> u64 {
-        let new = self.signals.coverage.merge_bits(fresh);
-        self.signals.total += new;
-        new
-    }
-}
-
-pub(crate) fn point(m: &Machine) -> Point {
-    Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
-}
-
-/// Whether a run ending this way is a crash (a bug) rather than a finish.
-pub fn is_crash(end: &End) -> bool {
-    !matches!(end, End::Exit { status: 0 } | End::VtimeLimit)
-}
-
-impl Exploration {
-    /// How far branches ran, and the snapshot intervals, for people.
-    pub fn describe_span(&self) -> String {
-        let d = |ns: u64| format!("{:?}", Duration::from_nanos(ns));
-        let every = self.snapshot_every_ns.map_or(String::new(), |e| format!(", snapshots every {}", d(e)));
-        match self.span {
-            Span::Whole { limit } => format!("whole timelines of up to {} from the root{every}", d(limit.nanos())),
-            Span::Slice(slice) => format!("slices of {} from their snapshots{every}", d(slice.nanos())),
-        }
-    }
-}
-
-/// How branches ended.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct TimelineEnds {
-    /// The guest ended (its test is over: every service exited, or the
-    /// program powered off).
-    pub ended: u64,
-    /// The timeline's limit (or the slice) ran out first.
-    pub at_limit: u64,
-}
-
-/// The snapshot tree's page memory.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct TreeMemory {
-    /// The root's copy of guest RAM (part of `bytes`).
-    #[serde(default)]
-    pub root_bytes: u64,
-    pub bytes: u64,
-    pub peak_bytes: u64,
-    pub budget_bytes: u64,
-    /// Snapshots evicted to stay within the budget.
-    pub evicted: u64,
 }
 
 /// The reason the explorer's timer raises its machines' interrupt with
 /// when the wall-time budget is spent: the exploration has finished.
 const TIME_UP: usize = usize::MAX - 1;
+
+/// How an exploration whose machines were interrupted for `reason` ended:
+/// its wall-time budget was spent, or it was interrupted.
+fn interrupted(reason: usize) -> Ending {
+    if reason == TIME_UP {
+        Ending::Finished
+    } else {
+        Ending::Interrupted { reason }
+    }
+}
 
 /// Everything an [`Exploration`] is made of, as the loop keeps it.
 struct State {
@@ -740,7 +274,7 @@ impl State {
             return;
         }
         self.ending = match interrupt.reason() {
-            Some(reason) => Ending::interrupted(reason),
+            Some(reason) => interrupted(reason),
             None => Ending::Failed { during, error: e.to_string() },
         };
         interrupt.raise(ENDED_BY_ERROR);
@@ -1087,7 +621,7 @@ fn branch_rounds(
     };
     while state.ending == Ending::Running && !exhausted(state) {
         if let Some(reason) = interrupt.reason() {
-            state.ending = Ending::interrupted(reason);
+            state.ending = interrupted(reason);
             break;
         }
         let remaining = share.map_or(u64::MAX, |b| b - state.branches);

@@ -7,6 +7,8 @@
 //!   project's `hvsim.toml` names.
 //! - [`composer`]: what Test Composer ran, in a timeline and over all.
 //! - [`coverage`]: the edges every timeline reached.
+//! - [`exploration`]: what an exploration is, as plain data: its result,
+//!   how it ended, where its time went.
 //! - [`engine`]: the exploration loop over the snapshot tree, in rounds of
 //!   branches that `workers` run (one machine per thread) and `branch`
 //!   describes.
@@ -32,8 +34,10 @@ pub mod composer;
 pub mod coverage;
 pub mod engine;
 pub mod error;
+pub mod exploration;
 pub mod faults;
 pub mod history;
+mod knowledge;
 pub mod likelihood;
 pub mod manifest;
 pub mod merge;
@@ -49,11 +53,9 @@ pub mod story;
 pub mod timeline;
 mod workers;
 
-pub use branch::Span;
-pub use engine::{
-    explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, Phases, Progress, TimelineEnds, TreeMemory,
-    Watch, CHECKPOINT_EVERY,
-};
+pub use engine::{explore, BranchProgress, ExploreConfig, Progress, Watch, CHECKPOINT_EVERY};
 pub use error::{ExploreError, Result};
+pub use exploration::{Budget, Ending, Exploration, Phases, TimelineEnds, TreeMemory};
 pub use hvsim_guest_image::target::{StartOptions, System, Target};
 pub use hvsim_vmm::Interrupt;
+pub use timeline::Span;

@@ -37,8 +37,8 @@ use crate::checkers::CheckerTally;
 use crate::claims::ClaimTally;
 use crate::composer::CommandTally;
 use crate::coverage::Coverage;
-use crate::engine::{Ending, Exploration, Phases, SeriesPoint};
 use crate::error::{ExploreError, Result};
+use crate::exploration::{Ending, Exploration, Phases, SeriesPoint};
 use crate::roots::first_difference;
 use crate::shard::{Shard, Shards};
 

@@ -29,10 +29,10 @@ use serde::{Deserialize, Serialize};
 use crate::branch::Failure;
 use crate::bug::{self, BugKind, BugRecord, Reach, Reproduction};
 use crate::checkers;
-use crate::engine::point;
 use crate::error::{ExploreError, Result};
 use crate::roots::RootId;
 use crate::story;
+use crate::timeline::point;
 use crate::timeline::{Point, Timeline};
 use crate::StartOptions;
 

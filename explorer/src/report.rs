@@ -23,8 +23,10 @@ use crate::bug::Later;
 use crate::checkers::CheckerTally;
 use crate::claims::{self, Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::composer::ComposerTally;
-use crate::engine::{Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::error::ExploreError;
+use crate::exploration::{
+    Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory,
+};
 use crate::faults::BuggifyTally;
 use crate::schedule::DrawTally;
 use crate::schema::Tag;

@@ -8,6 +8,7 @@
 //! A segment that starts at an SDK draw also says the value the draw took.
 
 use hvsim_vmm::faults::Vetoes;
+use hvsim_vmm::{End, Machine, Vtime};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -18,6 +19,27 @@ pub struct Point {
     pub events: u64,
     /// Virtual time there, in nanoseconds (for people; `events` decides).
     pub vtime_ns: u64,
+}
+
+/// Where machine `m` stands now.
+pub fn point(m: &Machine) -> Point {
+    Point { events: m.trace_state().events, vtime_ns: m.now().nanos() }
+}
+
+/// Whether a run ending this way is a crash (a bug) rather than a finish.
+pub fn is_crash(end: &End) -> bool {
+    !matches!(end, End::Exit { status: 0 } | End::VtimeLimit)
+}
+
+/// How far a branch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Span {
+    /// To the end of its timeline: until the guest ends, or the timeline
+    /// has run `limit` of virtual time since the root.
+    Whole { limit: Vtime },
+    /// This much virtual time from its snapshot.
+    Slice(Vtime),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

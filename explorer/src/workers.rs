@@ -28,8 +28,8 @@ use hvsim_vmm::{Interrupt, Machine};
 
 use crate::branch::{self, BranchJob, BranchRun, Rules};
 use crate::bug::{self, BugRecord, ReplayOutcome};
-use crate::engine::Knowledge;
 use crate::error::{ExploreError, Result};
+use crate::knowledge::Knowledge;
 
 /// A re-execution of bug `bug`'s timeline from the root.
 pub(crate) struct Check {

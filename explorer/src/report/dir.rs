@@ -16,8 +16,8 @@ use std::time::SystemTime;
 
 use super::{io, markdown, report, Invocation, Report};
 use crate::bug::BugRecord;
-use crate::engine::Exploration;
 use crate::error::{ExploreError, Result};
+use crate::exploration::Exploration;
 use crate::schema::{self, Document};
 
 pub struct RunDir {
@@ -110,7 +110,7 @@ impl RunDir {
         publish("findings.md", findings.markdown().as_bytes())?;
         // Only whole: a shard killed after a checkpoint has no result to
         // merge, and the merge reports it missing.
-        if exp.ending != crate::engine::Ending::Running {
+        if exp.ending != crate::exploration::Ending::Running {
             publish(crate::merge::FILE, &crate::merge::to_json(exp))?;
         }
         Ok(report)

@@ -13,7 +13,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::{AssertionReport, Report};
 use crate::assertions::Verdict;
 use crate::claims::{Blame, ClaimVerdict};
-use crate::engine::{Ending, Exploration, SeriesPoint};
+use crate::exploration::{Ending, Exploration, SeriesPoint};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
 
@@ -517,7 +517,7 @@ mod tests {
 
     use crate::assertions::Assertions;
     use crate::bug::{BugKind, BugRecord, Fingerprint, Later};
-    use crate::engine::{Ending, Exploration, SeriesPoint};
+    use crate::exploration::{Ending, Exploration, SeriesPoint};
     use crate::sdk::{self, SdkMessage};
     use crate::timeline::{Point, Timeline};
     use crate::Target;
@@ -571,7 +571,7 @@ mod tests {
             assertions,
             bugs: vec![bug],
             events: BTreeMap::from([(HOSTILE.to_owned(), 1)]),
-            garbage: crate::engine::Garbage { count: 1, examples: vec![HOSTILE.into()] },
+            garbage: crate::exploration::Garbage { count: 1, examples: vec![HOSTILE.into()] },
             series: vec![point(1, 0), point(2, 1)],
             first_bug: Some((2, 1)),
             ending: Ending::Interrupted { reason: 2 },

@@ -1,0 +1,320 @@
+//! What an exploration is, as plain data: its result ([`Exploration`],
+//! what report.json's summary and every report are made from), how it
+//! ended, where its time went, and the tallies beside them. Nothing here
+//! runs a machine: the loop that fills it in is `engine.rs`; reports,
+//! merge and triage read it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hvsim_guest_image::world::World;
+use hvsim_vmm::profiler::GuestProfile;
+use hvsim_vmm::Vtime;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::assertions::Assertions;
+use crate::bug::BugRecord;
+use crate::checkers::CheckerTally;
+use crate::claims::{ClaimTally, HarnessTally};
+use crate::composer::ComposerTally;
+use crate::coverage::FreshBits;
+use crate::faults::FaultTally;
+use crate::schedule::{DrawTally, Policy};
+use crate::shard::Shards;
+use crate::timeline::{Point, Span};
+use crate::Target;
+
+/// When to stop exploring. With only a branch budget an exploration is a
+/// pure function of its master seed; a wall-time budget trades that for a
+/// bound on how long it takes.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Budget {
+    pub branches: Option<u64>,
+    pub wall: Option<Duration>,
+    /// Total virtual time run across all branches.
+    pub vtime: Option<Vtime>,
+}
+
+/// What an exploration learned about the program's instrumentation.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Instrumentation {
+    /// Each distinct SDK identification (`antithesis_sdk`) received.
+    pub sdks: Vec<serde_json::Value>,
+    /// Instrumented modules: name, edges, base (`hvsim_coverage_module`).
+    pub coverage_modules: BTreeMap<String, (u64, u64)>,
+}
+
+/// Garbage on the SDK channel: counted, a few kept as examples.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Garbage {
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SeriesPoint {
+    pub branch: u64,
+    pub wall_ms: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub bugs: usize,
+    /// Coverage edges this branch's timeline reached first.
+    #[serde(default)]
+    pub new_edges: u64,
+    /// Coverage edges reached so far, over every timeline.
+    #[serde(default)]
+    pub edges: usize,
+}
+
+/// How the root snapshot was reached.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RootInfo {
+    pub point: Point,
+    /// False if the target never reported setup complete within the limit.
+    pub setup_complete: bool,
+    /// The target ended before setup complete, after a bug (how it ended):
+    /// there is no root to branch from.
+    #[serde(default)]
+    pub ended: Option<String>,
+    /// Restored from a saved root (`roots.rs`) rather than run.
+    #[serde(default)]
+    pub restored: bool,
+}
+
+/// Why an exploration ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "how", rename_all = "kebab-case")]
+pub enum Ending {
+    /// It has not ended (a checkpoint's report).
+    #[default]
+    Running,
+    /// Its budget was spent, or there was nothing more to explore.
+    Finished,
+    /// Its interrupt was raised from outside (`reason`: as raised; a
+    /// signal's number for `hvsim explore`).
+    Interrupted { reason: usize },
+    /// A host-side error (not the guest's doing) ended it.
+    Failed { during: String, error: String },
+}
+
+impl Ending {
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        match self {
+            Ending::Running => "still running".into(),
+            Ending::Finished => "finished".into(),
+            Ending::Interrupted { reason } => match *reason {
+                2 => "interrupted (SIGINT)".into(),
+                15 => "interrupted (SIGTERM)".into(),
+                r => format!("interrupted ({r})"),
+            },
+            Ending::Failed { during, error } => format!("ended by an error in {during}: {error}"),
+        }
+    }
+}
+
+/// Everything an exploration produced.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Exploration {
+    pub target: Target,
+    pub seed: u64,
+    pub budget: Budget,
+    pub span: Span,
+    #[serde(default)]
+    pub snapshot_every_ns: Option<u64>,
+    /// How timelines ended: at the guest's end or at their limit.
+    #[serde(default)]
+    pub timelines: TimelineEnds,
+    /// What the snapshot tree held.
+    #[serde(default)]
+    pub tree: TreeMemory,
+    pub branch_from_snapshots: bool,
+    /// How branches picked their snapshot (`schedule.rs`).
+    #[serde(default)]
+    pub policy: Policy,
+    /// Random draws as decision points.
+    #[serde(default)]
+    pub draws: DrawTally,
+    /// Branches per round, and the workers that ran them (see
+    /// `ExploreConfig::batch`).
+    #[serde(default = "one")]
+    pub batch: usize,
+    #[serde(default = "one")]
+    pub workers: usize,
+    pub root: RootInfo,
+    pub branches: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub wall_ms: u64,
+    pub vtime_ns: u64,
+    pub assertions: Assertions,
+    pub bugs: Vec<BugRecord>,
+    pub events: BTreeMap<String, u64>,
+    /// What Test Composer ran, if the target has templates.
+    #[serde(default)]
+    pub composer: ComposerTally,
+    /// The project's checkers, and what they said of the timelines.
+    #[serde(default)]
+    pub checkers: Vec<CheckerTally>,
+    /// The project's claims, and what the timelines said of them.
+    #[serde(default)]
+    pub claims: Vec<ClaimTally>,
+    /// Timelines whose harness failed outside any assertion or checker.
+    #[serde(default)]
+    pub harness: HarnessTally,
+    /// What this host lets reach the guest from outside the seed
+    /// (`hvsim doctor`): what blames a failure that did not reproduce on
+    /// the environment.
+    #[serde(default)]
+    pub host_limits: Vec<String>,
+    pub garbage: Garbage,
+    pub faults: FaultTally,
+    pub coverage_edges: usize,
+    pub instrumentation: Instrumentation,
+    pub series: Vec<SeriesPoint>,
+    /// Branch at which the first bug appeared, and how long it took.
+    pub first_bug: Option<(u64, u64)>,
+    pub phases: Phases,
+    /// Why it ended.
+    #[serde(default)]
+    pub ending: Ending,
+    /// Which shards of the exploration this holds (`shard.rs`).
+    #[serde(default)]
+    pub shards: Shards,
+    /// The world it ran in: shards of different worlds do not merge.
+    #[serde(default)]
+    pub world: World,
+    /// Every coverage edge reached, as the map's set bits, so that shards'
+    /// coverage merges as a union.
+    #[serde(default)]
+    pub coverage: FreshBits,
+    /// With `--profile-guest`: the samples of the root run and every branch.
+    #[serde(skip)]
+    pub guest_profile: Option<GuestProfile>,
+}
+
+#[cfg(test)]
+impl Exploration {
+    /// An exploration of `target` that ran two 5 ms slices from a root at
+    /// `root` and found nothing, for tests to fill in.
+    pub(crate) fn example(target: Target, root: Point) -> Exploration {
+        Exploration {
+            target,
+            seed: 1,
+            budget: Budget::default(),
+            span: Span::Slice(Vtime(5_000_000)),
+            snapshot_every_ns: None,
+            timelines: TimelineEnds::default(),
+            tree: TreeMemory::default(),
+            branch_from_snapshots: true,
+            policy: Policy::default(),
+            draws: DrawTally::default(),
+            batch: 1,
+            workers: 1,
+            root: RootInfo { point: root, setup_complete: true, ended: None, restored: false },
+            branches: 2,
+            snapshots: 1,
+            signals: 1,
+            wall_ms: 1,
+            vtime_ns: 1,
+            assertions: Assertions::default(),
+            bugs: Vec::new(),
+            events: BTreeMap::new(),
+            composer: ComposerTally::default(),
+            checkers: Vec::new(),
+            claims: Vec::new(),
+            harness: HarnessTally::default(),
+            host_limits: Vec::new(),
+            garbage: Garbage::default(),
+            faults: FaultTally::default(),
+            coverage_edges: 0,
+            instrumentation: Instrumentation::default(),
+            series: Vec::new(),
+            first_bug: None,
+            phases: Phases::default(),
+            ending: Ending::Finished,
+            shards: Shards::default(),
+            world: World::default(),
+            coverage: FreshBits::default(),
+            guest_profile: None,
+        }
+    }
+}
+
+/// Where an exploration's wall time went, in milliseconds. Branches,
+/// restores and snapshots are summed over the workers: with several, they
+/// add up to more than the wall time.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Phases {
+    /// Booting the target, or restoring it from the boot cache.
+    pub start_ms: f64,
+    /// Running the root until setup complete (or the setup limit).
+    pub setup_ms: f64,
+    /// Running branches.
+    pub branches_ms: f64,
+    /// Putting snapshots back at the start of branches.
+    pub restore_ms: f64,
+    /// Taking snapshots.
+    pub snapshot_ms: f64,
+    /// Executing new bugs' timelines again, to check they reproduce
+    /// (summed over the workers).
+    #[serde(default)]
+    pub reexecution_ms: f64,
+    /// How long the exploration waited for those: between rounds with one
+    /// worker; with more, only at the end, for the last ones.
+    #[serde(default)]
+    pub reexecution_wait_ms: f64,
+    /// Telling each bug's story (`story.rs`), summed over the workers.
+    #[serde(default)]
+    pub story_ms: f64,
+    /// Estimating each bug's likelihood over its timeline, at the end.
+    #[serde(default)]
+    pub likelihood_ms: f64,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl Phases {
+    /// Wall time before the first branch: starting the target and its setup.
+    pub fn to_root_ms(&self) -> u64 {
+        (self.start_ms + self.setup_ms) as u64
+    }
+}
+
+impl Exploration {
+    /// How far branches ran, and the snapshot intervals, for people.
+    pub fn describe_span(&self) -> String {
+        let d = |ns: u64| format!("{:?}", Duration::from_nanos(ns));
+        let every = self.snapshot_every_ns.map_or(String::new(), |e| format!(", snapshots every {}", d(e)));
+        match self.span {
+            Span::Whole { limit } => format!("whole timelines of up to {} from the root{every}", d(limit.nanos())),
+            Span::Slice(slice) => format!("slices of {} from their snapshots{every}", d(slice.nanos())),
+        }
+    }
+}
+
+/// How branches ended.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct TimelineEnds {
+    /// The guest ended (its test is over: every service exited, or the
+    /// program powered off).
+    pub ended: u64,
+    /// The timeline's limit (or the slice) ran out first.
+    pub at_limit: u64,
+}
+
+/// The snapshot tree's page memory.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct TreeMemory {
+    /// The root's copy of guest RAM (part of `bytes`).
+    #[serde(default)]
+    pub root_bytes: u64,
+    pub bytes: u64,
+    pub peak_bytes: u64,
+    pub budget_bytes: u64,
+    /// Snapshots evicted to stay within the budget.
+    pub evicted: u64,
+}

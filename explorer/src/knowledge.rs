@@ -1,0 +1,174 @@
+//! What messages taught an exploration: everything that decides whether a
+//! message brings something new (an assertion state, a better guidance
+//! watermark, a coverage edge) or a bug. The loop keeps the merged
+//! knowledge; each worker judges its branch against a copy taken when the
+//! branch's round began (`workers.rs`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use hvsim_vmm::Machine;
+
+use crate::assertions::Assertions;
+use crate::bug::BugKind;
+use crate::composer::ComposerTally;
+use crate::coverage::{Coverage, FreshBits};
+use crate::exploration::{Garbage, Instrumentation};
+use crate::sdk::{self, Demand, SdkMessage};
+
+/// What was learned from messages, across every timeline.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Signals {
+    /// The best value of each numeric guidance so far.
+    pub(crate) numeric: HashMap<String, f64>,
+    /// The best count of true conditions of each boolean guidance so far.
+    pub(crate) boolean: HashMap<String, u64>,
+    /// The values of each JSON guidance seen so far (at most
+    /// [`MAX_JSON_VALUES`] each).
+    pub(crate) json: HashMap<String, HashSet<String>>,
+    pub(crate) coverage: Coverage,
+    pub(crate) total: u64,
+}
+
+/// Distinct values of one JSON guidance that count as progress.
+const MAX_JSON_VALUES: usize = 1000;
+
+/// What messages taught the exploration: everything that decides whether
+/// a message brings something new. A worker judges its branch against a
+/// copy taken when the branch's round began.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Knowledge {
+    pub(crate) assertions: Assertions,
+    pub(crate) signals: Signals,
+    pub(crate) events: BTreeMap<String, u64>,
+    pub(crate) composer: ComposerTally,
+    pub(crate) garbage: Garbage,
+    pub(crate) instrumentation: Instrumentation,
+}
+
+/// What one message meant.
+#[derive(Default)]
+pub(crate) struct Outcome {
+    pub new_signals: u64,
+    /// Coverage edges never seen before (also counted in `new_signals`).
+    pub new_edges: u64,
+    pub bug: Option<BugKind>,
+    pub setup_complete: bool,
+    /// The feature the message reached, for the schedule's rarity: an
+    /// assertion's passing or failing hit, a guidance.
+    pub reached: Option<String>,
+    /// A sometimes-type assertion (its id) reached without being satisfied.
+    pub approached: Option<String>,
+    /// A guidance (its id) whose best value this is.
+    pub watermark: Option<String>,
+    /// An SDK draw follows (its option count, if known).
+    pub draw: Option<Option<u64>>,
+    /// Something new that is progress: not only a sometimes-type
+    /// assertion's first failing evaluation (`schedule.rs`).
+    pub progress: bool,
+}
+
+impl Knowledge {
+    pub(crate) fn process(&mut self, line: &[u8]) -> Outcome {
+        let mut o = Outcome::default();
+        let message = sdk::parse(line);
+        let assertion = matches!(message, SdkMessage::Assert(_));
+        match message {
+            SdkMessage::Assert(a) => {
+                let seen = self.assertions.observe(&a);
+                o.new_signals += u64::from(seen.new_state);
+                o.progress = seen.new_state && (a.condition || a.kind.demand() != Demand::Some);
+                if seen.failed {
+                    o.bug = Some(BugKind::from_assertion(&a));
+                }
+                if a.hit {
+                    o.reached = Some(format!("assert {} {}", if a.condition { "pass" } else { "fail" }, a.id));
+                    if !a.condition && a.kind.demand() == Demand::Some {
+                        o.approached = Some(a.id.clone());
+                    }
+                }
+            }
+            SdkMessage::Numeric { id, value, maximize } => {
+                let better = |old: f64| if maximize { value > old } else { value < old };
+                o.reached = Some(format!("guidance {id}"));
+                let best = self.signals.numeric.entry(id.clone()).or_insert(f64::NAN);
+                if best.is_nan() || better(*best) {
+                    *best = value;
+                    o.new_signals += 1;
+                    o.watermark = Some(id);
+                }
+            }
+            SdkMessage::Boolean { id, true_count, maximize } => {
+                let better = |old: u64| {
+                    if maximize {
+                        true_count > old
+                    } else {
+                        true_count < old
+                    }
+                };
+                o.reached = Some(format!("guidance {id}"));
+                let best = self.signals.boolean.get(&id).copied();
+                if best.is_none_or(better) {
+                    self.signals.boolean.insert(id.clone(), true_count);
+                    o.new_signals += 1;
+                    o.watermark = Some(id);
+                }
+            }
+            SdkMessage::Json { id, value } => {
+                o.reached = Some(format!("guidance {id}"));
+                let seen = self.signals.json.entry(id).or_default();
+                if seen.len() < MAX_JSON_VALUES && seen.insert(value.to_string()) {
+                    o.new_signals += 1;
+                }
+            }
+            SdkMessage::GuidanceRegistered { .. } => {}
+            SdkMessage::Coverage { edges } => {
+                for e in edges {
+                    o.new_edges += u64::from(self.signals.coverage.add_edge(e));
+                }
+                o.new_signals += o.new_edges;
+            }
+            SdkMessage::CoverageModule { name, edges, base } => {
+                self.instrumentation.coverage_modules.insert(name, (edges, base));
+            }
+            SdkMessage::SetupComplete { .. } => o.setup_complete = true,
+            SdkMessage::Composer(e) => self.composer.add(e),
+            SdkMessage::Draw { options } => o.draw = Some(options),
+            // Counted from the machine's table (`faults.rs`).
+            SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
+            SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
+            // Checked at the timeline's end (`checkers.rs`); counted here.
+            SdkMessage::History(_) => *self.events.entry(crate::history::KEY.to_owned()).or_insert(0) += 1,
+            SdkMessage::SdkInfo(info) => {
+                if !self.instrumentation.sdks.contains(&info) {
+                    self.instrumentation.sdks.push(info);
+                }
+            }
+            SdkMessage::Garbage(why) => {
+                self.garbage.count += 1;
+                if self.garbage.examples.len() < 10 {
+                    self.garbage.examples.push(why);
+                }
+            }
+        }
+        self.signals.total += o.new_signals;
+        if !assertion {
+            o.progress = o.new_signals > 0;
+        }
+        o
+    }
+
+    /// Edges the guest's coverage map shows that no timeline reached before
+    /// (counted as signals).
+    pub(crate) fn new_coverage(&mut self, m: &Machine) -> FreshBits {
+        let fresh = m.coverage_map().map(|map| self.signals.coverage.merge_map(map)).unwrap_or_default();
+        self.signals.total += fresh.count();
+        fresh
+    }
+
+    /// Adds coverage a worker found; returns how many edges are new here.
+    pub(crate) fn merge_coverage(&mut self, fresh: &FreshBits) -> u64 {
+        let new = self.signals.coverage.merge_bits(fresh);
+        self.signals.total += new;
+        new
+    }
+}
