@@ -27,9 +27,9 @@ use sha2::{Digest, Sha256};
 
 use crate::checkers::{self, CheckerSpec, HistoryFinding};
 use crate::composer::Composition;
+use crate::document::Tag;
 use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
-use crate::schema::Tag;
 use crate::sdk::{self, AssertKind, Assertion, SdkMessage};
 use crate::story;
 use crate::timeline::is_crash;

@@ -18,9 +18,9 @@ pub enum ExploreError {
     /// Explorations that cannot be merged, and why (`merge.rs`).
     #[error("{0}")]
     Merge(String),
-    /// A document that could not be written (`schema.rs`).
+    /// A document that could not be written (`document.rs`).
     #[error("{}: {source}", path.display())]
-    Document { path: std::path::PathBuf, source: crate::schema::DocumentError },
+    Document { path: std::path::PathBuf, source: crate::document::DocumentError },
 }
 
 pub type Result<T> = std::result::Result<T, ExploreError>;

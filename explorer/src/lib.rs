@@ -19,8 +19,8 @@
 //! - [`roots`]: saved roots, the machine at setup complete kept on disk.
 //! - [`shard`], [`merge`]: one exploration split over hosts, and its
 //!   shards' results combined into one.
-//! - [`schema`]: the JSON documents hvsim writes, their versioned schemas,
-//!   and the one way each is written.
+//! - [`schema`]: the JSON documents hvsim writes and their versioned
+//!   schemas; [`document`]: the one way each is written and checked.
 //!
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
@@ -32,6 +32,7 @@ pub mod checkers;
 pub mod claims;
 pub mod composer;
 pub mod coverage;
+pub mod document;
 pub mod engine;
 pub mod error;
 pub mod exploration;

@@ -23,13 +23,13 @@ use crate::bug::Later;
 use crate::checkers::CheckerTally;
 use crate::claims::{self, Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::composer::ComposerTally;
+use crate::document::Tag;
 use crate::error::ExploreError;
 use crate::exploration::{
     Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory,
 };
 use crate::faults::BuggifyTally;
 use crate::schedule::DrawTally;
-use crate::schema::Tag;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;

@@ -370,7 +370,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     }
     let report = run.write(&exploration).context("cannot write the report")?;
     if args.json {
-        println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
+        println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
     }
     print_summary(&report, run.path());
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))

@@ -73,7 +73,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
     };
     if args.json {
-        println!("{}", String::from_utf8_lossy(&hvsim_explorer::schema::json(&report)?));
+        println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
     }
     let shards = &report.summary.shards;
     eprintln!(

@@ -68,7 +68,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         None => args.bug.with_file_name(format!("{}.min.json", record.id)),
     };
     minimized.replay_command = hvsim_explorer::report::replay_command(&file);
-    let json = hvsim_explorer::schema::json(&minimized).with_context(|| format!("writing {}", file.display()))?;
+    let json = hvsim_explorer::document::json(&minimized).with_context(|| format!("writing {}", file.display()))?;
     hvsim_vmm::files::publish(&file, &json).with_context(|| format!("writing {}", file.display()))?;
     let m = minimized.minimized.as_ref().expect("a minimized record says so");
     if args.json {

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use hvsim_explorer::bug::{self, BugRecord};
+use hvsim_explorer::document::{self, Tag};
 use hvsim_explorer::roots::RootId;
-use hvsim_explorer::schema::{self, ReplayReport, Tag};
+use hvsim_explorer::schema::ReplayReport;
 use hvsim_explorer::story::{self, Narrator};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
@@ -178,7 +179,7 @@ fn replay_bug(args: &Args, path: &Path, host: &Host) -> Result<ExitCode> {
             from_saved_root: outcome.from_saved_root,
             story: told,
         };
-        println!("{}", String::from_utf8_lossy(&schema::json(&report)?));
+        println!("{}", String::from_utf8_lossy(&document::json(&report)?));
     } else {
         if outcome.from_saved_root {
             hvsim_guest_image::note!(

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use hvsim_explorer::schema::{self, Entry};
+use hvsim_explorer::document::{self, Entry};
+use hvsim_explorer::schema;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -111,6 +112,6 @@ fn check(file: &Path) -> Result<Entry> {
         .into_iter()
         .find(|e| e.schema_id == id)
         .ok_or_else(|| anyhow!("{path}: schema {id:?} is not one this hvsim knows (`hvsim schema --list`)"))?;
-    schema::check_against(e.name, e.schema_id, (e.schema)().as_value(), &value).with_context(|| path.to_string())?;
+    document::check_against(e.name, e.schema_id, (e.schema)().as_value(), &value).with_context(|| path.to_string())?;
     Ok(e)
 }

@@ -63,7 +63,7 @@ pub fn linux_available() -> bool {
 /// hvsim checks every document it writes (reports, bug records,
 /// summaries, findings) against its schema with this set to 1
 /// (`hvsim_explorer::schema`): so every test checks its documents.
-pub const SCHEMA_CHECK: &str = hvsim_explorer::schema::CHECK_VAR;
+pub const SCHEMA_CHECK: &str = hvsim_explorer::document::CHECK_VAR;
 
 pub fn hvsim() -> Command {
     let mut c = Command::cargo_bin("hvsim").expect("hvsim binary is built");

@@ -16,9 +16,9 @@ use std::time::SystemTime;
 
 use super::{io, markdown, report, Invocation, Report};
 use crate::bug::BugRecord;
+use crate::document::{self, Document};
 use crate::error::{ExploreError, Result};
 use crate::exploration::Exploration;
-use crate::schema::{self, Document};
 
 pub struct RunDir {
     /// Where it is written.
@@ -117,9 +117,9 @@ impl RunDir {
     }
 }
 
-/// `doc` as written to `file` (`schema::json`).
+/// `doc` as written to `file` (`document::json`).
 fn document<D: Document>(doc: &D, file: &Path) -> Result<Vec<u8>> {
-    schema::json(doc).map_err(|source| ExploreError::Document { path: file.to_owned(), source })
+    document::json(doc).map_err(|source| ExploreError::Document { path: file.to_owned(), source })
 }
 
 /// The run directory a bug record at `record` belongs to, if it is where

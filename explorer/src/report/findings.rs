@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Invocation, Report};
 use crate::claims::{Blame, ClaimReport, ClaimVerdict, HarnessTally};
-use crate::schema::Tag;
+use crate::document::Tag;
 
 /// The decision the findings support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]

@@ -584,9 +584,9 @@ mod tests {
         let read = |name: &str| -> serde_json::Value {
             serde_json::from_str(&std::fs::read_to_string(run.path().join(name)).unwrap()).unwrap()
         };
-        crate::schema::check::<crate::report::Report>(&read("report.json")).unwrap();
-        crate::schema::check::<crate::report::Findings>(&read("findings.json")).unwrap();
-        crate::schema::check::<BugRecord>(&read(&format!("bugs/{id}.json"))).unwrap();
+        crate::document::check::<crate::report::Report>(&read("report.json")).unwrap();
+        crate::document::check::<crate::report::Findings>(&read("findings.json")).unwrap();
+        crate::document::check::<BugRecord>(&read(&format!("bugs/{id}.json"))).unwrap();
         let page = std::fs::read_to_string(run.path().join("report.html")).unwrap();
         for tag in ["<script", "<img"] {
             assert!(!page.contains(tag), "{tag} reached the page:\n{page}");
