@@ -14,7 +14,8 @@ use hvsim_guest_image::world::World;
 
 use crate::assertions::Assertions;
 use crate::branch::Failure;
-use crate::bug::{self, BugKind, BugRecord, Later, ReplayOutcome};
+use crate::bug::{self, BugKind, BugRecord, Later};
+use crate::replay::ReplayOutcome;
 use crate::story;
 use crate::timeline::Timeline;
 use crate::Target;
@@ -111,7 +112,7 @@ impl Bugs {
     pub fn reexecuted(&mut self, index: usize, outcome: &ReplayOutcome) -> bool {
         let record = &mut self.records[index];
         let was = record.reproduction.confirmed();
-        record.count_reexecution(outcome);
+        outcome.count_in(record);
         !was && record.reproduction.confirmed()
     }
 }

@@ -38,7 +38,7 @@ use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{Interrupt, Machine, Stop, Vtime};
 
 use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules};
-use crate::bug::{self, BugKind, BugRecord, Later};
+use crate::bug::{BugKind, BugRecord, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::checkers::{CheckerSpec, CheckerTally};
 use crate::claims::{ClaimSpec, ClaimTally, HarnessTally};
@@ -47,6 +47,7 @@ use crate::exploration::{Budget, Ending, Exploration, Phases, RootInfo, SeriesPo
 use crate::faults::FaultTally;
 use crate::knowledge::Knowledge;
 use crate::likelihood::{self, Likelihood};
+use crate::replay;
 use crate::roots::{RootId, Roots, SavedRoot};
 use crate::schedule::{NewNode, Policy, Schedule};
 use crate::shard::{Shard, Shards};
@@ -417,7 +418,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             }
             let took = Instant::now();
             // Before the root: no saved root is of use.
-            let outcome = bug::replay(&state.bugs.records[i], host, &start, None, None, &mut ()).map(|(o, _)| o);
+            let outcome = replay::replay(&state.bugs.records[i], host, &start, None, None, &mut ()).map(|(o, _)| o);
             state.checked(Checked { bug: i, outcome, took: took.elapsed() }, watch, &interrupt);
         }
     }
@@ -447,7 +448,7 @@ pub fn explore(config: &ExploreConfig, host: &Host, watch: &mut dyn Watch) -> Re
             claims: config.claims.clone(),
             nodes: story::nodes(target),
         },
-        memory_may_differ: bug::memory_may_differ(target, host),
+        memory_may_differ: replay::memory_may_differ(target, host),
     };
     let settings = MachineSettings {
         hosts: (0..config.workers).map(|w| host.worker_settings(target.is_linux(), config.start.watchdog, w)).collect(),

@@ -10,7 +10,7 @@ pub enum ExploreError {
     Start(#[from] hvsim_guest_image::ImageError),
     #[error("{what} ({}): {source}", path.display())]
     Io { what: &'static str, path: std::path::PathBuf, source: std::io::Error },
-    /// What a replay's observer does besides following (`bug::Observer`).
+    /// What a replay's observer does besides following (`replay::Observer`).
     #[error("{0}")]
     Observer(String),
     #[error("bug file {}: {what}", path.display())]

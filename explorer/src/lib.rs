@@ -13,7 +13,8 @@
 //!   branches that `workers` run (one machine per thread) and `branch`
 //!   describes.
 //! - [`timeline`], [`bug`]: replayable timelines and bug records; `bugs`:
-//!   the bugs of one exploration, found and then confirmed.
+//!   the bugs of one exploration, found and then confirmed; [`replay`]:
+//!   following a record's timeline on a machine.
 //! - [`report`]: report.md, report.json, report.html and the bug files, in
 //!   an exploration's own directory ([`report::RunDir`]).
 //! - [`roots`]: saved roots, the machine at setup complete kept on disk.
@@ -43,6 +44,7 @@ pub mod likelihood;
 pub mod manifest;
 pub mod merge;
 pub mod minimize;
+pub mod replay;
 pub mod report;
 pub mod retest;
 pub mod roots;

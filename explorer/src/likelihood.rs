@@ -18,8 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::bug::{self, BugRecord, Reach};
+use crate::bug::BugRecord;
 use crate::error::Result;
+use crate::replay::{self, Reach};
 
 /// What to estimate, and at what cost at most.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -195,7 +196,7 @@ pub(crate) fn estimate(
             tree.reset(cursor, machine, node)?;
             machine.reseed(seed(bug.master_seed, &bug.id, j as u32, k))?;
             machine.take_messages();
-            let shown = bug::watch(&bug.bug, machine, horizon)?.unwrap_or_else(|| bug.bug.judged_in(machine));
+            let shown = replay::watch(&bug.bug, machine, horizon)?.unwrap_or_else(|| bug.bug.judged_in(machine));
             hits[j] += u32::from(shown);
             runs[j] += 1;
             let ran = machine.now().nanos().saturating_sub(t.nanos());
@@ -249,7 +250,7 @@ fn moments_of(
     }
     let last = bug.timeline.segments.len().saturating_sub(1);
     for (i, segment) in bug.timeline.segments.iter().enumerate() {
-        if !bug::begin(machine, segment)? {
+        if !replay::begin(machine, segment)? {
             return Ok(nodes);
         }
         let until = if i == last { bug.at } else { segment.until };
@@ -270,7 +271,7 @@ fn moments_of(
         }
         if i < last
             && !matches!(
-                bug::reach(machine, until, Vtime(until.vtime_ns + bug::SLACK.nanos()), &mut ())?,
+                replay::reach(machine, until, Vtime(until.vtime_ns + replay::SLACK.nanos()), &mut ())?,
                 Reach::Reached
             )
         {

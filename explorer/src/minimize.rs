@@ -27,9 +27,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::branch::Failure;
-use crate::bug::{self, BugKind, BugRecord, Reach, Reproduction};
+use crate::bug::{BugKind, BugRecord, Reproduction};
 use crate::checkers;
 use crate::error::{ExploreError, Result};
+use crate::replay::{self, Reach};
 use crate::roots::RootId;
 use crate::story;
 use crate::timeline::point;
@@ -174,7 +175,7 @@ impl Runner<'_> {
         let mut ends = Vec::new();
         let last = timeline.segments.len().saturating_sub(1);
         for (i, segment) in timeline.segments.iter().enumerate() {
-            if !bug::begin(m, segment)? {
+            if !replay::begin(m, segment)? {
                 return Ok(None); // the draw was not where it was
             }
             // Each segment to its end (the last to the bound), stopping at
@@ -221,9 +222,10 @@ pub fn minimize(
     progress: &mut dyn FnMut(u32, usize),
 ) -> Result<BugRecord> {
     let all = decisions(bug);
-    let (mut m, _) = bug::machine(bug, host, start, root)?;
+    let (mut m, _) = replay::machine(bug, host, start, root)?;
     let root_point = bug.timeline.root;
-    match bug::reach(&mut m, root_point, Vtime(root_point.vtime_ns.saturating_add(bug::SLACK.nanos())), &mut ())? {
+    match replay::reach(&mut m, root_point, Vtime(root_point.vtime_ns.saturating_add(replay::SLACK.nanos())), &mut ())?
+    {
         Reach::Reached => {}
         _ => return Err(ExploreError::Target(format!("{}: its timeline's root was not reached", bug.id))),
     }
@@ -233,9 +235,9 @@ pub fn minimize(
     // original did, within as long again as the original ran past its root.
     let limit = match bug.bug {
         BugKind::Checker { .. } => Vtime(bug.at.vtime_ns),
-        _ => Vtime(bug.at.vtime_ns.saturating_add((bug.at.vtime_ns - root_point.vtime_ns).max(bug::SLACK.nanos()))),
+        _ => Vtime(bug.at.vtime_ns.saturating_add((bug.at.vtime_ns - root_point.vtime_ns).max(replay::SLACK.nanos()))),
     };
-    let memory_may_differ = bug::memory_may_differ(&bug.target, host);
+    let memory_may_differ = replay::memory_may_differ(&bug.target, host);
     let mut runner = Runner { bug, tree, cursor, machine: m, limit, runs: 0, memory_may_differ };
     if runner.run(&candidate(bug, &all, &vec![true; all.len()]))?.is_none() {
         return Err(ExploreError::Target(format!(
@@ -357,9 +359,9 @@ fn record(
     });
     // It replays: followed from the root as `hvsim replay` will.
     runner.tree.reset(&mut runner.cursor, &mut runner.machine, runner.tree.root())?;
-    let outcome = bug::follow(&mut runner.machine, &r, runner.memory_may_differ, None, &mut ())?;
+    let outcome = replay::follow(&mut runner.machine, &r, runner.memory_may_differ, None, &mut ())?;
     r.reproduction = Reproduction { wanted: 1, ..Reproduction::default() };
-    r.count_reexecution(&outcome);
+    outcome.count_in(&mut r);
     if !outcome.reproduced {
         return Err(ExploreError::Target(format!(
             "{}: the minimized timeline failed, but following its record did not reach the same failure ({})",

@@ -26,9 +26,10 @@ use hvsim_vmm::{Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::bug::{self, BugRecord};
+use crate::bug::BugRecord;
 use crate::error::{ExploreError, Result};
 use crate::likelihood::wilson;
+use crate::replay;
 use crate::sdk::{self, SdkMessage};
 use crate::{StartOptions, Target};
 
@@ -169,14 +170,14 @@ fn run(bug: &BugRecord, m: &mut Machine, root: Vtime, fresh: Option<u32>) -> Res
     let after_root = bug.at.vtime_ns.saturating_sub(bug.timeline.root.vtime_ns);
     let horizon = match bug.bug {
         crate::bug::BugKind::Checker { .. } => shift(bug.at.vtime_ns),
-        _ => shift(bug.at.vtime_ns.saturating_add(after_root.max(bug::SLACK.nanos()))),
+        _ => shift(bug.at.vtime_ns.saturating_add(after_root.max(replay::SLACK.nanos()))),
     };
     m.veto(&bug.timeline.vetoes);
     m.take_messages();
     let mut begins = vec![bug.timeline.root.vtime_ns];
     begins.extend(bug.timeline.segments.iter().map(|s| s.until.vtime_ns));
     for (i, segment) in bug.timeline.segments.iter().enumerate() {
-        if let Some(shown) = bug::watch(&bug.bug, m, shift(begins[i]))? {
+        if let Some(shown) = replay::watch(&bug.bug, m, shift(begins[i]))? {
             return Ok(shown);
         }
         m.reseed(fresh.map_or(segment.seed, |k| seed(bug, k, i)))?;
@@ -184,5 +185,5 @@ fn run(bug: &BugRecord, m: &mut Machine, root: Vtime, fresh: Option<u32>) -> Res
             m.choose_draw(value)?;
         }
     }
-    Ok(bug::watch(&bug.bug, m, horizon)?.unwrap_or_else(|| bug.bug.judged_in(m)))
+    Ok(replay::watch(&bug.bug, m, horizon)?.unwrap_or_else(|| bug.bug.judged_in(m)))
 }

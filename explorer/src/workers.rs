@@ -27,9 +27,10 @@ use hvsim_vmm::profiler::{GuestProfile, ProfilerConfig};
 use hvsim_vmm::{Interrupt, Machine};
 
 use crate::branch::{self, BranchJob, BranchRun, Rules};
-use crate::bug::{self, BugRecord, ReplayOutcome};
+use crate::bug::BugRecord;
 use crate::error::{ExploreError, Result};
 use crate::knowledge::Knowledge;
+use crate::replay::{self, ReplayOutcome};
 
 /// A re-execution of bug `bug`'s timeline from the root.
 pub(crate) struct Check {
@@ -94,7 +95,7 @@ impl Worker {
         // The tree is held only for the reset: a check may outlast rounds.
         let root = shared.tree().root();
         shared.tree().reset(&mut self.cursor, &mut self.machine, root)?;
-        bug::follow(&mut self.machine, record, shared.memory_may_differ, None, &mut ())
+        replay::follow(&mut self.machine, record, shared.memory_may_differ, None, &mut ())
     }
 
     /// `work`, with a panic (a bug in hvsim) turned into an error for its

@@ -20,7 +20,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hvsim_explorer::bug;
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::{Machine, Stop, Vtime};
@@ -130,8 +129,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let service = names.get(usize::from(node)).map(String::as_str);
     let label = service.map_or_else(|| format!("node {node}"), str::to_owned);
     hvsim_guest_image::note!("hvsim debug: replaying {} to virtual time {at}", record.id);
-    let (outcome, mut m) =
-        bug::replay(record, &host, &StartOptions::default(), Some(at), opened.root.as_ref(), &mut ())?;
+    let (outcome, mut m) = hvsim_explorer::replay::replay(
+        record,
+        &host,
+        &StartOptions::default(),
+        Some(at),
+        opened.root.as_ref(),
+        &mut (),
+    )?;
     if m.now() < at || m.state().ended.is_some() {
         bail!(
             "the replay of {} stopped at virtual time {}, short of {at} ({}): nothing to debug there",

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use hvsim_explorer::bug::{self, BugRecord};
+use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::document::{self, Tag};
+use hvsim_explorer::replay;
 use hvsim_explorer::roots::RootId;
 use hvsim_explorer::schema::ReplayReport;
 use hvsim_explorer::story::{self, Narrator};
@@ -120,7 +121,7 @@ fn replay_bug(args: &Args, path: &Path, host: &Host) -> Result<ExitCode> {
         saved: None,
         world: &world,
     };
-    let (outcome, _) = bug::replay(&record, host, &start, limit, root.as_ref(), &mut observer)?;
+    let (outcome, _) = replay::replay(&record, host, &start, limit, root.as_ref(), &mut observer)?;
     let (told, saved) = (std::mem::take(&mut observer.told), observer.saved.take());
     if let (Some(path), Some(moment)) = (&args.save_snapshot, moment) {
         // The snapshot is what was asked for: the verdict on the
@@ -283,7 +284,7 @@ impl Replayer<'_> {
     }
 }
 
-impl bug::Observer for Replayer<'_> {
+impl replay::Observer for Replayer<'_> {
     fn prepare(&mut self, m: &mut Machine) -> hvsim_explorer::Result<()> {
         if self.out.profile {
             m.enable_wall_profile(10);
