@@ -27,7 +27,6 @@ use hvsim_vmm::faults::schedule::Episode;
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
 use crate::bug::{self, Fingerprint};
-use crate::bugs;
 use crate::checkers::{self, Checked, CheckerSpec, Violation};
 use crate::claims::{self, ClaimSpec, TimelineClaims};
 use crate::composer::Composition;
@@ -341,7 +340,7 @@ pub(crate) fn run(
     );
     let first_failure = failed_at.is_none() && crash.is_none();
     let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine, &rules.nodes))));
-    let console_after = failed_at.map(|from| bugs::console_after(machine.console(), from)).unwrap_or_default();
+    let console_after = failed_at.map(|from| bug::console_after(machine.console(), from)).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);
     Ok(BranchRun {

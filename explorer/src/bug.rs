@@ -191,11 +191,11 @@ pub struct BugRecord {
     /// How likely the bug was from moments of its timeline on
     /// (`likelihood.rs`); `None` where the exploration did not estimate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub likelihood: Option<crate::likelihood::Likelihood>,
+    pub likelihood: Option<Likelihood>,
     /// A record `hvsim minimize` wrote: what it kept of the original's
     /// decisions, and what it took back (its timeline's vetoes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minimized: Option<crate::minimize::Minimization>,
+    pub minimized: Option<Minimization>,
     /// `verified` if every re-execution reached the same failure with the
     /// same trace and memory; `no` (a flaky bug) if one did not.
     #[serde(default = "unverified")]
@@ -401,6 +401,143 @@ pub fn console_tail(console: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(console);
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
     lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].iter().map(|l| (*l).to_owned()).collect()
+}
+
+/// The console's lines after the first `from` bytes (the console when a
+/// bug showed), the last [`CONSOLE_TAIL_LINES`] of them.
+pub(crate) fn console_after(console: &[u8], from: usize) -> Vec<String> {
+    console_tail(console.get(from..).unwrap_or_default())
+}
+
+// A bug's likelihood over its own timeline, as its record keeps it
+// (estimated by `likelihood.rs`).
+
+/// One moment of the bug's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "LikelihoodPoint")]
+pub struct LikelihoodPoint {
+    pub vtime_ns: u64,
+    pub runs: u32,
+    /// Runs in which the same bug followed.
+    pub hits: u32,
+    /// The 95% Wilson interval of `hits / runs`.
+    pub low: f64,
+    pub high: f64,
+}
+
+impl LikelihoodPoint {
+    pub fn share(&self) -> f64 {
+        f64::from(self.hits) / f64::from(self.runs.max(1))
+    }
+}
+
+/// A bug's likelihood over its timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Likelihood {
+    pub points: Vec<LikelihoodPoint>,
+    /// How far each run went at most: the exploration's horizon.
+    pub horizon_ns: u64,
+    /// Virtual time the runs took, and wall time.
+    pub vtime_ns: u64,
+    pub wall_ms: f64,
+    /// Why there is no estimate, if there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_estimated: Option<String>,
+}
+
+impl Likelihood {
+    /// No estimate, and why.
+    pub fn unestimated(why: String) -> Likelihood {
+        Likelihood { not_estimated: Some(why), ..Likelihood::default() }
+    }
+
+    /// Where the share rose most between two consecutive points, and by
+    /// how much: `(before, after)`.
+    pub fn jump(&self) -> Option<(&LikelihoodPoint, &LikelihoodPoint)> {
+        self.points
+            .windows(2)
+            .map(|w| (&w[0], &w[1]))
+            .filter(|(a, b)| b.share() > a.share())
+            .max_by(|(a, b), (c, d)| (b.share() - a.share()).total_cmp(&(d.share() - c.share())))
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        if let Some(why) = &self.not_estimated {
+            return format!("not estimated: {why}");
+        }
+        let shares: Vec<String> =
+            self.points.iter().map(|p| format!("{:.3}s {}/{}", p.vtime_ns as f64 / 1e9, p.hits, p.runs)).collect();
+        let jump = match self.jump() {
+            Some((a, b)) => format!(
+                "; it became likely between {:.3} s and {:.3} s ({:.2} to {:.2})",
+                a.vtime_ns as f64 / 1e9,
+                b.vtime_ns as f64 / 1e9,
+                a.share(),
+                b.share()
+            ),
+            None => String::new(),
+        };
+        format!("{}{jump}", shares.join(", "))
+    }
+}
+
+/// The 95% Wilson score interval of `hits` in `runs`.
+pub fn wilson(hits: u32, runs: u32) -> (f64, f64) {
+    if runs == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, p, z) = (f64::from(runs), f64::from(hits) / f64::from(runs), 1.959_964);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / (1.0 + z * z / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+// What `hvsim minimize` found (`minimize.rs`), as the minimized record
+// keeps it.
+
+/// One decision of a timeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// A drawn fault that struck (its number in the timeline).
+    Fault { id: u64, what: String },
+    /// A buggify site that fired.
+    Buggify { site: String },
+    /// A Test Composer command that started (its run number in the timeline).
+    Command { run: u64, command: String, service: String },
+    /// The value the explorer chose for the SDK draw at segment `segment`.
+    Draw { segment: usize, value: u64 },
+}
+
+impl Decision {
+    pub fn describe(&self) -> String {
+        match self {
+            Decision::Fault { what, .. } => format!("fault {what}"),
+            Decision::Buggify { site } => format!("buggify site {site:?} fires"),
+            Decision::Command { run, command, service } => {
+                format!("Test Composer runs {command} in {service} (run {run})")
+            }
+            Decision::Draw { segment, value } => format!("the draw at segment {segment} takes {value:#x}"),
+        }
+    }
+}
+
+/// What a minimization found, as its record keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Minimization {
+    /// The record it minimized: its failure point and how many decisions
+    /// its timeline made.
+    pub from_at: Point,
+    pub decisions: usize,
+    /// The decisions kept: the failure needs every one of them (if
+    /// `one_minimal`).
+    pub kept: Vec<Decision>,
+    pub removed: Vec<Decision>,
+    /// Candidate runs, and whether the search finished (a run budget may
+    /// stop it short of 1-minimal).
+    pub runs: u32,
+    pub one_minimal: bool,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use hvsim_guest_image::world::World;
 
 use crate::assertions::Assertions;
 use crate::branch::Failure;
-use crate::bug::{self, BugKind, BugRecord, Later};
+use crate::bug::{BugKind, BugRecord, Later};
 use crate::replay::ReplayOutcome;
 use crate::story;
 use crate::timeline::Timeline;
@@ -124,10 +124,4 @@ fn link(assertions: &mut Assertions, assertion: &str, bug: &str) {
     if let Some(r) = assertions.by_id.get_mut(assertion) {
         r.bug.get_or_insert_with(|| bug.to_owned());
     }
-}
-
-/// The console's lines after the first `from` bytes (the console when a
-/// bug showed), the last [`bug::CONSOLE_TAIL_LINES`] of them.
-pub(crate) fn console_after(console: &[u8], from: usize) -> Vec<String> {
-    bug::console_tail(console.get(from..).unwrap_or_default())
 }

@@ -38,7 +38,7 @@ use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{Interrupt, Machine, Stop, Vtime};
 
 use crate::branch::{BranchJob, BranchRun, DrawStop, Failure, Rules};
-use crate::bug::{BugKind, BugRecord, Later};
+use crate::bug::{BugKind, BugRecord, Later, Likelihood};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::checkers::{CheckerSpec, CheckerTally};
 use crate::claims::{ClaimSpec, ClaimTally, HarnessTally};
@@ -46,7 +46,7 @@ use crate::error::{ExploreError, Result};
 use crate::exploration::{Budget, Ending, Exploration, Phases, RootInfo, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::faults::FaultTally;
 use crate::knowledge::Knowledge;
-use crate::likelihood::{self, Likelihood};
+use crate::likelihood;
 use crate::replay;
 use crate::roots::{RootId, Roots, SavedRoot};
 use crate::schedule::{NewNode, Policy, Schedule};

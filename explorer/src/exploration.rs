@@ -318,3 +318,29 @@ pub struct TreeMemory {
     /// Snapshots evicted to stay within the budget.
     pub evicted: u64,
 }
+
+/// `exploration.json`, in an exploration's directory: the exploration
+/// whole, as `hvsim merge` reads it back (`merge.rs`).
+pub const FILE: &str = "exploration.json";
+/// Its format's name and version.
+pub(crate) const FORMAT: &str = "hvsim-exploration-v1";
+
+#[derive(Serialize)]
+struct Written<'a> {
+    format: &'static str,
+    hvsim_version: &'static str,
+    exploration: &'a Exploration,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Read {
+    pub format: String,
+    pub hvsim_version: String,
+    pub exploration: Exploration,
+}
+
+/// `exp` as `exploration.json` holds it.
+pub fn to_json(exp: &Exploration) -> Vec<u8> {
+    let written = Written { format: FORMAT, hvsim_version: env!("CARGO_PKG_VERSION"), exploration: exp };
+    serde_json::to_vec(&written).expect("explorations serialize")
+}

@@ -14,11 +14,10 @@
 
 use hvsim_snapshot::{Cursor, NodeId, SnapshotTree};
 use hvsim_vmm::{Machine, Stop, Vtime};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::bug::BugRecord;
+use crate::bug::{wilson, BugRecord, Likelihood, LikelihoodPoint};
 use crate::error::Result;
 use crate::replay::{self, Reach};
 
@@ -45,87 +44,6 @@ impl Params {
     pub fn off() -> Params {
         Params { runs: 0, ..Params::default() }
     }
-}
-
-/// One moment of the bug's timeline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "LikelihoodPoint")]
-pub struct Point {
-    pub vtime_ns: u64,
-    pub runs: u32,
-    /// Runs in which the same bug followed.
-    pub hits: u32,
-    /// The 95% Wilson interval of `hits / runs`.
-    pub low: f64,
-    pub high: f64,
-}
-
-impl Point {
-    pub fn share(&self) -> f64 {
-        f64::from(self.hits) / f64::from(self.runs.max(1))
-    }
-}
-
-/// A bug's likelihood over its timeline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Likelihood {
-    pub points: Vec<Point>,
-    /// How far each run went at most: the exploration's horizon.
-    pub horizon_ns: u64,
-    /// Virtual time the runs took, and wall time.
-    pub vtime_ns: u64,
-    pub wall_ms: f64,
-    /// Why there is no estimate, if there is none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_estimated: Option<String>,
-}
-
-impl Likelihood {
-    /// No estimate, and why.
-    pub fn unestimated(why: String) -> Likelihood {
-        Likelihood { not_estimated: Some(why), ..Likelihood::default() }
-    }
-
-    /// Where the share rose most between two consecutive points, and by
-    /// how much: `(before, after)`.
-    pub fn jump(&self) -> Option<(&Point, &Point)> {
-        self.points
-            .windows(2)
-            .map(|w| (&w[0], &w[1]))
-            .filter(|(a, b)| b.share() > a.share())
-            .max_by(|(a, b), (c, d)| (b.share() - a.share()).total_cmp(&(d.share() - c.share())))
-    }
-
-    /// One line for people.
-    pub fn describe(&self) -> String {
-        if let Some(why) = &self.not_estimated {
-            return format!("not estimated: {why}");
-        }
-        let shares: Vec<String> =
-            self.points.iter().map(|p| format!("{:.3}s {}/{}", p.vtime_ns as f64 / 1e9, p.hits, p.runs)).collect();
-        let jump = match self.jump() {
-            Some((a, b)) => format!(
-                "; it became likely between {:.3} s and {:.3} s ({:.2} to {:.2})",
-                a.vtime_ns as f64 / 1e9,
-                b.vtime_ns as f64 / 1e9,
-                a.share(),
-                b.share()
-            ),
-            None => String::new(),
-        };
-        format!("{}{jump}", shares.join(", "))
-    }
-}
-
-/// The 95% Wilson score interval of `hits` in `runs`.
-pub fn wilson(hits: u32, runs: u32) -> (f64, f64) {
-    if runs == 0 {
-        return (0.0, 1.0);
-    }
-    let (n, p, z) = (f64::from(runs), f64::from(hits) / f64::from(runs), 1.959_964);
-    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
-    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / (1.0 + z * z / n);
-    ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 /// The seed of run `run` from point `point` of bug `bug`'s estimate.
@@ -207,7 +125,7 @@ pub(crate) fn estimate(
     for (j, &(t, _)) in nodes.iter().enumerate() {
         if runs[j] > 0 {
             let (low, high) = wilson(hits[j], runs[j]);
-            out.points.push(Point { vtime_ns: t.nanos(), runs: runs[j], hits: hits[j], low, high });
+            out.points.push(LikelihoodPoint { vtime_ns: t.nanos(), runs: runs[j], hits: hits[j], low, high });
         }
     }
     // Evicted leaf by leaf: each moment's node is the next one's parent.
@@ -299,7 +217,7 @@ mod tests {
 
     #[test]
     fn the_jump_is_the_largest_rise() {
-        let p = |t: u64, hits: u32| Point { vtime_ns: t, runs: 8, hits, low: 0.0, high: 1.0 };
+        let p = |t: u64, hits: u32| LikelihoodPoint { vtime_ns: t, runs: 8, hits, low: 0.0, high: 1.0 };
         let l = Likelihood { points: vec![p(0, 0), p(1, 1), p(2, 7), p(3, 8)], ..Likelihood::default() };
         let (a, b) = l.jump().unwrap();
         assert_eq!((a.vtime_ns, b.vtime_ns), (1, 2));

@@ -29,8 +29,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::assertions::Assertions;
 use crate::bug::BugRecord;
 use crate::checkers::CheckerTally;
@@ -38,37 +36,13 @@ use crate::claims::ClaimTally;
 use crate::composer::CommandTally;
 use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
-use crate::exploration::{Ending, Exploration, Phases, SeriesPoint};
+use crate::exploration::{Ending, Exploration, Phases, Read, SeriesPoint, FILE, FORMAT};
 use crate::roots::first_difference;
 use crate::shard::{Shard, Shards};
 
-/// The file, in an exploration's directory.
-pub const FILE: &str = "exploration.json";
-/// Its format's name and version.
-const FORMAT: &str = "hvsim-exploration-v1";
 /// The largest `exploration.json` read: far above any exploration's
 /// (hundreds of KiB per thousand branches).
 const MAX_BYTES: u64 = 4 << 30;
-
-#[derive(Serialize)]
-struct Written<'a> {
-    format: &'static str,
-    hvsim_version: &'static str,
-    exploration: &'a Exploration,
-}
-
-#[derive(Deserialize)]
-struct Read {
-    format: String,
-    hvsim_version: String,
-    exploration: Exploration,
-}
-
-/// `exp` as `exploration.json` holds it.
-pub fn to_json(exp: &Exploration) -> Vec<u8> {
-    let written = Written { format: FORMAT, hvsim_version: env!("CARGO_PKG_VERSION"), exploration: exp };
-    serde_json::to_vec(&written).expect("explorations serialize")
-}
 
 /// The exploration whose results are in `dir`, and the directory that
 /// holds them: `dir`, an exploration's directory, or the one its `latest`
@@ -516,6 +490,7 @@ fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
 mod tests {
     use super::*;
     use crate::bug::{BugKind, Fingerprint};
+    use crate::exploration::to_json;
     use crate::sdk::{AssertKind, Assertion, Location};
 
     use crate::timeline::{Point, Timeline};

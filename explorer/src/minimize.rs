@@ -23,11 +23,9 @@ use hvsim_guest_image::host::Host;
 use hvsim_snapshot::tree::{Cursor, SnapshotTree};
 use hvsim_vmm::faults::Vetoes;
 use hvsim_vmm::{Machine, Stop, Vtime};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::branch::Failure;
-use crate::bug::{BugKind, BugRecord, Reproduction};
+use crate::bug::{BugKind, BugRecord, Decision, Minimization, Reproduction};
 use crate::checkers;
 use crate::error::{ExploreError, Result};
 use crate::replay::{self, Reach};
@@ -36,50 +34,6 @@ use crate::story;
 use crate::timeline::point;
 use crate::timeline::{Point, Timeline};
 use crate::StartOptions;
-
-/// One decision of a timeline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Decision {
-    /// A drawn fault that struck (its number in the timeline).
-    Fault { id: u64, what: String },
-    /// A buggify site that fired.
-    Buggify { site: String },
-    /// A Test Composer command that started (its run number in the timeline).
-    Command { run: u64, command: String, service: String },
-    /// The value the explorer chose for the SDK draw at segment `segment`.
-    Draw { segment: usize, value: u64 },
-}
-
-impl Decision {
-    pub fn describe(&self) -> String {
-        match self {
-            Decision::Fault { what, .. } => format!("fault {what}"),
-            Decision::Buggify { site } => format!("buggify site {site:?} fires"),
-            Decision::Command { run, command, service } => {
-                format!("Test Composer runs {command} in {service} (run {run})")
-            }
-            Decision::Draw { segment, value } => format!("the draw at segment {segment} takes {value:#x}"),
-        }
-    }
-}
-
-/// What a minimization found, as its record keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Minimization {
-    /// The record it minimized: its failure point and how many decisions
-    /// its timeline made.
-    pub from_at: Point,
-    pub decisions: usize,
-    /// The decisions kept: the failure needs every one of them (if
-    /// `one_minimal`).
-    pub kept: Vec<Decision>,
-    pub removed: Vec<Decision>,
-    /// Candidate runs, and whether the search finished (a run budget may
-    /// stop it short of 1-minimal).
-    pub runs: u32,
-    pub one_minimal: bool,
-}
 
 /// The decisions of `bug`'s timeline after its root, in a fixed order.
 pub fn decisions(bug: &BugRecord) -> Vec<Decision> {

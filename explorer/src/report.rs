@@ -63,7 +63,7 @@ pub struct BugSummary {
     /// What happened in its timeline up to the failure (`story.rs`).
     pub story: Vec<crate::story::Entry>,
     /// How likely it was from moments of its timeline on (`likelihood.rs`).
-    pub likelihood: Option<crate::likelihood::Likelihood>,
+    pub likelihood: Option<crate::bug::Likelihood>,
     /// "reproduced 3/3", "FLAKY: reproduced 1/3", or "UNCONFIRMED: ...".
     pub reproduction: String,
     /// `fail-reproducible`, `fail-flaky` or `fail-unconfirmed`, as for a

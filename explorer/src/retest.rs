@@ -26,9 +26,9 @@ use hvsim_vmm::{Machine, Stop, Vtime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::bug::wilson;
 use crate::bug::BugRecord;
 use crate::error::{ExploreError, Result};
-use crate::likelihood::wilson;
 use crate::replay;
 use crate::sdk::{self, SdkMessage};
 use crate::{StartOptions, Target};

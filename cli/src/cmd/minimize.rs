@@ -74,7 +74,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::json!({"bug": minimized.id, "file": file, "minimization": m}));
     } else {
-        let list = |ds: &[minimize::Decision]| {
+        let list = |ds: &[hvsim_explorer::bug::Decision]| {
             if ds.is_empty() {
                 " none".to_owned()
             } else {

@@ -111,7 +111,7 @@ impl RunDir {
         // Only whole: a shard killed after a checkpoint has no result to
         // merge, and the merge reports it missing.
         if exp.ending != crate::exploration::Ending::Running {
-            publish(crate::merge::FILE, &crate::merge::to_json(exp))?;
+            publish(crate::exploration::FILE, &crate::exploration::to_json(exp))?;
         }
         Ok(report)
     }

@@ -377,7 +377,7 @@ fn plot(series: &[SeriesPoint], (name, unit, colour, value): &Line, bug_at: &[u6
 /// A bug's likelihood over its timeline (`likelihood.rs`): the share of
 /// fresh branches from each moment that the bug followed, with its 95%
 /// interval, against virtual time; the failure's moment marked.
-fn likelihood(l: &crate::likelihood::Likelihood, failure_ns: u64) -> Markup {
+fn likelihood(l: &crate::bug::Likelihood, failure_ns: u64) -> Markup {
     const W: f64 = 400.0;
     const H: f64 = 200.0;
     const LEFT: f64 = 48.0;
