@@ -37,8 +37,11 @@ tmp=$(mktemp -d)
 fuzz_pid=
 trap 'rm -rf "$tmp"; [ -z "$fuzz_pid" ] || kill "$fuzz_pid" 2>/dev/null; true' EXIT
 
-# Formatting first: it takes a second (rustfmt.toml sets the style).
+# Formatting first: it takes a second (rustfmt.toml sets the style). Then
+# the layering rule: no file imports a file that imports it back
+# (docs/architecture.md).
 cargo fmt --all --check
+python3 ci/circles.py
 # Lints next: warnings are errors, in every target (tests and benches too).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets

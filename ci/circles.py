@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Fails when files of one crate import each other in a loop.
+
+    ci/circles.py            every crate of the workspace
+    ci/circles.py vmm cli    these crates
+
+docs/architecture.md's rule: a file imports only files below it, so no
+file imports a file that imports it back. A file "imports" another when it
+names that file's module by a `crate::`, `super::` or `self::` path, in a
+`use` item or in code; a `mod` declaration alone is structure, not an
+import. Macros and glob imports can hide an edge: this is a reviewer's
+check, run by `ci/test.sh` (every mode) before the tests.
+"""
+import os
+import re
+import sys
+
+PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{[^;]*?\})")
+COMMENT = re.compile(r"//[^\n]*")
+
+
+def modules(src):
+    """Each module path (a tuple of names) of the crate at src, and its file."""
+    found = {}
+    for dirpath, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            parts = os.path.relpath(os.path.join(dirpath, name), src)[:-3].split(os.sep)
+            if parts[-1] == "mod":
+                parts.pop()
+            if parts in (["lib"], ["main"]):
+                parts = []
+            found[tuple(parts)] = os.path.join(dirpath, name)
+    return found
+
+
+def names_in(group):
+    """The paths one `{...}` use group names, without the braces' nesting."""
+    inner = group[1:-1]
+    out, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return [o for o in out if o]
+
+
+def targets(module, text, mods):
+    """The modules of this crate that `module`'s text names."""
+    out = set()
+    for root, rest in PATH.findall(COMMENT.sub("", text)):
+        base = {"crate": (), "self": module, "super": module[:-1]}[root]
+        tails = [rest[2:]] if not rest.startswith("::{") else names_in(rest[2:])
+        for tail in tails:
+            path = base
+            for part in re.split(r"::", tail.split("{")[0]):
+                part = part.strip()
+                if part in ("", "self", "*"):
+                    break
+                if part == "super":
+                    path = path[:-1]
+                    continue
+                path = path + (part,)
+            # The longest prefix that is a module of the crate.
+            while path and path not in mods:
+                path = path[:-1]
+            if path != module and path in mods and path != ():
+                out.add(path)
+    return out
+
+
+def circles(crate):
+    mods = modules(os.path.join(crate, "src"))
+    edges = {}
+    for m, f in mods.items():
+        with open(f, encoding="utf-8") as fh:
+            edges[m] = targets(m, fh.read(), mods)
+    # Tarjan's strongly connected components.
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(mods):
+        if v not in index:
+            visit(v)
+    return [[(mods[m], sorted(mods[t] for t in edges[m] if t in c)) for m in c] for c in out]
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.chdir(root)
+    crates = sys.argv[1:] or sorted(
+        d for d in os.listdir(".") if os.path.isfile(os.path.join(d, "Cargo.toml")) and os.path.isdir(os.path.join(d, "src"))
+    )
+    found = 0
+    for crate in crates:
+        for circle in circles(crate):
+            found += 1
+            print(f"ci/circles.py: {len(circle)} files of {crate} import each other in a loop:", file=sys.stderr)
+            for f, to in circle:
+                print(f"  {f} -> {', '.join(to)}", file=sys.stderr)
+    if found:
+        print("ci/circles.py: move what both sides need below both (docs/architecture.md)", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
