@@ -200,7 +200,7 @@ impl<D: Document> JsonSchema for Tag<D> {
     }
 
     fn schema_id() -> Cow<'static, str> {
-        format!("hvsim_explorer::schema::Tag<{}>", D::SCHEMA).into()
+        format!("hvsim_explorer::document::Tag<{}>", D::SCHEMA).into()
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> Schema {

@@ -60,7 +60,7 @@ enum Done {
 pub(crate) struct Shared {
     pub tree: RwLock<SnapshotTree>,
     pub rules: Rules,
-    /// Whether a re-execution's memory may differ (see `bug::follow`).
+    /// Whether a re-execution's memory may differ (see `replay::follow`).
     pub memory_may_differ: bool,
 }
 
