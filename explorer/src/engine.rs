@@ -43,13 +43,15 @@ use crate::bugs::{BugContext, Bugs, Filed};
 use crate::checkers::{CheckerSpec, CheckerTally};
 use crate::claims::{ClaimSpec, ClaimTally, HarnessTally};
 use crate::error::{ExploreError, Result};
-use crate::exploration::{Budget, Ending, Exploration, Phases, RootInfo, SeriesPoint, TimelineEnds, TreeMemory};
+use crate::exploration::{
+    Budget, Ending, Exploration, Phases, Policy, RootInfo, SeriesPoint, TimelineEnds, TreeMemory,
+};
 use crate::faults::FaultTally;
 use crate::knowledge::Knowledge;
 use crate::likelihood;
 use crate::replay;
 use crate::roots::{RootId, Roots, SavedRoot};
-use crate::schedule::{NewNode, Policy, Schedule};
+use crate::schedule::{NewNode, Schedule};
 use crate::shard::{Shard, Shards};
 use crate::story;
 use crate::timeline::{branch_seed, is_crash, point, Point, Segment, Span, Timeline};

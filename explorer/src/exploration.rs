@@ -20,7 +20,6 @@ use crate::claims::{ClaimTally, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::coverage::FreshBits;
 use crate::faults::FaultTally;
-use crate::schedule::{DrawTally, Policy};
 use crate::shard::Shards;
 use crate::timeline::{Point, Span};
 use crate::Target;
@@ -317,6 +316,40 @@ pub struct TreeMemory {
     pub budget_bytes: u64,
     /// Snapshots evicted to stay within the budget.
     pub evicted: u64,
+}
+
+/// How the explorer picks where to branch from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Energy alone, draws not chosen (the explorer before rarity).
+    Energy,
+    /// Rarity, guidance, freshness; draws are decision points.
+    #[default]
+    Rarity,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Energy => "energy",
+            Policy::Rarity => "rarity",
+        }
+    }
+
+    /// Whether SDK draws are decision points.
+    pub fn draws(self) -> bool {
+        self == Policy::Rarity
+    }
+}
+
+/// Random draws as decision points, over an exploration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DrawTally {
+    /// Snapshots made at draws.
+    pub points: u64,
+    /// Branches that started at one with a value the explorer chose.
+    pub chosen: u64,
 }
 
 /// `exploration.json`, in an exploration's directory: the exploration

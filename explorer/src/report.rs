@@ -25,11 +25,11 @@ use crate::claims::{self, Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::document::Tag;
 use crate::error::ExploreError;
+use crate::exploration::DrawTally;
 use crate::exploration::{
     Ending, Exploration, Garbage, Instrumentation, Phases, SeriesPoint, TimelineEnds, TreeMemory,
 };
 use crate::faults::BuggifyTally;
-use crate::schedule::DrawTally;
 use crate::sdk::{AssertKind, Location};
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;

@@ -44,35 +44,10 @@
 use std::collections::BTreeMap;
 
 use hvsim_vmm::entropy::Stream;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::exploration::{DrawTally, Policy};
 use crate::timeline::Timeline;
-
-/// How the explorer picks where to branch from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Policy {
-    /// Energy alone, draws not chosen (the explorer before rarity).
-    Energy,
-    /// Rarity, guidance, freshness; draws are decision points.
-    #[default]
-    Rarity,
-}
-
-impl Policy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Energy => "energy",
-            Policy::Rarity => "rarity",
-        }
-    }
-
-    /// Whether SDK draws are decision points.
-    pub fn draws(self) -> bool {
-        self == Policy::Rarity
-    }
-}
 
 /// Values a draw of unknown (or larger) option count is tried with before
 /// its branches go back to their streams.
@@ -183,15 +158,6 @@ pub(crate) struct Schedule {
     watermarks: BTreeMap<Feature, usize>,
     /// What draws did: for the report.
     pub draws: DrawTally,
-}
-
-/// Random draws as decision points, over an exploration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct DrawTally {
-    /// Snapshots made at draws.
-    pub points: u64,
-    /// Branches that started at one with a value the explorer chose.
-    pub chosen: u64,
 }
 
 impl Schedule {

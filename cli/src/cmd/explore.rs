@@ -12,10 +12,10 @@ use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
+use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::likelihood;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
-use hvsim_explorer::schedule::Policy;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{
     explore, Budget, Ending, Exploration, ExploreConfig, Progress, Span, StartOptions, Target, Watch,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use hvsim_explorer::schedule::Policy;
+use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::{explore, Budget, ExploreConfig, Span, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
