@@ -31,13 +31,13 @@ const RECIPE: &str = "r2";
 const UUID: &str = "6876736d-726f-6f74-6673-000000000001";
 /// Not 0: e2fsprogs takes 0 for "not set" and uses the clock.
 const FAKE_TIME: &str = "1700000000";
+const BLOCK: u64 = 4096;
 
 /// Where the root file system of image `id` is cached in `store`; the name
 /// has the recipe's version, so a new recipe builds anew.
 pub fn path(store: &Store, id: &Digest) -> PathBuf {
     store.dir().join("rootfs").join(format!("{}-{RECIPE}.ext4", id.hex()))
 }
-const BLOCK: u64 = 4096;
 
 /// A built root file system.
 #[derive(Debug)]
