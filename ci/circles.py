@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when files of one crate import each other in a loop.
+"""Fails when files of one crate import each other in a loop, or a file of
+the explorer imports one of a layer above its own.
 
     ci/circles.py            every crate of the workspace
     ci/circles.py vmm cli    these crates
@@ -14,6 +15,22 @@ check, run by `ci/test.sh` (every mode) before the tests.
 import os
 import re
 import sys
+
+# The explorer's layers (docs/architecture.md), lowest first: a file imports
+# only files of its own layer or below. A new file names its layer here.
+LAYERS = {
+    "explorer": [
+        # 1. what an exploration and a bug are: plain data, no machine
+        "assertions bug checkers claims composer config coverage document error exploration faults history "
+        "manifest sdk shard story timeline",
+        # 2. running timelines
+        "branch bugs engine eviction knowledge merge_branch replay roots schedule setup state watch workers",
+        # 3. triage on top of runs
+        "likelihood minimize retest",
+        # 4. outputs
+        "merge report report/dir report/findings report/html schema",
+    ],
+}
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{[^;]*?\})")
 COMMENT = re.compile(r"//[^\n]*")
@@ -115,6 +132,30 @@ def circles(crate):
     return [[(mods[m], sorted(mods[t] for t in edges[m] if t in c)) for m in c] for c in out]
 
 
+def upward(crate):
+    """The imports of `crate` from a file to a file of a higher layer, and
+    its files that name no layer: (file, what is wrong)."""
+    if crate not in LAYERS:
+        return []
+    layer = {}
+    for i, names in enumerate(LAYERS[crate]):
+        for name in names.split():
+            layer[tuple(name.split("/"))] = i
+    mods = modules(os.path.join(crate, "src"))
+    out = []
+    for m, f in sorted(mods.items()):
+        if m == ():
+            continue  # lib.rs: the crate's face, above every layer
+        if m not in layer:
+            out.append((f, "is in no layer (name it in ci/circles.py's LAYERS)"))
+            continue
+        with open(f, encoding="utf-8") as fh:
+            for t in sorted(targets(m, fh.read(), mods)):
+                if layer.get(t, -1) > layer[m]:
+                    out.append((f, f"(layer {layer[m] + 1}) imports {mods[t]} (layer {layer[t] + 1})"))
+    return out
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
@@ -128,6 +169,9 @@ def main():
             print(f"ci/circles.py: {len(circle)} files of {crate} import each other in a loop:", file=sys.stderr)
             for f, to in circle:
                 print(f"  {f} -> {', '.join(to)}", file=sys.stderr)
+        for f, wrong in upward(crate):
+            found += 1
+            print(f"ci/circles.py: {f} {wrong}", file=sys.stderr)
     if found:
         print("ci/circles.py: move what both sides need below both (docs/architecture.md)", file=sys.stderr)
     return 1 if found else 0

@@ -32,10 +32,12 @@ mod bugs;
 pub mod checkers;
 pub mod claims;
 pub mod composer;
+pub mod config;
 pub mod coverage;
 pub mod document;
 pub mod engine;
 pub mod error;
+mod eviction;
 pub mod exploration;
 pub mod faults;
 pub mod history;
@@ -43,6 +45,7 @@ mod knowledge;
 pub mod likelihood;
 pub mod manifest;
 pub mod merge;
+mod merge_branch;
 pub mod minimize;
 pub mod replay;
 pub mod report;
@@ -51,14 +54,30 @@ pub mod roots;
 pub mod schedule;
 pub mod schema;
 pub mod sdk;
+mod setup;
 pub mod shard;
+mod state;
 pub mod story;
 pub mod timeline;
+pub mod watch;
 mod workers;
 
-pub use engine::{explore, BranchProgress, ExploreConfig, Progress, Watch, CHECKPOINT_EVERY};
+pub use config::{ExploreConfig, LikelihoodParams};
 pub use error::{ExploreError, Result};
+pub use watch::{BranchProgress, Progress, Watch, CHECKPOINT_EVERY};
+
 pub use exploration::{Budget, Ending, Exploration, Phases, TimelineEnds, TreeMemory};
 pub use hvsim_guest_image::target::{StartOptions, System, Target};
 pub use hvsim_vmm::Interrupt;
 pub use timeline::Span;
+
+/// Explores `config.target` (`engine.rs`), then estimates each bug's
+/// likelihood on the exploration's own tree (`likelihood.rs`): what
+/// `hvsim explore` runs.
+pub fn explore(
+    config: &ExploreConfig,
+    host: &hvsim_guest_image::host::Host,
+    watch: &mut dyn Watch,
+) -> Result<Exploration> {
+    engine::run(config, host, watch, &mut likelihood::Estimates)
+}

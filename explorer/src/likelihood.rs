@@ -14,35 +14,44 @@
 
 use hvsim_snapshot::{Cursor, NodeId, SnapshotTree};
 use hvsim_vmm::{Machine, Stop, Vtime};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::bug::{wilson, BugRecord, Likelihood, LikelihoodPoint};
+use crate::config::LikelihoodParams;
+use crate::engine::{AfterRounds, LastRound};
 use crate::error::Result;
 use crate::replay::{self, Reach};
+use crate::timeline::Span;
 
-/// What to estimate, and at what cost at most.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Params {
-    /// Branches from each point (0: no estimate).
-    pub runs: u32,
-    /// Points along each bug's timeline: the root, evenly spaced moments,
-    /// and one just before the failure.
-    pub points: u32,
-    /// The virtual time all estimates may run, as a share of the virtual
-    /// time the exploration's branches ran.
-    pub budget: f64,
-}
+/// Each bug's likelihood, estimated after the exploration's last round on
+/// its own machine and snapshot tree (the loop's [`AfterRounds`]), within
+/// the budget, in the order found.
+pub struct Estimates;
 
-impl Default for Params {
-    fn default() -> Params {
-        Params { runs: 8, points: 5, budget: 0.10 }
-    }
-}
-
-impl Params {
-    pub fn off() -> Params {
-        Params { runs: 0, ..Params::default() }
+impl AfterRounds for Estimates {
+    fn after_rounds(&mut self, end: LastRound<'_>) {
+        let params = end.config.likelihood;
+        if params.runs == 0 {
+            return;
+        }
+        let mut budget = (params.budget.max(0.0) * end.vtime_ns as f64) as u64;
+        for record in end.bugs.iter_mut() {
+            if record.timeline.segments.is_empty() {
+                let why = "found before the root: no branch starts before it".to_owned();
+                record.likelihood = Some(Likelihood::unestimated(why));
+                continue;
+            }
+            let horizon = match end.config.span {
+                Span::Whole { limit } => Vtime(record.timeline.root.vtime_ns.saturating_add(limit.nanos())),
+                Span::Slice(slice) => Vtime(record.at.vtime_ns.saturating_add(slice.nanos())),
+            };
+            record.likelihood = match estimate(record, params, horizon, end.tree, end.cursor, end.machine, &mut budget)
+            {
+                Ok(l) => Some(l),
+                Err(_) if end.interrupt.raised() => return,
+                Err(e) => Some(Likelihood::unestimated(format!("the estimate failed: {e}"))),
+            };
+        }
     }
 }
 
@@ -75,9 +84,9 @@ fn moments(bug: &BugRecord, points: u32) -> Vec<Vtime> {
 /// a budget that runs out leaves every point with as many runs, give or
 /// take one.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn estimate(
+fn estimate(
     bug: &BugRecord,
-    params: Params,
+    params: LikelihoodParams,
     horizon: Vtime,
     tree: &mut SnapshotTree,
     cursor: &mut Cursor,

@@ -43,7 +43,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         policy: Default::default(),
         checkers: Vec::new(),
         claims: Vec::new(),
-        likelihood: hvsim_explorer::likelihood::Params::off(),
+        likelihood: hvsim_explorer::LikelihoodParams::off(),
     }
 }
 

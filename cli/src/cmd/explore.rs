@@ -13,12 +13,11 @@ use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::exploration::Policy;
-use hvsim_explorer::likelihood;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{
-    explore, Budget, Ending, Exploration, ExploreConfig, Progress, Span, StartOptions, Target, Watch,
+    explore, Budget, Ending, Exploration, ExploreConfig, LikelihoodParams, Progress, Span, StartOptions, Target, Watch,
 };
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::inputs;
@@ -339,7 +338,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         policy: args.schedule.into(),
         checkers: manifest.checkers,
         claims: manifest.claims,
-        likelihood: likelihood::Params {
+        likelihood: LikelihoodParams {
             runs: args.likelihood_runs,
             points: args.likelihood_points,
             budget: f64::from(args.likelihood_budget) / 100.0,

@@ -71,7 +71,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 policy: mode.policy,
                 checkers: Vec::new(),
                 claims: Vec::new(),
-                likelihood: hvsim_explorer::likelihood::Params::default(),
+                likelihood: hvsim_explorer::LikelihoodParams::default(),
             };
             let e = explore(&config, &host, &mut ())?;
             span_words = e.describe_span();

@@ -43,7 +43,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         policy: Default::default(),
         checkers: Vec::new(),
         claims: Vec::new(),
-        likelihood: hvsim_explorer::likelihood::Params::off(),
+        likelihood: hvsim_explorer::LikelihoodParams::off(),
     };
     let made = explore(&config(true), &host, &mut ())?;
     let restored = explore(&config(false), &host, &mut ())?;

@@ -57,7 +57,7 @@ pub(super) fn config(
         policy: Default::default(),
         checkers: Vec::new(),
         claims: Vec::new(),
-        likelihood: hvsim_explorer::likelihood::Params::off(),
+        likelihood: hvsim_explorer::LikelihoodParams::off(),
     }
 }
 

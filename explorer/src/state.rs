@@ -1,0 +1,193 @@
+//! The exploration as the loop keeps it while it runs ([`State`]): what it
+//! knows, its bugs, its schedule and tallies, how it is ending. It becomes
+//! the [`Exploration`] the loop hands out.
+
+use std::time::{Duration, Instant};
+
+use hvsim_guest_image::host::Host;
+use hvsim_guest_image::world::World;
+use hvsim_vmm::profiler::GuestProfile;
+use hvsim_vmm::{Interrupt, Vtime};
+
+use crate::bugs::Bugs;
+use crate::checkers::CheckerTally;
+use crate::claims::{ClaimTally, HarnessTally};
+use crate::config::ExploreConfig;
+use crate::error::{ExploreError, Result};
+use crate::exploration::{Ending, Exploration, Phases, RootInfo, SeriesPoint, TimelineEnds, TreeMemory};
+use crate::faults::FaultTally;
+use crate::knowledge::Knowledge;
+use crate::schedule::Schedule;
+use crate::shard::Shards;
+use crate::timeline::Point;
+use crate::watch::Watch;
+use crate::workers::Checked;
+
+/// The reason the explorer raises its machines' interrupt with when an
+/// error ends the exploration.
+pub(crate) const ENDED_BY_ERROR: usize = usize::MAX;
+
+/// Milliseconds, with the fraction: phases sum many short stretches (a
+/// branch of the demo takes 2-3 ms), which whole milliseconds would cut.
+pub(crate) fn ms_f(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The reason the explorer's timer raises its machines' interrupt with
+/// when the wall-time budget is spent: the exploration has finished.
+pub(crate) const TIME_UP: usize = usize::MAX - 1;
+
+/// How an exploration whose machines were interrupted for `reason` ended:
+/// its wall-time budget was spent, or it was interrupted.
+pub(crate) fn interrupted(reason: usize) -> Ending {
+    if reason == TIME_UP {
+        Ending::Finished
+    } else {
+        Ending::Interrupted { reason }
+    }
+}
+
+/// Everything an [`Exploration`] is made of, as the loop keeps it.
+pub(crate) struct State {
+    pub(crate) started: Instant,
+    pub(crate) known: Knowledge,
+    pub(crate) bugs: Bugs,
+    pub(crate) root: RootInfo,
+    pub(crate) schedule: Schedule,
+    pub(crate) branches: u64,
+    pub(crate) vtime_total: u64,
+    pub(crate) series: Vec<SeriesPoint>,
+    pub(crate) first_bug: Option<(u64, u64)>,
+    pub(crate) phases: Phases,
+    pub(crate) faults: FaultTally,
+    pub(crate) timelines: TimelineEnds,
+    pub(crate) tree: TreeMemory,
+    pub(crate) ending: Ending,
+    pub(crate) checkers: Vec<CheckerTally>,
+    pub(crate) claims: Vec<ClaimTally>,
+    pub(crate) harness: HarnessTally,
+    pub(crate) host_limits: Vec<String>,
+    pub(crate) world: World,
+}
+
+impl State {
+    pub(crate) fn new(config: &ExploreConfig, host: &Host) -> Result<State> {
+        Ok(State {
+            started: Instant::now(),
+            known: Knowledge::default(),
+            bugs: Bugs::new(config.reexecutions),
+            root: RootInfo {
+                point: Point { events: 0, vtime_ns: 0 },
+                setup_complete: false,
+                ended: None,
+                restored: false,
+            },
+            schedule: Schedule::default(),
+            branches: 0,
+            vtime_total: 0,
+            series: Vec::new(),
+            first_bug: None,
+            phases: Phases::default(),
+            faults: FaultTally::default(),
+            timelines: TimelineEnds::default(),
+            tree: TreeMemory { budget_bytes: config.snapshot_memory, ..TreeMemory::default() },
+            ending: Ending::Running,
+            checkers: config.checkers.iter().map(CheckerTally::new).collect(),
+            claims: config.claims.iter().map(ClaimTally::new).collect(),
+            harness: HarnessTally::default(),
+            host_limits: host.probes.limits(),
+            world: World::of(&config.target, host)?,
+        })
+    }
+
+    pub(crate) fn exploration(&self, config: &ExploreConfig, guest_profile: Option<GuestProfile>) -> Exploration {
+        Exploration {
+            target: config.target.clone(),
+            seed: config.seed,
+            budget: config.budget,
+            span: config.span,
+            snapshot_every_ns: config.snapshot_every.map(Vtime::nanos),
+            timelines: self.timelines,
+            tree: self.tree,
+            branch_from_snapshots: config.branch_from_snapshots,
+            policy: config.policy,
+            draws: self.schedule.draws,
+            batch: config.batch,
+            workers: config.workers,
+            root: self.root.clone(),
+            branches: self.branches,
+            snapshots: self.schedule.len(),
+            signals: self.known.signals.total,
+            wall_ms: ms(self.started.elapsed()),
+            vtime_ns: self.vtime_total,
+            coverage_edges: self.known.signals.coverage.edges(),
+            instrumentation: self.known.instrumentation.clone(),
+            assertions: self.known.assertions.clone(),
+            bugs: self.bugs.records.clone(),
+            events: self.known.events.clone(),
+            composer: self.known.composer.clone(),
+            checkers: self.checkers.clone(),
+            claims: self.claims.clone(),
+            harness: self.harness.clone(),
+            host_limits: self.host_limits.clone(),
+            garbage: self.known.garbage.clone(),
+            faults: self.faults.clone(),
+            series: self.series.clone(),
+            first_bug: self.first_bug,
+            phases: self.phases,
+            ending: self.ending.clone(),
+            shards: Shards::of(config.shard),
+            world: self.world.clone(),
+            coverage: self.known.signals.coverage.bits(),
+            guest_profile,
+        }
+    }
+
+    /// Ends the exploration with `e`, which happened `during` something,
+    /// unless it already ended: an error that follows an interruption is
+    /// the interruption's doing.
+    pub(crate) fn fail(&mut self, interrupt: &Interrupt, during: String, e: ExploreError) {
+        if self.ending != Ending::Running {
+            return;
+        }
+        self.ending = match interrupt.reason() {
+            Some(reason) => interrupted(reason),
+            None => Ending::Failed { during, error: e.to_string() },
+        };
+        interrupt.raise(ENDED_BY_ERROR);
+    }
+
+    /// Counts a finished check (a re-execution of a bug's timeline); the
+    /// record goes out again once the bug is confirmed.
+    pub(crate) fn checked(&mut self, c: Checked, watch: &mut dyn Watch, interrupt: &Interrupt) {
+        self.phases.reexecution_ms += ms_f(c.took);
+        match c.outcome {
+            Ok(outcome) => {
+                if self.bugs.reexecuted(c.bug, &outcome) {
+                    let record = &self.bugs.records[c.bug];
+                    tracing::debug!(bug = %record.id, "{}", record.reproduction_words());
+                    if let Err(e) = watch.bug(record) {
+                        self.fail(interrupt, format!("writing {}", record.id), e);
+                    }
+                }
+            }
+            Err(e) => {
+                let during = format!("a re-execution of {}", self.bugs.records[c.bug].id);
+                self.fail(interrupt, during, e);
+            }
+        }
+    }
+
+    /// Hands out the records of bugs found since `from` (their index).
+    pub(crate) fn found(&mut self, from: usize, watch: &mut dyn Watch, interrupt: &Interrupt) {
+        for i in from..self.bugs.records.len() {
+            if let Err(e) = watch.bug(&self.bugs.records[i]) {
+                self.fail(interrupt, format!("writing {}", self.bugs.records[i].id), e);
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! What an exploration hands out as it goes ([`Watch`]): where it stands,
+//! each bug's record when found and when confirmed, and the whole
+//! exploration now and then, so that nothing found is lost to an
+//! interruption.
+
+use std::time::Duration;
+
+use hvsim_vmm::Vtime;
+
+use crate::bug::BugRecord;
+use crate::error::Result;
+use crate::exploration::{Exploration, Phases};
+
+/// What an exploration hands out as it goes.
+pub trait Watch {
+    /// Where it stands, for a progress display.
+    fn progress(&mut self, _: Progress) {}
+    /// A bug's record, when the bug is found and again when confirmed.
+    fn bug(&mut self, _: &BugRecord) -> Result<()> {
+        Ok(())
+    }
+    /// The whole exploration so far: every [`CHECKPOINT_EVERY`] of wall
+    /// time between rounds.
+    fn checkpoint(&mut self, _: &Exploration) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Watching nothing (benchmarks).
+impl Watch for () {}
+
+/// How often (wall time) a running exploration is handed out whole.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
+
+/// A view of the exploration so far, for progress displays.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress {
+    /// The root runs and has not reported setup complete yet.
+    Setup { vtime: Vtime, limit: Vtime, elapsed: Duration },
+    /// The root was restored from a saved root, which took `made_ms` of
+    /// wall time to make.
+    RootRestored { made_ms: u64 },
+    /// A branch ended.
+    Branch(BranchProgress),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct BranchProgress {
+    pub branches: u64,
+    pub snapshots: usize,
+    pub signals: u64,
+    pub bugs: usize,
+    pub elapsed: Duration,
+    pub phases: Phases,
+}
