@@ -1,6 +1,7 @@
 //! `hvsim`: the command line of the deterministic simulation VMM.
 
 mod cmd;
+mod documents;
 mod linux_args;
 mod profile;
 mod session;
@@ -24,6 +25,11 @@ struct Cli {
     /// everything (HVSIM_LOG=<filter> chooses precisely).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print the result as JSON on stdout, as its schema says (`hvsim
+    /// schema`): one document, or JSON Lines where a command prints as it
+    /// goes. Notes and progress stay on stderr.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -139,23 +145,24 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    let json = cli.json;
     let result = match cli.command {
-        Command::Explore(a) => cmd::explore::main(a),
-        Command::Run(a) => cmd::run::main(a),
-        Command::Replay(a) => cmd::replay::main(a),
-        Command::Minimize(a) => cmd::minimize::main(a),
-        Command::Debug(a) => cmd::debug::main(a),
-        Command::Retest(a) => cmd::retest::main(a),
-        Command::Snapshot(a) => cmd::snapshot::main(a),
-        Command::DiffLog(a) => cmd::diff_log::main(a),
-        Command::Doctor(a) => cmd::doctor::main(a),
-        Command::Check(a) => cmd::check::main(a),
-        Command::Bench(a) => cmd::bench::main(a),
-        Command::Kernel(a) => cmd::kernel::main(a),
-        Command::Cache(a) => cmd::cache::main(a),
-        Command::Image(a) => cmd::image::main(a),
-        Command::Schema(a) => cmd::schema::main(a),
-        Command::Merge(a) => cmd::merge::main(a),
+        Command::Explore(a) => cmd::explore::main(a, json),
+        Command::Run(a) => cmd::run::main(a, json),
+        Command::Replay(a) => cmd::replay::main(a, json),
+        Command::Minimize(a) => cmd::minimize::main(a, json),
+        Command::Debug(a) => cmd::debug::main(a, json),
+        Command::Retest(a) => cmd::retest::main(a, json),
+        Command::Snapshot(a) => cmd::snapshot::main(a, json),
+        Command::DiffLog(a) => cmd::diff_log::main(a, json),
+        Command::Doctor(a) => cmd::doctor::main(a, json),
+        Command::Check(a) => cmd::check::main(a, json),
+        Command::Bench(a) => cmd::bench::main(a, json),
+        Command::Kernel(a) => cmd::kernel::main(a, json),
+        Command::Cache(a) => cmd::cache::main(a, json),
+        Command::Image(a) => cmd::image::main(a, json),
+        Command::Schema(a) => cmd::schema::main(a, json),
+        Command::Merge(a) => cmd::merge::main(a, json),
     };
     match result {
         Ok(code) => code,

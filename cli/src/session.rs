@@ -55,8 +55,8 @@ pub struct Output {
     /// Write the full determinism log (every exit) to FILE.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Print the run summary as JSON on stdout.
-    #[arg(long)]
+    /// The global --json: print the run's summary as JSON on stdout.
+    #[arg(skip)]
     pub json: bool,
     /// Wall time without a VM exit before the watchdog forces one ("off" to
     /// disable). Default: 2s for raw guests, 60s for Linux (whose kernel

@@ -1,9 +1,11 @@
 //! Small pieces shared by the subcommands.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hvsim_explorer::document::{self, Document};
 
 /// The run completed normally: exit status 0, or the virtual-time limit.
 pub const EXIT_OK: u8 = 0;
@@ -73,20 +75,30 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("`{s}` is too large"))
 }
 
-/// `--json` for commands whose only output option it is.
-#[derive(clap::Args, Clone, Copy, Debug)]
-pub struct Json {
-    /// Print the result as one JSON document on stdout (notes and progress
-    /// stay on stderr).
-    #[arg(long)]
-    pub json: bool,
+/// Prints `doc` on stdout as hvsim writes every JSON document
+/// (`hvsim_explorer::document::json`: pretty, and checked against its
+/// schema under `HVSIM_SCHEMA_CHECK=1`): what a command prints for the
+/// global `--json`.
+pub fn print_json<D: Document>(doc: &D) -> Result<()> {
+    let bytes = document::json(doc).context("cannot print the result as JSON")?;
+    print_bytes(&bytes)
 }
 
-/// Prints `value` as one pretty JSON document on stdout.
-pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).context("cannot encode the result as JSON")?;
-    println!("{text}");
-    Ok(())
+/// Prints `doc` as one line of JSON Lines, at once (a command that prints
+/// as it goes, such as `hvsim debug`); checked as [`print_json`] is.
+pub fn print_json_line<D: Document>(doc: &D) -> Result<()> {
+    let bytes = document::json_line(doc).context("cannot print a line of JSON")?;
+    print_bytes(&bytes)
+}
+
+/// `bytes` and a newline on stdout, at once. A reader that went away (`|
+/// head`) is no error: what it wanted, it read.
+fn print_bytes(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
+        _ => Ok(()),
+    }
 }
 
 /// A file that appears at `path` only when complete: written to a temporary

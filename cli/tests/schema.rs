@@ -10,12 +10,29 @@ use std::path::Path;
 use common::output;
 use serde_json::Value;
 
-const DOCUMENTS: [(&str, &str); 5] = [
+const DOCUMENTS: [(&str, &str); 22] = [
     ("report", "hvsim-report-v1"),
     ("bug", "hvsim-bug-v1"),
     ("summary", "hvsim-summary-v1"),
     ("replay", "hvsim-replay-v1"),
     ("findings", "hvsim-findings-v1"),
+    ("minimize", "hvsim-minimize-v1"),
+    ("retest", "hvsim-retest-v1"),
+    ("debug-line", "hvsim-debug-line-v1"),
+    ("check", "hvsim-check-v1"),
+    ("doctor", "hvsim-doctor-v1"),
+    ("snapshot-info", "hvsim-snapshot-info-v1"),
+    ("diff-log", "hvsim-diff-log-v1"),
+    ("cache-ls", "hvsim-cache-ls-v1"),
+    ("cache-clear", "hvsim-cache-clear-v1"),
+    ("image-load", "hvsim-image-load-v1"),
+    ("image-ls", "hvsim-image-ls-v1"),
+    ("image-rm", "hvsim-image-rm-v1"),
+    ("image-inspect", "hvsim-image-inspect-v1"),
+    ("kernel", "hvsim-kernel-v1"),
+    ("kernel-hashes", "hvsim-kernel-hashes-v1"),
+    ("bench", "hvsim-bench-v1"),
+    ("schema-list", "hvsim-schema-list-v1"),
 ];
 
 fn committed() -> &'static Path {
@@ -53,7 +70,8 @@ fn list_names_every_document_and_its_schema() {
     let o = output(&["schema", "--list", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let pairs: Vec<(&str, &str)> = listed
+    assert_eq!(listed["schema"], "hvsim-schema-list-v1");
+    let pairs: Vec<(&str, &str)> = listed["documents"]
         .as_array()
         .expect("an array")
         .iter()

@@ -40,7 +40,7 @@ pub struct Entry {
     pub schema: fn() -> Schema,
 }
 
-pub(crate) fn entry<D: Document>() -> Entry {
+pub fn entry<D: Document>() -> Entry {
     Entry { name: D::NAME, schema_id: D::SCHEMA, about: D::ABOUT, schema: schema::<D> }
 }
 
@@ -83,6 +83,18 @@ pub const CHECK_VAR: &str = "HVSIM_SCHEMA_CHECK";
 /// first if `HVSIM_SCHEMA_CHECK=1`.
 pub fn json<D: Document>(doc: &D) -> Result<Vec<u8>, DocumentError> {
     let bytes = serde_json::to_vec_pretty(doc).map_err(|source| DocumentError::Serialize { name: D::NAME, source })?;
+    checked::<D>(bytes)
+}
+
+/// `doc` as one line of JSON Lines (no newline), for a command that prints
+/// as it goes; checked like [`json`].
+pub fn json_line<D: Document>(doc: &D) -> Result<Vec<u8>, DocumentError> {
+    let bytes = serde_json::to_vec(doc).map_err(|source| DocumentError::Serialize { name: D::NAME, source })?;
+    checked::<D>(bytes)
+}
+
+/// `bytes`, checked against `D`'s schema if `HVSIM_SCHEMA_CHECK=1`.
+fn checked<D: Document>(bytes: Vec<u8>) -> Result<Vec<u8>, DocumentError> {
     if std::env::var_os(CHECK_VAR).is_some_and(|v| v == "1") {
         // What was written, read back: the check sees exactly the bytes.
         let value: Value =

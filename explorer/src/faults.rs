@@ -12,7 +12,7 @@ use hvsim_vmm::Machine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FaultTally {
     pub landed: BTreeMap<String, u64>,
     #[serde(default)]

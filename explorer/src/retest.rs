@@ -34,7 +34,7 @@ use crate::sdk::{self, SdkMessage};
 use crate::{StartOptions, Target};
 
 /// How one build did.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Build {
     /// Whether the bug showed under its own decisions.
     pub own_decisions: bool,
@@ -62,7 +62,7 @@ impl Build {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Retest {
     pub bug: String,
     pub before: Build,

@@ -39,7 +39,7 @@ pub const MAX_BYTES_ENV: &str = "HVSIM_ROOTS_MAX";
 pub const DEFAULT_MAX_BYTES: u64 = 8 << 30;
 
 /// Everything that decides a root.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RootId {
     pub target: Target,
     pub world: BTreeMap<String, String>,
@@ -60,7 +60,7 @@ impl RootId {
 }
 
 /// What is known of a root besides its machine.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SavedRoot {
     pub id: RootId,
     /// Where it is: setup complete, reported at this point.

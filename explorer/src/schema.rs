@@ -14,8 +14,9 @@ use crate::document::{entry, Document, Entry, Tag};
 use crate::report::{Findings, Report};
 use crate::story;
 
-/// Every document hvsim writes, by name: the one list `hvsim schema` and
-/// `docs/schemas/` are made from.
+/// The documents the explorer writes, by name; with each command's
+/// `--json` document (the CLI's `documents.rs`), the list `hvsim schema`
+/// and `docs/schemas/` are made from.
 pub fn documents() -> Vec<Entry> {
     vec![
         entry::<Report>(),
@@ -26,11 +27,6 @@ pub fn documents() -> Vec<Entry> {
         // A new document is one line here (its type implements `Document`
         // and carries a `Tag`), then `hvsim schema --write docs/schemas`.
     ]
-}
-
-/// The document named `name`.
-pub fn find(name: &str) -> Option<Entry> {
-    documents().into_iter().find(|e| e.name == name)
 }
 
 impl Document for Report {

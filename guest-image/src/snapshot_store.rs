@@ -35,7 +35,7 @@ pub struct SnapshotStore {
 }
 
 /// One entry, for listings.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoreEntry<D> {
     pub key: String,
     pub bytes: u64,

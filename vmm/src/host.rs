@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 /// A KVM capability hvsim relies on, and whether this host has it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct CapabilityCheck {
     pub name: &'static str,
     pub present: bool,
@@ -19,7 +19,7 @@ pub struct CapabilityCheck {
     pub used_for: &'static str,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HostProfile {
     pub kvm_api_version: i32,
     /// `kvm_pvm`, a page-table-based nested hypervisor: guest ring 0 is
@@ -35,7 +35,7 @@ pub struct HostProfile {
     pub capabilities: Vec<CapabilityCheck>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(tag = "status", content = "detail", rename_all = "kebab-case")]
 pub enum PmuStatus {
     Available,

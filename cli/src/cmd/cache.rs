@@ -2,13 +2,15 @@
 //! point (see `hvsim_guest_image::linux::boot_cache`), and the explorer's
 //! saved roots, machines at setup complete (`hvsim_explorer::roots`).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
-use hvsim_explorer::roots::Roots;
-use hvsim_guest_image::linux::boot_cache::BootCache;
+use hvsim_explorer::document::{Document, Tag};
+use hvsim_explorer::roots::{self, Roots};
+use hvsim_guest_image::linux::boot_cache::{self, BootCache};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::util;
@@ -22,53 +24,76 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// List the cached machines and the saved roots, most recently used first.
-    Ls {
-        #[command(flatten)]
-        out: util::Json,
-    },
+    Ls,
     /// Remove every cached machine (the next Linux run of each shape boots)
     /// and every saved root.
-    Clear {
-        #[command(flatten)]
-        out: util::Json,
-    },
+    Clear,
 }
 
-/// What `clear --json` prints.
-#[derive(Serialize)]
-struct ClearJson<'a> {
-    boot_cache: Cleared<'a>,
-    roots: Cleared<'a>,
+/// What `hvsim cache ls --json` prints: the cached machines and the saved
+/// roots, each most recently used first.
+#[derive(Serialize, JsonSchema)]
+pub struct CacheListing {
+    schema: Tag<CacheListing>,
+    dir: PathBuf,
+    max_bytes: u64,
+    entries: Vec<boot_cache::Entry>,
+    roots: SavedRoots,
 }
 
-#[derive(Serialize)]
-struct Cleared<'a> {
-    dir: &'a Path,
+#[derive(Serialize, JsonSchema)]
+struct SavedRoots {
+    dir: PathBuf,
+    max_bytes: u64,
+    entries: Vec<roots::Entry>,
+}
+
+impl Document for CacheListing {
+    const NAME: &'static str = "cache-ls";
+    const SCHEMA: &'static str = "hvsim-cache-ls-v1";
+    const ABOUT: &'static str = "the boot cache and the saved roots: `hvsim cache ls --json`";
+}
+
+/// What `hvsim cache clear --json` prints.
+#[derive(Serialize, JsonSchema)]
+pub struct CacheCleared {
+    schema: Tag<CacheCleared>,
+    boot_cache: Cleared,
+    roots: Cleared,
+}
+
+impl Document for CacheCleared {
+    const NAME: &'static str = "cache-clear";
+    const SCHEMA: &'static str = "hvsim-cache-clear-v1";
+    const ABOUT: &'static str = "what `hvsim cache clear --json` removed";
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Cleared {
+    dir: PathBuf,
     removed: usize,
     bytes: u64,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let cache = BootCache::open()?;
     let roots = Roots::open()?;
     match args.what {
-        What::Ls { out } => {
+        What::Ls => {
             let entries = cache.entries()?;
             let saved = roots.entries()?;
-            if out.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({
-                        "dir": cache.dir(),
-                        "max_bytes": cache.max_bytes(),
-                        "entries": entries,
-                        "roots": {
-                            "dir": roots.store().dir(),
-                            "max_bytes": roots.store().max_bytes(),
-                            "entries": saved,
-                        },
-                    }))?
-                );
+            if json {
+                util::print_json(&CacheListing {
+                    schema: Tag::new(),
+                    dir: cache.dir().to_owned(),
+                    max_bytes: cache.max_bytes(),
+                    entries,
+                    roots: SavedRoots {
+                        dir: roots.store().dir().to_owned(),
+                        max_bytes: roots.store().max_bytes(),
+                        entries: saved,
+                    },
+                })?;
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{}", summary(&cache)?);
@@ -114,22 +139,22 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 println!("  {} | {:>6} MiB | {:>9} | {root}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
             }
         }
-        What::Clear { out } => {
+        What::Clear => {
             // Each told as soon as it is done: the first stays told if the
             // second fails.
             let tell = |c: &Cleared, what: &str| {
-                if !out.json {
+                if !json {
                     println!("removed {} {what} ({} MiB) from {}", c.removed, mib(c.bytes), c.dir.display());
                 }
             };
             let (removed, bytes) = cache.clear()?;
-            let boot_cache = Cleared { dir: cache.dir(), removed, bytes };
+            let boot_cache = Cleared { dir: cache.dir().to_owned(), removed, bytes };
             tell(&boot_cache, "cached machines");
             let (removed, bytes) = roots.store().clear()?;
-            let saved = Cleared { dir: roots.store().dir(), removed, bytes };
+            let saved = Cleared { dir: roots.store().dir().to_owned(), removed, bytes };
             tell(&saved, "saved roots");
-            if out.json {
-                util::print_json(&ClearJson { boot_cache, roots: saved })?;
+            if json {
+                util::print_json(&CacheCleared { schema: Tag::new(), boot_cache, roots: saved })?;
             }
         }
     }

@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use hvsim_checkers::{history, judge, Limits, ModelKind, Status};
+use hvsim_explorer::document::{Document, Tag};
+use schemars::JsonSchema;
+use serde::Serialize;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,19 +22,34 @@ pub struct Args {
     /// Steps the search may take per key before it answers "undecided".
     #[arg(long, default_value_t = Limits::default().steps, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     step_limit: u64,
-    /// Print the verdict as JSON.
-    #[arg(long)]
-    json: bool,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+/// What `hvsim check --json` prints: the model's own verdict, with all it
+/// counted (docs/checkers.md); its fields are the model's.
+#[derive(Serialize, JsonSchema)]
+pub struct CheckReport {
+    schema: Tag<CheckReport>,
+    #[serde(flatten)]
+    verdict: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Document for CheckReport {
+    const NAME: &'static str = "check";
+    const SCHEMA: &'static str = "hvsim-check-v1";
+    const ABOUT: &'static str = "a history's verdict: `hvsim check --json`";
+}
+
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let path = args.history.display();
     let text = hvsim_vmm::files::read_text(&args.history).with_context(|| format!("cannot read history {path}"))?;
     let limits = Limits { steps: args.step_limit, ..Limits::default() };
     let events = history::parse(&text).with_context(|| format!("history {path}"))?;
     let j = judge(args.model.into(), &events, limits).with_context(|| format!("history {path}"))?;
-    if args.json {
-        println!("{}", j.verdict);
+    if json {
+        let serde_json::Value::Object(verdict) = j.verdict else {
+            anyhow::bail!("history {path}: the {} checker's verdict is not a JSON object", args.model.name());
+        };
+        crate::util::print_json(&CheckReport { schema: Tag::new(), verdict })?;
         eprintln!("hvsim: check {path}: {}", j.summary);
     } else {
         println!("{path}: {}", j.summary);
@@ -52,6 +70,16 @@ enum Model {
     Set,
     /// A queue per key: `enqueue`, `dequeue`, and a final `drain`.
     Queue,
+}
+
+impl Model {
+    fn name(self) -> &'static str {
+        match self {
+            Model::Register => "register",
+            Model::Set => "set",
+            Model::Queue => "queue",
+        }
+    }
 }
 
 impl From<Model> for ModelKind {

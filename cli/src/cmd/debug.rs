@@ -19,10 +19,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::{Machine, Stop, Vtime};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::replay;
@@ -49,15 +51,24 @@ pub struct Args {
     /// Run the bug's target to its root even where the root was saved.
     #[arg(long)]
     fresh_root: bool,
-    /// Print JSON Lines on stdout: one object per command run (`"type":
-    /// "command"`: its output lines, exit status, virtual time), and one
-    /// when the session ends (`"type": "end"`).
-    #[arg(long)]
-    json: bool,
 }
 
-/// One line of `--json`.
-#[derive(Serialize)]
+/// One line of `hvsim debug --json` (JSON Lines): a command run, or the
+/// session's end.
+#[derive(Serialize, JsonSchema)]
+pub struct DebugLine<'a> {
+    schema: Tag<DebugLine<'static>>,
+    #[serde(flatten)]
+    line: JsonLine<'a>,
+}
+
+impl Document for DebugLine<'_> {
+    const NAME: &'static str = "debug-line";
+    const SCHEMA: &'static str = "hvsim-debug-line-v1";
+    const ABOUT: &'static str = "one line of `hvsim debug --json`: a command run, or the session's end";
+}
+
+#[derive(Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum JsonLine<'a> {
     Command(&'a Ran<'a>),
@@ -75,7 +86,7 @@ enum JsonLine<'a> {
 }
 
 /// One command run: what `--json` reports of it.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Ran<'a> {
     command: &'a str,
     node: u16,
@@ -92,10 +103,8 @@ struct Ran<'a> {
     elapsed_ns: u64,
 }
 
-fn print_line(line: &JsonLine) -> Result<()> {
-    println!("{}", serde_json::to_string(line).context("cannot encode a line of --json")?);
-    let _ = std::io::stdout().flush();
-    Ok(())
+fn print_line(line: JsonLine) -> Result<()> {
+    util::print_json_line(&DebugLine { schema: Tag::new(), line })
 }
 
 /// The virtual time `--at` names, given the failure's.
@@ -112,7 +121,7 @@ fn moment(at: &str, failure_ns: u64) -> Result<Vtime> {
     Ok(Vtime(if before { failure_ns - ns } else { ns }))
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let opened = replay::open(&args.bug, &host, args.force, args.fresh_root)?;
     let record = &opened.record;
@@ -172,11 +181,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
             "exit" | "quit" => break,
             _ => {}
         }
-        let mut ran = run_command(&mut m, node, command, args.command_limit, !args.json)?;
+        let mut ran = run_command(&mut m, node, command, args.command_limit, !json)?;
         ran.service = service;
         commands += 1;
-        if args.json {
-            print_line(&JsonLine::Command(&ran))?;
+        if json {
+            print_line(JsonLine::Command(&ran))?;
         }
         if ran.machine_ended.is_some() {
             machine_ended = ran.machine_ended;
@@ -184,8 +193,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
     }
     eprintln!("hvsim debug: session ended at virtual time {}", m.now());
-    if args.json {
-        print_line(&JsonLine::End {
+    if json {
+        print_line(JsonLine::End {
             bug: &record.id,
             node,
             service,

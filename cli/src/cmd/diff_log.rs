@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_vmm::trace::diff_logs;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::util;
@@ -21,30 +23,36 @@ pub struct Args {
     /// Shared events to show before the divergence.
     #[arg(long, default_value = "5", value_parser = clap::value_parser!(u16).range(0..=1000))]
     context: u16,
-    #[command(flatten)]
-    out: util::Json,
 }
 
-/// What `--json` prints: where the logs first differ, if they do.
-#[derive(Serialize)]
-struct DiffJson<'a> {
+/// What `hvsim diff-log --json` prints: where the logs first differ, if
+/// they do.
+#[derive(Serialize, JsonSchema)]
+pub struct LogDiff {
+    schema: Tag<LogDiff>,
     identical: bool,
     /// The index of the first differing event (0-based).
     event: Option<u64>,
     /// The events both logs share just before it, oldest first.
-    common: &'a [String],
-    a: Side<'a>,
-    b: Side<'a>,
+    common: Vec<String>,
+    a: Side,
+    b: Side,
 }
 
-#[derive(Serialize)]
-struct Side<'a> {
-    file: &'a std::path::Path,
+impl Document for LogDiff {
+    const NAME: &'static str = "diff-log";
+    const SCHEMA: &'static str = "hvsim-diff-log-v1";
+    const ABOUT: &'static str = "where two determinism logs first differ: `hvsim diff-log --json`";
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Side {
+    file: PathBuf,
     /// Its differing event; null where the log ended (or none differs).
-    event: Option<&'a str>,
+    event: Option<String>,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     // A log starts with its format's first line; anything else (another
     // file, a log of another format version) is refused before diffing.
     let open = |p: &PathBuf| -> Result<BufReader<File>> {
@@ -61,15 +69,15 @@ pub fn main(args: Args) -> Result<ExitCode> {
         Ok(r)
     };
     let d = diff_logs(open(&args.a)?, open(&args.b)?, usize::from(args.context)).context("cannot read the logs")?;
-    if args.out.json {
-        let json = DiffJson {
+    if json {
+        util::print_json(&LogDiff {
+            schema: Tag::new(),
             identical: d.is_none(),
             event: d.as_ref().map(|d| d.event),
-            common: d.as_ref().map_or(&[], |d| &d.common),
-            a: Side { file: &args.a, event: d.as_ref().and_then(|d| d.a.as_deref()) },
-            b: Side { file: &args.b, event: d.as_ref().and_then(|d| d.b.as_deref()) },
-        };
-        util::print_json(&json)?;
+            common: d.as_ref().map_or_else(Vec::new, |d| d.common.clone()),
+            a: Side { file: args.a.clone(), event: d.as_ref().and_then(|d| d.a.clone()) },
+            b: Side { file: args.b.clone(), event: d.as_ref().and_then(|d| d.b.clone()) },
+        })?;
         return Ok(ExitCode::from(if d.is_some() { 1 } else { 0 }));
     }
     let Some(d) = d else {

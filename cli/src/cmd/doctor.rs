@@ -1,26 +1,71 @@
 //! `hvsim doctor`: what this host can do, and what hvsim can promise on it.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_guest_image::linux::boot_cache::BootCache;
 use hvsim_guest_image::raw::probes::HostProbes;
 use hvsim_vmm::cpuid::{self, Why};
 use hvsim_vmm::host::{open_kvm, HostProfile, PmuStatus};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::util;
 
 #[derive(clap::Args)]
-pub struct Args {
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+pub struct Args {}
+
+/// What `hvsim doctor --json` prints: the host's KVM, what the probes
+/// found, and what hvsim can promise here.
+#[derive(Serialize, JsonSchema)]
+pub struct DoctorReport {
+    schema: Tag<DoctorReport>,
+    /// Whether /dev/kvm can be used; if not, `error` says why and nothing
+    /// else is known.
+    kvm: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(flatten)]
+    host: Option<HostProfile>,
+    /// The raw-guest probes of what KVM does here (null where a required
+    /// capability is missing).
+    probes: Option<HostProbes>,
+    guarantees: Vec<String>,
+    /// How each way of reading time is answered: (what, how).
+    tsc: Vec<(&'static str, String)>,
+    boot_cache: Option<BootCacheInfo>,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+impl Document for DoctorReport {
+    const NAME: &'static str = "doctor";
+    const SCHEMA: &'static str = "hvsim-doctor-v1";
+    const ABOUT: &'static str = "what this host can do and what hvsim can promise on it: `hvsim doctor --json`";
+}
+
+#[derive(Serialize, JsonSchema)]
+struct BootCacheInfo {
+    dir: PathBuf,
+    max_bytes: u64,
+    entries: usize,
+}
+
+pub fn main(_: Args, json: bool) -> Result<ExitCode> {
     let kvm = match open_kvm() {
         Ok(k) => k,
         Err(e) => {
-            if args.json {
-                println!("{}", serde_json::json!({ "kvm": false, "error": e.to_string() }));
+            if json {
+                util::print_json(&DoctorReport {
+                    schema: Tag::new(),
+                    kvm: false,
+                    error: Some(e.to_string()),
+                    host: None,
+                    probes: None,
+                    guarantees: Vec::new(),
+                    tsc: Vec::new(),
+                    boot_cache: None,
+                })?;
             } else {
                 println!("/dev/kvm: NOT usable: {e}");
                 println!("hvsim cannot run guests on this host.");
@@ -32,18 +77,22 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let probes = if host.missing().is_empty() { Some(HostProbes::run(&host)?) } else { None };
     let guarantees = guarantees(&host, probes.as_ref());
     let cache = BootCache::open()?;
-    if args.json {
-        let mut v = serde_json::to_value(&host)?;
-        v["kvm"] = true.into();
-        v["probes"] = serde_json::to_value(&probes)?;
-        v["guarantees"] = serde_json::to_value(&guarantees)?;
-        v["tsc"] = serde_json::to_value(tsc_handling(probes.as_ref()))?;
-        v["boot_cache"] = serde_json::json!({
-            "dir": cache.dir(),
-            "max_bytes": cache.max_bytes(),
-            "entries": cache.entries()?.len(),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+    if json {
+        let boot_cache = BootCacheInfo {
+            dir: cache.dir().to_owned(),
+            max_bytes: cache.max_bytes(),
+            entries: cache.entries()?.len(),
+        };
+        util::print_json(&DoctorReport {
+            schema: Tag::new(),
+            kvm: true,
+            error: None,
+            tsc: tsc_handling(probes.as_ref()),
+            host: Some(host.clone()),
+            probes,
+            guarantees,
+            boot_cache: Some(boot_cache),
+        })?;
     } else {
         println!("/dev/kvm: usable (KVM API version {})", host.kvm_api_version);
         println!("capabilities:");

@@ -89,9 +89,6 @@ pub struct Args {
     /// checker that could not read its history); a bug still gives 8.
     #[arg(long)]
     fail_on_unmet: bool,
-    /// Print the report's JSON on stdout.
-    #[arg(long)]
-    json: bool,
     /// Start every branch from the root instead of from new snapshots (the
     /// baseline of `hvsim bench explore`).
     #[arg(long)]
@@ -272,7 +269,7 @@ impl Watch for Watcher<'_> {
     }
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let (mut target, mut start) = if args.linux || args.linux_args.implies_linux() {
         (args.linux_args.target(false)?, args.linux_args.start_options(None))
     } else {
@@ -368,7 +365,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         p.finish(profile, &format!("hvsim explore: {} (seed {})", exploration.target.name(), args.seed))?;
     }
     let report = run.write(&exploration).context("cannot write the report")?;
-    if args.json {
+    if json {
         println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
     }
     print_summary(&report, run.path());

@@ -5,15 +5,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_guest_image::oci::debian::{self, Built, DebianImage};
 use hvsim_guest_image::oci::load::{load, Loaded};
 use hvsim_guest_image::oci::pack::RunConfig;
-use hvsim_guest_image::oci::store::{ImageRecord, Store};
+use hvsim_guest_image::oci::store::{ImageRecord, Layer, Store};
 use hvsim_guest_image::oci::Digest;
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::json;
 
-use crate::util::{self, print_json};
+use crate::util::print_json;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,29 +32,18 @@ enum What {
         /// Name the image (the source must hold exactly one).
         #[arg(long)]
         tag: Option<String>,
-        #[command(flatten)]
-        out: util::Json,
     },
     /// List the images in the store.
-    Ls {
-        #[command(flatten)]
-        out: util::Json,
-    },
+    Ls,
     /// Remove tags or images (by name, id or id prefix), and every layer no
     /// other image uses.
     Rm {
         #[arg(required = true)]
         names: Vec<String>,
-        #[command(flatten)]
-        out: util::Json,
     },
     /// Show an image's config (entrypoint, cmd, env, working dir, user,
     /// ports) and its layers, as JSON (with or without --json).
-    Inspect {
-        name: String,
-        #[command(flatten)]
-        out: util::Json,
-    },
+    Inspect { name: String },
     /// Make an image from Debian packages (with mmdebstrap; cached) and
     /// load it. `--redis` makes the test suite's Redis image.
     Debian {
@@ -78,55 +68,87 @@ enum What {
         /// Also print where the docker-archive and OCI layout are.
         #[arg(long)]
         paths: bool,
-        /// (The paths are always in the JSON.)
-        #[command(flatten)]
-        out: util::Json,
     },
 }
 
 /// An image as `load`, `ls` and `debian` describe it with --json.
-#[derive(Serialize)]
-struct ImageJson<'a> {
-    id: &'a Digest,
-    tags: &'a [String],
+#[derive(Serialize, JsonSchema)]
+struct ImageJson {
+    id: Digest,
+    tags: Vec<String>,
     layers: usize,
     unpacked_bytes: u64,
 }
 
-impl<'a> ImageJson<'a> {
-    fn of(r: &'a ImageRecord, tags: &'a [String]) -> ImageJson<'a> {
-        ImageJson { id: &r.id, tags, layers: r.layers.len(), unpacked_bytes: unpacked(r) }
+impl ImageJson {
+    fn of(r: &ImageRecord, tags: &[String]) -> ImageJson {
+        ImageJson { id: r.id.clone(), tags: tags.to_vec(), layers: r.layers.len(), unpacked_bytes: unpacked(r) }
     }
 }
 
-/// What `load --json` and `debian --json` print.
-#[derive(Serialize)]
-struct LoadedJson<'a> {
-    loaded: Vec<ImageJson<'a>>,
+/// What `hvsim image load --json` and `hvsim image debian --json` print.
+#[derive(Serialize, JsonSchema)]
+pub struct ImagesLoaded {
+    schema: Tag<ImagesLoaded>,
+    loaded: Vec<ImageJson>,
     /// `debian`: the archive it loaded and its OCI layout.
     #[serde(flatten)]
-    built: Option<BuiltJson<'a>>,
+    built: Option<BuiltJson>,
 }
 
-#[derive(Serialize)]
-struct BuiltJson<'a> {
-    archive: &'a std::path::Path,
-    layout: &'a std::path::Path,
+impl Document for ImagesLoaded {
+    const NAME: &'static str = "image-load";
+    const SCHEMA: &'static str = "hvsim-image-load-v1";
+    const ABOUT: &'static str = "the images loaded: `hvsim image load --json`, `hvsim image debian --json`";
+}
+
+#[derive(Serialize, JsonSchema)]
+struct BuiltJson {
+    archive: PathBuf,
+    layout: PathBuf,
     /// Made before (mmdebstrap did not run).
     cached: bool,
 }
 
-impl<'a> LoadedJson<'a> {
-    fn of(loaded: &'a [Loaded], built: Option<&'a Built>) -> LoadedJson<'a> {
-        LoadedJson {
+impl ImagesLoaded {
+    fn of(loaded: &[Loaded], built: Option<&Built>) -> ImagesLoaded {
+        ImagesLoaded {
+            schema: Tag::new(),
             loaded: loaded.iter().map(|l| ImageJson::of(&l.record, &l.tags)).collect(),
-            built: built.map(|b| BuiltJson { archive: &b.archive, layout: &b.layout, cached: !b.built }),
+            built: built.map(|b| BuiltJson { archive: b.archive.clone(), layout: b.layout.clone(), cached: !b.built }),
         }
     }
 }
 
-/// What `rm --json` prints for each name.
-#[derive(Serialize)]
+/// What `hvsim image ls --json` prints.
+#[derive(Serialize, JsonSchema)]
+pub struct ImageList {
+    schema: Tag<ImageList>,
+    store: PathBuf,
+    images: Vec<ImageJson>,
+}
+
+impl Document for ImageList {
+    const NAME: &'static str = "image-ls";
+    const SCHEMA: &'static str = "hvsim-image-ls-v1";
+    const ABOUT: &'static str = "the image store: `hvsim image ls --json`";
+}
+
+/// What `hvsim image rm --json` prints.
+#[derive(Serialize, JsonSchema)]
+pub struct ImagesRemoved {
+    schema: Tag<ImagesRemoved>,
+    removed: Vec<RemovedJson>,
+}
+
+impl Document for ImagesRemoved {
+    const NAME: &'static str = "image-rm";
+    const SCHEMA: &'static str = "hvsim-image-rm-v1";
+    const ABOUT: &'static str = "what `hvsim image rm --json` untagged and deleted";
+}
+
+/// One name given to `rm`.
+#[derive(Serialize, JsonSchema)]
 struct RemovedJson {
     name: String,
     untagged: Vec<String>,
@@ -135,13 +157,51 @@ struct RemovedJson {
     freed_bytes: u64,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+/// What `hvsim image inspect` prints (JSON with or without `--json`).
+#[derive(Serialize, JsonSchema)]
+pub struct ImageInspect {
+    schema: Tag<ImageInspect>,
+    id: Digest,
+    tags: Vec<String>,
+    /// Where it was loaded from.
+    source: String,
+    /// `os/architecture`.
+    platform: String,
+    created: Option<String>,
+    config: ImageConfig,
+    /// Bottom layer first.
+    layers: Vec<Layer>,
+    unpacked_bytes: u64,
+    /// Its unpacked root, if made yet.
+    rootfs: Option<PathBuf>,
+}
+
+impl Document for ImageInspect {
+    const NAME: &'static str = "image-inspect";
+    const SCHEMA: &'static str = "hvsim-image-inspect-v1";
+    const ABOUT: &'static str = "one image, its run configuration and layers: `hvsim image inspect`";
+}
+
+/// The image's run configuration, as its OCI config gives it.
+#[derive(Serialize, JsonSchema)]
+struct ImageConfig {
+    entrypoint: Option<Vec<String>>,
+    cmd: Option<Vec<String>>,
+    env: Option<Vec<String>>,
+    working_dir: Option<String>,
+    user: Option<String>,
+    exposed_ports: Option<Vec<String>>,
+    volumes: Option<Vec<String>>,
+    stop_signal: Option<String>,
+}
+
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let store = Store::open()?;
     match args.what {
-        What::Load { source, tag, out } => {
+        What::Load { source, tag } => {
             let loaded = load(&store, &source, tag.as_deref())?;
-            if out.json {
-                print_json(&LoadedJson::of(&loaded, None))?;
+            if json {
+                print_json(&ImagesLoaded::of(&loaded, None))?;
                 return Ok(ExitCode::SUCCESS);
             }
             for l in loaded {
@@ -154,11 +214,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 );
             }
         }
-        What::Ls { out } => {
+        What::Ls => {
             let images = store.images()?;
-            if out.json {
-                let list: Vec<_> = images.iter().map(|(r, tags)| ImageJson::of(r, tags)).collect();
-                print_json(&json!({ "store": store.dir(), "images": list }))?;
+            if json {
+                let images = images.iter().map(|(r, tags)| ImageJson::of(r, tags)).collect();
+                print_json(&ImageList { schema: Tag::new(), store: store.dir().to_owned(), images })?;
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{} images in {}", images.len(), store.dir().display());
@@ -167,11 +227,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
                 println!("  {}  {:>3} layers  {:>10}  {names}", r.id.short(), r.layers.len(), size(r));
             }
         }
-        What::Rm { names, out } => {
+        What::Rm { names } => {
             let mut removed = Vec::new();
             for name in names {
                 let r = store.remove(&name)?;
-                if out.json {
+                if json {
                     removed.push(RemovedJson {
                         name,
                         untagged: r.untagged,
@@ -187,41 +247,42 @@ pub fn main(args: Args) -> Result<ExitCode> {
                     println!("deleted {id} ({:.1} MiB freed)", r.freed_bytes as f64 / (1 << 20) as f64);
                 }
             }
-            if out.json {
-                print_json(&json!({ "removed": removed }))?;
+            if json {
+                print_json(&ImagesRemoved { schema: Tag::new(), removed })?;
             }
         }
         // Its output is JSON with or without --json.
-        What::Inspect { name, out: _ } => {
+        What::Inspect { name } => {
             let r = store.resolve(&name)?;
             let config = store.config(&r)?;
             let tags: Vec<String> =
                 store.images()?.into_iter().find(|(i, _)| i.id == r.id).map(|(_, t)| t).unwrap_or_default();
             let c = config.config().clone().unwrap_or_default();
             let rootfs = hvsim_guest_image::oci::rootfs::path(&store, &r.id);
-            let doc = json!({
-                "id": r.id,
-                "tags": tags,
-                "source": r.source,
-                "platform": format!("{}/{}", config.os(), config.architecture()),
-                "created": config.created(),
-                "config": {
-                    "entrypoint": c.entrypoint(),
-                    "cmd": c.cmd(),
-                    "env": c.env(),
-                    "working_dir": c.working_dir(),
-                    "user": c.user(),
-                    "exposed_ports": c.exposed_ports(),
-                    "volumes": c.volumes(),
-                    "stop_signal": c.stop_signal(),
+            let doc = ImageInspect {
+                schema: Tag::new(),
+                id: r.id.clone(),
+                tags,
+                source: r.source.clone(),
+                platform: format!("{}/{}", config.os(), config.architecture()),
+                created: config.created().clone(),
+                config: ImageConfig {
+                    entrypoint: c.entrypoint().clone(),
+                    cmd: c.cmd().clone(),
+                    env: c.env().clone(),
+                    working_dir: c.working_dir().clone(),
+                    user: c.user().clone(),
+                    exposed_ports: c.exposed_ports().clone(),
+                    volumes: c.volumes().clone(),
+                    stop_signal: c.stop_signal().clone(),
                 },
-                "layers": r.layers,
-                "unpacked_bytes": unpacked(&r),
-                "rootfs": rootfs.exists().then_some(rootfs),
-            });
+                layers: r.layers.clone(),
+                unpacked_bytes: unpacked(&r),
+                rootfs: rootfs.exists().then_some(rootfs),
+            };
             print_json(&doc)?;
         }
-        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths, out } => {
+        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths } => {
             let image = if redis {
                 debian::redis()
             } else if python_antithesis {
@@ -242,8 +303,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             };
             let built = image.build()?;
             let loaded = load(&store, &built.archive, None)?;
-            if out.json {
-                print_json(&LoadedJson::of(&loaded, Some(&built)))?;
+            if json {
+                print_json(&ImagesLoaded::of(&loaded, Some(&built)))?;
                 return Ok(ExitCode::SUCCESS);
             }
             for l in loaded {

@@ -27,12 +27,9 @@ pub struct Args {
     /// satisfied or reached, or a claim did not pass.
     #[arg(long)]
     fail_on_unmet: bool,
-    /// Print the merged report's JSON on stdout.
-    #[arg(long)]
-    json: bool,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     if std::fs::read_dir(&args.out).is_ok_and(|mut d| d.next().is_some()) || args.out.is_file() {
         anyhow::bail!(
             "--out {}: it exists and is not an empty directory; a merge writes a new one",
@@ -72,7 +69,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             return Err(e.context("cannot write the merged exploration"));
         }
     };
-    if args.json {
+    if json {
         println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
     }
     let shards = &report.summary.shards;

@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use hvsim_explorer::bug::Minimization;
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::minimize::{self, Budget};
 use hvsim_explorer::StartOptions;
 use hvsim_guest_image::host::Host;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::replay;
 use crate::util;
@@ -33,12 +37,27 @@ pub struct Args {
     /// Run the bug's target to its root even where the root was saved.
     #[arg(long)]
     fresh_root: bool,
-    /// Print the minimization as JSON on stdout.
-    #[arg(long)]
-    json: bool,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+/// What `hvsim minimize --json` prints: the minimized record's file and
+/// what the minimization kept.
+#[derive(Serialize, JsonSchema)]
+pub struct MinimizeReport {
+    schema: Tag<MinimizeReport>,
+    /// The bug's id.
+    bug: String,
+    /// The minimized record (BUG-<id>.min.json unless --out).
+    file: PathBuf,
+    minimization: Minimization,
+}
+
+impl Document for MinimizeReport {
+    const NAME: &'static str = "minimize";
+    const SCHEMA: &'static str = "hvsim-minimize-v1";
+    const ABOUT: &'static str = "a bug's timeline shrunk to the decisions it needs: `hvsim minimize --json`";
+}
+
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let opened = replay::open(&args.bug, &host, args.force, args.fresh_root)?;
     let record = &opened.record;
@@ -68,11 +87,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
         None => args.bug.with_file_name(format!("{}.min.json", record.id)),
     };
     minimized.replay_command = hvsim_explorer::report::replay_command(&file);
-    let json = hvsim_explorer::document::json(&minimized).with_context(|| format!("writing {}", file.display()))?;
-    hvsim_vmm::files::publish(&file, &json).with_context(|| format!("writing {}", file.display()))?;
+    let bytes = hvsim_explorer::document::json(&minimized).with_context(|| format!("writing {}", file.display()))?;
+    hvsim_vmm::files::publish(&file, &bytes).with_context(|| format!("writing {}", file.display()))?;
     let m = minimized.minimized.as_ref().expect("a minimized record says so");
-    if args.json {
-        println!("{}", serde_json::json!({"bug": minimized.id, "file": file, "minimization": m}));
+    if json {
+        let report = MinimizeReport { schema: Tag::new(), bug: minimized.id.clone(), file, minimization: m.clone() };
+        util::print_json(&report)?;
     } else {
         let list = |ds: &[hvsim_explorer::bug::Decision]| {
             if ds.is_empty() {

@@ -63,7 +63,8 @@ pub struct Args {
     out: Output,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(mut args: Args, json: bool) -> Result<ExitCode> {
+    args.out.json = json;
     let host = Host::open()?;
     if let Some(path) = &args.bug {
         return replay_bug(&args, path, &host);

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::retest;
 use hvsim_explorer::{ExploreConfig, StartOptions, Target};
 use hvsim_guest_image::compose;
@@ -14,6 +15,8 @@ use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::GuestFile;
 use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::target::System;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::replay;
 use crate::util;
@@ -40,9 +43,6 @@ pub struct Args {
     /// Retest even if the world the record comes from differs from this one.
     #[arg(long)]
     force: bool,
-    /// Print the comparison as JSON on stdout.
-    #[arg(long)]
-    json: bool,
 }
 
 /// The record's target with the changes `args` asks for.
@@ -76,7 +76,23 @@ fn changed(before: &Target, args: &Args) -> Result<Target> {
     Ok(after)
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+/// What `hvsim retest --json` prints: how often each build failed, and
+/// whether the change fixed the bug.
+#[derive(Serialize, JsonSchema)]
+pub struct RetestReport {
+    schema: Tag<RetestReport>,
+    retest: retest::Retest,
+    /// No run of the changed build failed.
+    fixed: bool,
+}
+
+impl Document for RetestReport {
+    const NAME: &'static str = "retest";
+    const SCHEMA: &'static str = "hvsim-retest-v1";
+    const ABOUT: &'static str = "a bug's decisions run on its build and a changed one: `hvsim retest --json`";
+}
+
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
     let opened = replay::open(&args.bug, &host, args.force, true)?;
     let record = &opened.record;
@@ -98,8 +114,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let result = retest::retest(record, &record.target, &after, &how, &mut progress);
     spinner.finish_and_clear();
     let r = result?;
-    if args.json {
-        println!("{}", serde_json::json!({ "retest": r, "fixed": r.fixed() }));
+    if json {
+        util::print_json(&RetestReport { schema: Tag::new(), fixed: r.fixed(), retest: r.clone() })?;
     } else {
         println!(
             "{}: {}\n  before the change: {}\n  after the change:  {}\n  ({} to {} fresh runs failing)",

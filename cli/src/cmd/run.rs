@@ -53,7 +53,8 @@ pub struct Args {
     list_guests: bool,
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(mut args: Args, json: bool) -> Result<ExitCode> {
+    args.out.json = json;
     if args.list_guests {
         for g in raw::GUESTS {
             let forever = if g.runs_forever { " (runs until stopped)" } else { "" };

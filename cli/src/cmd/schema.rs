@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use hvsim_explorer::document::{self, Entry};
-use hvsim_explorer::schema;
+use hvsim_explorer::document::{self, Document, Entry, Tag};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::util;
+use crate::{documents, util};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("what").args(["name", "list", "write", "check"]).required(true)))]
@@ -27,13 +27,24 @@ pub struct Args {
     /// Check a document against the schema its `"schema"` field names.
     #[arg(long, value_name = "FILE")]
     check: Option<PathBuf>,
-    /// Print the list (or what was written or checked) as a JSON array.
-    #[arg(long)]
-    json: bool,
 }
 
-/// One document, as `--list --json` prints it.
-#[derive(Serialize)]
+/// What `hvsim schema --json` prints: the documents listed, written or
+/// checked.
+#[derive(Serialize, JsonSchema)]
+pub struct SchemaList {
+    schema: Tag<SchemaList>,
+    documents: Vec<Listed>,
+}
+
+impl Document for SchemaList {
+    const NAME: &'static str = "schema-list";
+    const SCHEMA: &'static str = "hvsim-schema-list-v1";
+    const ABOUT: &'static str = "the documents `hvsim schema --json` listed, wrote or checked";
+}
+
+/// One document, as `--json` lists it.
+#[derive(Serialize, JsonSchema)]
 struct Listed {
     name: &'static str,
     schema: &'static str,
@@ -56,11 +67,11 @@ fn text(e: &Entry) -> String {
     text
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let mut listed: Vec<Listed> = Vec::new();
     if let Some(name) = &args.name {
-        let Some(e) = schema::find(name) else {
-            let names: Vec<&str> = schema::documents().iter().map(|e| e.name).collect();
+        let Some(e) = documents::find(name) else {
+            let names: Vec<&str> = documents::all().iter().map(|e| e.name).collect();
             bail!("no document named {name:?} (there are: {})", names.join(", "));
         };
         print!("{}", text(&e));
@@ -70,31 +81,31 @@ pub fn main(args: Args) -> Result<ExitCode> {
             bail!("--write {}: it is not a directory", dir.display());
         }
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        for e in schema::documents() {
+        for e in documents::all() {
             let file = dir.join(format!("{}.json", e.name));
             hvsim_vmm::files::publish(&file, text(&e).as_bytes())
                 .with_context(|| format!("cannot write {}", file.display()))?;
-            if !args.json {
+            if !json {
                 println!("{}: {}", file.display(), e.schema_id);
             }
             listed.push(Listed { file: Some(file), ..Listed::of(&e) });
         }
     } else if let Some(file) = &args.check {
         let e = check(file)?;
-        if !args.json {
+        if !json {
             println!("{}: a valid {} document ({})", file.display(), e.name, e.schema_id);
         }
         listed.push(Listed { file: Some(file.clone()), ..Listed::of(&e) });
     } else {
-        for e in schema::documents() {
-            if !args.json {
-                println!("{:<10} {:<20} {}", e.name, e.schema_id, e.about);
+        for e in documents::all() {
+            if !json {
+                println!("{:<14} {:<24} {}", e.name, e.schema_id, e.about);
             }
             listed.push(Listed::of(&e));
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&listed)?);
+    if json {
+        util::print_json(&SchemaList { schema: Tag::new(), documents: listed })?;
     }
     Ok(ExitCode::from(util::EXIT_OK))
 }
@@ -108,7 +119,7 @@ fn check(file: &Path) -> Result<Entry> {
         .get("schema")
         .and_then(Value::as_str)
         .ok_or_else(|| anyhow!("{path}: no \"schema\" field names its schema (written before documents did?)"))?;
-    let e = schema::documents()
+    let e = documents::all()
         .into_iter()
         .find(|e| e.schema_id == id)
         .ok_or_else(|| anyhow!("{path}: schema {id:?} is not one this hvsim knows (`hvsim schema --list`)"))?;

@@ -44,7 +44,7 @@ pub const MAX_BYTES_ENV: &str = "HVSIM_BOOT_CACHE_MAX";
 
 /// Everything that decides the state of a machine booted to its ready
 /// point.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shape {
     /// The machine model (`hvsim_vmm::MODEL_ID`) and snapshot format.
     pub model: String,

@@ -135,7 +135,7 @@ impl<W: Write> Write for Hashing<W> {
 
 /// How a layer blob is compressed, told by its first bytes (media types
 /// lie: Docker's legacy archives call every layer a tar).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     None,

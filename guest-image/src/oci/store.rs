@@ -34,7 +34,7 @@ pub struct ImageRecord {
     pub source: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Layer {
     /// Digest of the blob as stored (compressed, if it is).
     pub blob: Digest,

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::rt::{self, Program};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HostProbes {
     /// The guest sees the CPUID hvsim configured (not the host's).
     pub cpuid_virtualized: bool,
@@ -145,7 +145,7 @@ fn user_rdtsc_traps(host: &HostProfile) -> hvsim_vmm::Result<bool> {
 }
 
 /// How an instruction ended in a probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum Trap {
     /// Invalid opcode.
     #[serde(rename = "#UD")]

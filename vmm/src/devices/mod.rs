@@ -24,7 +24,7 @@ use serial::Serial;
 use virtio::Virtio;
 
 /// What happens on an access to a port or address no device claims.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum UnclaimedPolicy {
     /// End the run: the guest is a test program that must know its machine.
     Strict,

@@ -53,7 +53,7 @@ pub enum Boot {
 
 /// What the guest sees of its machine, beyond RAM and registers: fixed for a
 /// run, saved in snapshots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MachineSpec {
     pub ram_size: usize,
     /// Apply the CPUID workarounds for nested `kvm_pvm` hosts.

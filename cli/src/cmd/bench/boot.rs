@@ -13,6 +13,7 @@ use hvsim_snapshot::file;
 use hvsim_vmm::Machine;
 
 use super::median;
+use super::print_report;
 
 pub fn bench_boot(mem: usize, nodes: u16, repeat: usize, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
@@ -57,18 +58,15 @@ pub fn bench_boot(mem: usize, nodes: u16, repeat: usize, json: bool) -> Result<E
     let (key, load, create, memory, warm) = (median(key), median(load), median(create), median(memory), median(total));
     let ratio = cold_ms / warm;
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "boot", "mem_bytes": mem, "nodes": nodes, "repeat": repeat,
-                "cold_boot_ms": cold_ms, "warm_restore_ms": warm, "cold_vs_warm": ratio,
-                "save_ms": save_ms, "file_bytes": saved.file_bytes, "pages": saved.pages,
-                "restore_split_ms": {
-                    "shape_key": key, "file_read_and_verify": load,
-                    "vm_and_device_state": create, "memory_decompress_and_copy": memory,
-                },
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "boot", "mem_bytes": mem, "nodes": nodes, "repeat": repeat,
+            "cold_boot_ms": cold_ms, "warm_restore_ms": warm, "cold_vs_warm": ratio,
+            "save_ms": save_ms, "file_bytes": saved.file_bytes, "pages": saved.pages,
+            "restore_split_ms": {
+                "shape_key": key, "file_read_and_verify": load,
+                "vm_and_device_state": create, "memory_decompress_and_copy": memory,
+            },
+        }))?;
     } else {
         println!("boot to init's ready point, {} MiB RAM, {nodes} nodes (medians of {repeat} restores):", mem >> 20);
         println!("  cold boot            {cold_ms:>10.1} ms");

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use super::print_report;
 use anyhow::Result;
 use hvsim_checkers::generate::{history, Object};
 use hvsim_checkers::history::{operations, parse};
@@ -57,10 +58,9 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
         })
         .collect();
     if json {
-        println!(
-            "{}",
-            serde_json::json!({"benchmark": "checkers", "step_limit": steps, "rows": rows, "growth": growth})
-        );
+        print_report(
+            serde_json::json!({"benchmark": "checkers", "step_limit": steps, "rows": rows, "growth": growth}),
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("linearizability of generated histories (real registers: all linearizable), step limit {steps}:");

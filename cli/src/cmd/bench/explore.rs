@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print_report;
 use anyhow::{bail, Context, Result};
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::{explore, Budget, ExploreConfig, Span, Target};
@@ -138,20 +139,17 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
     });
     let target_name = if linux { "the Rust SDK vault (five chained 1-in-8 draws)" } else { "the demo" };
     if json {
-        println!(
-            "{}",
-            json!({
-                "benchmark": "explore",
-                "target": target_name,
-                "seeds": seeds,
-                "max_timelines": max_branches,
-                "span": span_words,
-                "rows": rows,
-                "medians": medians,
-                "energy_over_rarity": { "timelines": ratio("timelines_to_bug", "energy"), "ms": ratio("ms_to_bug", "energy") },
-                "explaining": explained,
-            })
-        );
+        print_report(json!({
+            "benchmark": "explore",
+            "target": target_name,
+            "seeds": seeds,
+            "max_timelines": max_branches,
+            "span": span_words,
+            "rows": rows,
+            "medians": medians,
+            "energy_over_rarity": { "timelines": ratio("timelines_to_bug", "energy"), "ms": ratio("ms_to_bug", "energy") },
+            "explaining": explained,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("explore {target_name} to its first bug, {} (medians over seeds 1..={seeds}):", span_words);

@@ -18,6 +18,7 @@ use hvsim_guest_image::target::{StartOptions, System, Target};
 use hvsim_vmm::{End, Stop, Vtime};
 
 use super::median;
+use super::print_report;
 
 /// Each kind measured, and the extra keys of its rule.
 const KINDS: [(&str, &str); 10] = [
@@ -104,16 +105,13 @@ pub fn bench_faults(repeat: usize, json: bool) -> Result<ExitCode> {
         })
         .collect();
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "faults",
-                "repeat": repeat,
-                "baseline_run_s": base,
-                "kinds": report,
-                "nested_host": host.profile.nested_pvm,
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "faults",
+            "repeat": repeat,
+            "baseline_run_s": base,
+            "kinds": report,
+            "nested_host": host.profile.nested_pvm,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("wall cost of one fault on a two-node Linux run of 4 virtual seconds (medians of {repeat}):");

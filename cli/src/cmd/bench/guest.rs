@@ -24,6 +24,7 @@ use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::{End, Machine, Stop, Vtime};
 
+use super::print_report;
 use crate::linux_args::image_system;
 
 /// A dynamically linked program of the host, copied into the guest with
@@ -310,7 +311,7 @@ pub fn bench_guest(scale: u64, json: bool) -> Result<ExitCode> {
         let report = serde_json::json!({
             "benchmark": "guest", "ops": rows, "nested_host": host.profile.nested_pvm,
         });
-        println!("{report}");
+        print_report(report)?;
     } else {
         println!("The same operations in the guest (wall time) and on the host, per operation:");
         println!(

@@ -16,6 +16,7 @@ use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::{Stop, Vtime};
 
 use super::median;
+use super::print_report;
 
 pub fn bench_image(repeat: usize, compose_run: bool, json: bool) -> Result<ExitCode> {
     let built = debian::redis().build()?;
@@ -44,17 +45,14 @@ pub fn bench_image(repeat: usize, compose_run: bool, json: bool) -> Result<ExitC
     let ratio = (import + build) / untar_ms;
     let first_output = if compose_run { Some(first_service_output()?) } else { None };
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "image", "repeat": repeat, "archive_bytes": archive_bytes,
-                "import_ms": import, "rootfs_build_ms": build, "tar_x_ms": untar_ms,
-                "import_and_build_vs_tar_x": ratio,
-                "compose_first_service_output": first_output.map(|(wall, vt)| serde_json::json!({
-                    "wall_ms": wall, "vtime_ns": vt.0,
-                })),
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "image", "repeat": repeat, "archive_bytes": archive_bytes,
+            "import_ms": import, "rootfs_build_ms": build, "tar_x_ms": untar_ms,
+            "import_and_build_vs_tar_x": ratio,
+            "compose_first_service_output": first_output.map(|(wall, vt)| serde_json::json!({
+                "wall_ms": wall, "vtime_ns": vt.0,
+            })),
+        }))?;
     } else {
         println!(
             "image {} ({:.1} MiB docker-archive), medians of {repeat}:",

@@ -5,10 +5,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::Target;
 use hvsim_guest_image::raw;
 use hvsim_snapshot::SnapshotTree;
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use hvsim_guest_image::host::Host;
 
@@ -41,8 +44,6 @@ enum What {
         /// Measurements of each loop (medians are reported).
         #[arg(long, default_value = "5", value_parser = repeat_range)]
         repeat: usize,
-        #[arg(long)]
-        json: bool,
     },
     /// Timelines and wall time to the first bug under the rarity policy
     /// (SDK draws as decision points) against the energy policy before it
@@ -61,8 +62,6 @@ enum What {
         /// Explore the Rust SDK vault instead of the demo.
         #[arg(long)]
         linux: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// Branches per second of an exploration run by several workers (a
     /// machine and a thread each) against the same exploration run by one,
@@ -78,8 +77,6 @@ enum What {
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
         linux: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// An exploration as two one-worker shards run at once on this host
     /// against one two-worker exploration, in branches per second; and
@@ -92,8 +89,6 @@ enum What {
         /// Explore the Linux vault instead of the demo.
         #[arg(long)]
         linux: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// Wall time to an exploration's root, run and saved against restored
     /// from the saved roots (docs/snapshots.md#saved-roots): on a compose
@@ -109,8 +104,6 @@ enum What {
         /// Branches each exploration runs after its root.
         #[arg(long, default_value = "4", value_parser = clap::value_parser!(u64).range(1..=10_000))]
         branches: u64,
-        #[arg(long)]
-        json: bool,
     },
     /// The linearizability checker on generated register, compare-and-set
     /// and key-value histories (1k and 10k operations, 5 and 20 clients)
@@ -119,8 +112,6 @@ enum What {
         /// Steps each search may take before it answers "undecided".
         #[arg(long, default_value = "2000000", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
         step_limit: u64,
-        #[arg(long)]
-        json: bool,
     },
     /// Wall time of each node and clock fault (pause, kill, stop, hang,
     /// crash, wipe, bump, strobe, drift, custom) per injection and per
@@ -129,8 +120,6 @@ enum What {
         /// Runs of each variant (medians are reported).
         #[arg(long, default_value = "3", value_parser = repeat_range)]
         repeat: usize,
-        #[arg(long)]
-        json: bool,
     },
     /// Packets per second between two Linux nodes through the simulated
     /// switch, against the same exchange over loopback inside one node.
@@ -138,8 +127,6 @@ enum What {
         /// Bytes each TCP exchange carries.
         #[arg(long, default_value = "1000000", value_parser = clap::value_parser!(u64).range(1..=1 << 34))]
         bytes: u64,
-        #[arg(long)]
-        json: bool,
     },
     /// System calls, page faults, fork, exec of a dynamically linked
     /// program and TCP round trips (one node, two nodes) in a Linux guest
@@ -149,8 +136,6 @@ enum What {
         /// run to a couple of minutes where the guest kernel is emulated).
         #[arg(long, default_value = "5", value_parser = clap::value_parser!(u64).range(1..=1000))]
         scale: u64,
-        #[arg(long)]
-        json: bool,
     },
     /// Importing a docker-archive and building its root file system against
     /// `tar -x` of the same layers; with --compose, also the time from start
@@ -162,8 +147,6 @@ enum What {
         /// Also start the Redis compose project (boots Linux the first time).
         #[arg(long)]
         compose: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// A cold Linux boot to init's ready point against a warm restore of the
     /// same machine from the boot cache, with the restore's cost split.
@@ -178,8 +161,6 @@ enum What {
         /// Restores measured (the median is reported).
         #[arg(long, default_value = "5", value_parser = repeat_range)]
         repeat: usize,
-        #[arg(long)]
-        json: bool,
     },
     /// Snapshot capture to a file, restore from a file, and in-process reset
     /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
@@ -187,35 +168,61 @@ enum What {
         /// Resets measured per dirty-page count (medians are reported).
         #[arg(long, default_value = "20", value_parser = repeat_range)]
         repeat: usize,
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
+pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     match args.what {
-        What::Exits { exits, repeat, json } => bench_exits(exits, repeat.max(1), json),
-        What::Snapshot { repeat, json } => bench_snapshot(repeat.max(1), json),
-        What::Explore { seeds, max_branches, linux, json } => {
+        What::Exits { exits, repeat } => bench_exits(exits, repeat.max(1), json),
+        What::Snapshot { repeat } => bench_snapshot(repeat.max(1), json),
+        What::Explore { seeds, max_branches, linux } => {
             let max_branches = max_branches.unwrap_or(if linux { 200 } else { 1000 });
             explore::bench_explore(seeds, max_branches, linux, json)
         }
-        What::Shards { branches, linux, json } => shards::bench_shards(branches, linux, json),
-        What::Workers { workers, branches, linux, json } => {
+        What::Shards { branches, linux } => shards::bench_shards(branches, linux, json),
+        What::Workers { workers, branches, linux } => {
             let workers = workers.map_or(hvsim_vmm::host::allowed_cpus().len().max(2), usize::from);
             workers::bench_workers(workers, branches, linux, json)
         }
-        What::Roots { linux, linux_args, branches, json } => {
+        What::Roots { linux, linux_args, branches } => {
             let target = if linux || linux_args.implies_linux() { Some(linux_args.target(false)?) } else { None };
             roots::bench_roots(target, branches, json)
         }
-        What::Net { bytes, json } => net::bench_net(bytes, json),
-        What::Faults { repeat, json } => faults::bench_faults(repeat.max(1), json),
-        What::Checkers { step_limit, json } => checkers::bench_checkers(step_limit, json),
-        What::Guest { scale, json } => guest::bench_guest(scale, json),
-        What::Boot { mem, nodes, repeat, json } => boot::bench_boot(mem, nodes, repeat.max(1), json),
-        What::Image { repeat, compose, json } => image::bench_image(repeat.max(1), compose, json),
+        What::Net { bytes } => net::bench_net(bytes, json),
+        What::Faults { repeat } => faults::bench_faults(repeat.max(1), json),
+        What::Checkers { step_limit } => checkers::bench_checkers(step_limit, json),
+        What::Guest { scale } => guest::bench_guest(scale, json),
+        What::Boot { mem, nodes, repeat } => boot::bench_boot(mem, nodes, repeat.max(1), json),
+        What::Image { repeat, compose } => image::bench_image(repeat.max(1), compose, json),
     }
+}
+
+/// What `hvsim bench NAME --json` prints: which benchmark, and what it
+/// measured against the baseline taken in the same run. The fields besides
+/// `benchmark` are each benchmark's own (docs/benchmarks.md).
+#[derive(Serialize, JsonSchema)]
+pub struct BenchReport {
+    schema: Tag<BenchReport>,
+    benchmark: String,
+    #[serde(flatten)]
+    measured: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Document for BenchReport {
+    const NAME: &'static str = "bench";
+    const SCHEMA: &'static str = "hvsim-bench-v1";
+    const ABOUT: &'static str = "a benchmark's measurements and their baseline: `hvsim bench NAME --json`";
+}
+
+/// Prints a benchmark's `--json`: `measured`, an object naming its
+/// `benchmark`.
+fn print_report(measured: serde_json::Value) -> Result<()> {
+    let serde_json::Value::Object(mut measured) = measured else { unreachable!("benchmarks report objects") };
+    let benchmark = match measured.remove("benchmark") {
+        Some(serde_json::Value::String(name)) => name,
+        other => unreachable!("a benchmark's report names it: {other:?}"),
+    };
+    crate::util::print_json(&BenchReport { schema: Tag::new(), benchmark, measured })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -247,18 +254,15 @@ fn bench_exits(n: u32, repeat: usize, json: bool) -> Result<ExitCode> {
     let (h, b) = (median(hvsim_ns), median(bare_ns));
     let ratio = h / b;
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "exits",
-                "exits_per_measurement": n,
-                "repeat": repeat,
-                "hvsim_ns_per_exit": h,
-                "bare_kvm_ns_per_exit": b,
-                "ratio": ratio,
-                "nested_host": host.profile.nested_pvm,
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "exits",
+            "exits_per_measurement": n,
+            "repeat": repeat,
+            "hvsim_ns_per_exit": h,
+            "bare_kvm_ns_per_exit": b,
+            "ratio": ratio,
+            "nested_host": host.profile.nested_pvm,
+        }))?;
     } else {
         println!("exit round trip, median of {repeat} x {n} exits (ring-0 port reads):");
         println!("  bare KVM_RUN loop (baseline): {b:>10.0} ns/exit");
@@ -325,7 +329,7 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
         }));
     }
     if json {
-        println!("{}", serde_json::json!({ "benchmark": "snapshot", "ram_bytes": BENCH_RAM, "rows": rows }));
+        print_report(serde_json::json!({ "benchmark": "snapshot", "ram_bytes": BENCH_RAM, "rows": rows }))?;
     } else {
         println!("snapshot costs, {} MiB guest RAM (medians; baseline: copying all of RAM)", BENCH_RAM >> 20);
         println!("  dirty pages | reset ms | full copy ms | reset/copy | capture-to-file ms | restore-from-file ms | file bytes");

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use super::print_report;
 use anyhow::{bail, Context, Result};
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::target::{StartOptions, System, Target};
@@ -152,7 +153,7 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
         "nested_host": host.profile.nested_pvm,
     });
     if json {
-        println!("{report}");
+        print_report(report.clone())?;
     } else {
         println!("TCP exchange of {bytes} bytes, node 1 -> node 0 through the switch vs loopback inside node 0:");
         let kind = if marginal { "marginal" } else { "gross: start-up noise too large, raise --bytes" };

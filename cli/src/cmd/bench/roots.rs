@@ -9,6 +9,7 @@ use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Span, Target};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
 
+use super::print_report;
 use super::workers::explored;
 
 pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<ExitCode> {
@@ -58,16 +59,14 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
     let (run_ms, restore_ms) = (to_root(&made), to_root(&restored));
     let ratio = run_ms as f64 / restore_ms.max(1) as f64;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "branches": branches,
-                "root_run_ms": run_ms,
-                "root_restored_ms": restore_ms,
-                "speedup": ratio,
-                "same_exploration": same,
-            }))?
-        );
+        print_report(serde_json::json!({
+            "benchmark": "roots",
+            "branches": branches,
+            "root_run_ms": run_ms,
+            "root_restored_ms": restore_ms,
+            "speedup": ratio,
+            "same_exploration": same,
+        }))?;
     } else {
         println!("time to the root of an exploration of {branches} branches:");
         println!("  run to setup complete  {:>9.1} s", run_ms as f64 / 1000.0);

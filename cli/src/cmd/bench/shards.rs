@@ -13,6 +13,7 @@ use hvsim_explorer::report::RunDir;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{explore, Exploration, Target};
 
+use super::print_report;
 use super::workers::{branch_secs, config};
 use hvsim_guest_image::host::Host;
 use hvsim_vmm::Vtime;
@@ -78,27 +79,24 @@ pub fn bench_shards(branches: u64, linux: bool, json: bool) -> Result<ExitCode> 
     let bugs = merged.bugs.len();
     let per_bug = |x: f64| if bugs == 0 { None } else { Some(x / bugs as f64) };
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "shards",
-                "target": target.name(),
-                "branches": branches,
-                "cpus": hvsim_vmm::host::allowed_cpus().len(),
-                "two_shards_branches_per_sec": sharded_rate,
-                "two_shards_wall_s": sharded_wall,
-                "two_workers_branches_per_sec": whole_rate,
-                "ratio": sharded_rate / whole_rate,
-                "shard_output_bytes": shard_bytes,
-                "merge_s": merge_secs,
-                "merged_bytes": merged_bytes,
-                "merge_ms_per_1000_branches": per_k(merge_secs * 1000.0),
-                "merged_bytes_per_1000_branches": per_k(merged_bytes as f64),
-                "bugs": bugs,
-                "merge_ms_per_bug": per_bug(merge_secs * 1000.0),
-                "merged_bytes_per_bug": per_bug(merged_bytes as f64),
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "shards",
+            "target": target.name(),
+            "branches": branches,
+            "cpus": hvsim_vmm::host::allowed_cpus().len(),
+            "two_shards_branches_per_sec": sharded_rate,
+            "two_shards_wall_s": sharded_wall,
+            "two_workers_branches_per_sec": whole_rate,
+            "ratio": sharded_rate / whole_rate,
+            "shard_output_bytes": shard_bytes,
+            "merge_s": merge_secs,
+            "merged_bytes": merged_bytes,
+            "merge_ms_per_1000_branches": per_k(merge_secs * 1000.0),
+            "merged_bytes_per_1000_branches": per_k(merged_bytes as f64),
+            "bugs": bugs,
+            "merge_ms_per_bug": per_bug(merge_secs * 1000.0),
+            "merged_bytes_per_bug": per_bug(merged_bytes as f64),
+        }))?;
     } else {
         println!(
             "explore {} ({branches} branches, rounds of 2) as two 1-worker shards at once vs one 2-worker exploration:",

@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use super::print_report;
 use anyhow::{bail, Result};
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::{explore, Budget, Exploration, ExploreConfig, Span, Target};
@@ -86,21 +87,18 @@ pub fn bench_workers(workers: usize, branches: u64, linux: bool, json: bool) -> 
     let same = explored(one) == explored(many);
     let cpus = host.cpus.len();
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "workers",
-                "target": target.name(),
-                "branches": branches,
-                "batch": workers,
-                "cpus": cpus,
-                "one_worker_branches_per_sec": rate(one),
-                "workers": workers,
-                "workers_branches_per_sec": rate(many),
-                "speedup": rate(many) / rate(one),
-                "same_exploration": same,
-            })
-        );
+        print_report(serde_json::json!({
+            "benchmark": "workers",
+            "target": target.name(),
+            "branches": branches,
+            "batch": workers,
+            "cpus": cpus,
+            "one_worker_branches_per_sec": rate(one),
+            "workers": workers,
+            "workers_branches_per_sec": rate(many),
+            "speedup": rate(many) / rate(one),
+            "same_exploration": same,
+        }))?;
     } else {
         println!(
             "explore {} ({branches} branches, rounds of {workers}) with {workers} workers vs 1, on {cpus} CPUs:",

@@ -56,7 +56,7 @@ pub const IRQS: [u8; 8] = [5, 6, 9, 10, 11, 12, 14, 3];
 pub const MAX_NODES: u16 = 64;
 
 /// The virtio hardware of a machine: part of what the guest sees.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VirtioSpec {
     /// Nodes of the simulated system: each gets a NIC on the switch and a disk.
     pub nodes: u16,
