@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use hvsim_explorer::document::{self, Tag};
+use hvsim_explorer::document::Tag;
 use hvsim_explorer::schema::RunReport;
 use hvsim_guest_image::container::{service_states, Container};
 use hvsim_guest_image::linux::boot_cache::{BootKind, BootReport};
@@ -224,7 +224,7 @@ impl Session {
         let services = service_states(&self.containers, &summary.console);
         if out.json {
             let report = RunReport { schema: Tag::new(), summary, boot: self.boot, services };
-            println!("{}", String::from_utf8_lossy(&document::json(&report)?));
+            crate::util::print_json(&report)?;
         } else {
             print!("{}", summary.console);
             if !services.is_empty() {

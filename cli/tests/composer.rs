@@ -138,9 +138,9 @@ fn a_template_runs_in_test_composer_order_its_failing_command_is_a_bug_and_minim
     let report = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
     assert!(report.contains("## Test Composer") && report.contains("Test Composer template `main`"), "{report}");
 
+    // Re-executed above; minimize replays it again (from the saved root),
+    // and the minimized record below replays in a process of its own.
     let file = bug["file"].as_str().unwrap();
-    common::replay_reproduces(file, &[]);
-
     let o = common::output(&["minimize", file, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();

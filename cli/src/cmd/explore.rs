@@ -366,7 +366,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     }
     let report = run.write(&exploration).context("cannot write the report")?;
     if json {
-        println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
+        crate::util::print_json(&report)?;
     }
     print_summary(&report, run.path());
     Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))

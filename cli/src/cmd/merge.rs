@@ -70,7 +70,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         }
     };
     if json {
-        println!("{}", String::from_utf8_lossy(&hvsim_explorer::document::json(&report)?));
+        crate::util::print_json(&report)?;
     }
     let shards = &report.summary.shards;
     eprintln!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use hvsim_explorer::bug::BugRecord;
-use hvsim_explorer::document::{self, Tag};
+use hvsim_explorer::document::Tag;
 use hvsim_explorer::replay;
 use hvsim_explorer::roots::RootId;
 use hvsim_explorer::schema::ReplayReport;
@@ -181,7 +181,7 @@ fn replay_bug(args: &Args, path: &Path, host: &Host) -> Result<ExitCode> {
             from_saved_root: outcome.from_saved_root,
             story: told,
         };
-        println!("{}", String::from_utf8_lossy(&document::json(&report)?));
+        crate::util::print_json(&report)?;
     } else {
         if outcome.from_saved_root {
             hvsim_guest_image::note!(
