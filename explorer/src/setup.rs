@@ -28,87 +28,6 @@ use crate::StartOptions;
 /// progress report after each.
 const SETUP_STEP: Vtime = Vtime(10_000_000);
 
-/// Takes in a saved root as if the exploration had just run it: what its
-/// messages (every one since power-on) and coverage say, and the faults
-/// that landed before it.
-fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
-    state.known.new_coverage(machine);
-    let messages = machine.messages()[saved.first_message..].to_vec();
-    for msg in messages {
-        let o = state.known.process(&msg.bytes);
-        assert!(o.bug.is_none(), "only roots reached without a bug are saved");
-        state.root.setup_complete |= o.setup_complete;
-    }
-    assert!(state.root.setup_complete, "only roots at setup complete are saved");
-    state.root.point = saved.point;
-    state.root.restored = true;
-    state.faults = saved.faults.clone();
-}
-
-/// Runs the root until the target reports setup complete (or the setup
-/// limit): true. False if the target ended first after a bug (the end is
-/// then in that bug's record); an error if it ended without one.
-fn setup(
-    machine: &mut Machine,
-    config: &ExploreConfig,
-    cx: &BugContext,
-    state: &mut State,
-    watch: &mut dyn Watch,
-) -> Result<bool> {
-    let setup_started = Instant::now();
-    let mut first: Option<Filed> = None;
-    while !state.root.setup_complete {
-        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
-        match machine.run_until(step)? {
-            Stop::Message => {
-                state.known.new_coverage(machine);
-                for msg in machine.take_messages() {
-                    let o = state.known.process(&msg.bytes);
-                    state.root.setup_complete |= o.setup_complete;
-                    let Some(kind) = o.bug else { continue };
-                    let at = point(machine);
-                    match first {
-                        None => {
-                            let timeline = Timeline::at(at);
-                            let failure = Failure::of(machine, &story::nodes(cx.target));
-                            let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
-                            first = Some(filed);
-                            state.first_bug = Some((0, ms(state.started.elapsed())));
-                            watch.bug(&state.bugs.records[filed.index])?;
-                        }
-                        Some(filed) => {
-                            let later = Later { at, what: kind.describe() };
-                            state.bugs.later(filed, &kind, later, &mut state.known.assertions);
-                        }
-                    }
-                }
-            }
-            Stop::Deadline if step >= config.setup_limit => break,
-            Stop::Deadline => watch.progress(Progress::Setup {
-                vtime: machine.now(),
-                limit: config.setup_limit,
-                elapsed: setup_started.elapsed(),
-            }),
-            Stop::Ended(end) => {
-                let Some(filed) = first else {
-                    return Err(ExploreError::Target(format!(
-                        "the target ended before reporting setup complete: {}",
-                        end.detail()
-                    )));
-                };
-                let what = BugKind::Crash { end: end.clone() }.describe();
-                if is_crash(&end) {
-                    let later = Later { at: point(machine), what: what.clone() };
-                    state.bugs.later(filed, &BugKind::Crash { end: end.clone() }, later, &mut state.known.assertions);
-                }
-                state.root.ended = Some(end.detail());
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
-}
-
 /// Makes the root, or restores a saved one, and re-executes the bugs found
 /// before it. The machine at the root, and whether branches can start
 /// there (false: the target ended after a bug, and there is no root).
@@ -204,4 +123,85 @@ pub(crate) fn root(
     }
     state.phases.reexecution_wait_ms += ms_f(checking.elapsed());
     Ok((machine, branchable))
+}
+
+/// Takes in a saved root as if the exploration had just run it: what its
+/// messages (every one since power-on) and coverage say, and the faults
+/// that landed before it.
+fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
+    state.known.new_coverage(machine);
+    let messages = machine.messages()[saved.first_message..].to_vec();
+    for msg in messages {
+        let o = state.known.process(&msg.bytes);
+        assert!(o.bug.is_none(), "only roots reached without a bug are saved");
+        state.root.setup_complete |= o.setup_complete;
+    }
+    assert!(state.root.setup_complete, "only roots at setup complete are saved");
+    state.root.point = saved.point;
+    state.root.restored = true;
+    state.faults = saved.faults.clone();
+}
+
+/// Runs the root until the target reports setup complete (or the setup
+/// limit): true. False if the target ended first after a bug (the end is
+/// then in that bug's record); an error if it ended without one.
+fn setup(
+    machine: &mut Machine,
+    config: &ExploreConfig,
+    cx: &BugContext,
+    state: &mut State,
+    watch: &mut dyn Watch,
+) -> Result<bool> {
+    let setup_started = Instant::now();
+    let mut first: Option<Filed> = None;
+    while !state.root.setup_complete {
+        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
+        match machine.run_until(step)? {
+            Stop::Message => {
+                state.known.new_coverage(machine);
+                for msg in machine.take_messages() {
+                    let o = state.known.process(&msg.bytes);
+                    state.root.setup_complete |= o.setup_complete;
+                    let Some(kind) = o.bug else { continue };
+                    let at = point(machine);
+                    match first {
+                        None => {
+                            let timeline = Timeline::at(at);
+                            let failure = Failure::of(machine, &story::nodes(cx.target));
+                            let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
+                            first = Some(filed);
+                            state.first_bug = Some((0, ms(state.started.elapsed())));
+                            watch.bug(&state.bugs.records[filed.index])?;
+                        }
+                        Some(filed) => {
+                            let later = Later { at, what: kind.describe() };
+                            state.bugs.later(filed, &kind, later, &mut state.known.assertions);
+                        }
+                    }
+                }
+            }
+            Stop::Deadline if step >= config.setup_limit => break,
+            Stop::Deadline => watch.progress(Progress::Setup {
+                vtime: machine.now(),
+                limit: config.setup_limit,
+                elapsed: setup_started.elapsed(),
+            }),
+            Stop::Ended(end) => {
+                let Some(filed) = first else {
+                    return Err(ExploreError::Target(format!(
+                        "the target ended before reporting setup complete: {}",
+                        end.detail()
+                    )));
+                };
+                let what = BugKind::Crash { end: end.clone() }.describe();
+                if is_crash(&end) {
+                    let later = Later { at: point(machine), what: what.clone() };
+                    state.bugs.later(filed, &BugKind::Crash { end: end.clone() }, later, &mut state.known.assertions);
+                }
+                state.root.ended = Some(end.detail());
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
