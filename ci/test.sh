@@ -31,38 +31,61 @@ stamp() { echo "ci/test.sh: $1 at $((SECONDS - start)) s" >&2; }
 export HVSIM_SLOW_TESTS=$([ "$mode" = slow ] && echo 1 || echo 0)
 threads="${HVSIM_TEST_THREADS:-2}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
-# Scratch space, and the fuzzers started below: neither outlives the run,
+# Scratch space, and what runs in the background below: none outlives the run,
 # whether it passes, fails or is interrupted.
 tmp=$(mktemp -d)
 fuzz_pid=
-trap 'rm -rf "$tmp"; [ -z "$fuzz_pid" ] || kill "$fuzz_pid" 2>/dev/null; true' EXIT
+prep_pid=
+cleanup() {
+  rm -rf "$tmp"
+  for pid in $fuzz_pid $prep_pid; do kill "$pid" 2>/dev/null; done
+  true
+}
+trap cleanup EXIT
 
 # Formatting first: it takes a second (rustfmt.toml sets the style). Then
 # the layering rule: no file imports a file that imports it back
 # (docs/architecture.md).
 cargo fmt --all --check
 python3 ci/circles.py
-# Lints next: warnings are errors, in every target (tests and benches too).
-cargo clippy --workspace --all-targets -- -D warnings
+# The workspace, then what the tests use, made in the background while
+# clippy lints: the guest kernel (about 5 minutes the first time on a
+# machine), the Debian images the default suite runs (about a minute
+# each) and shellcheck for the example scripts. Each is a no-op when
+# cached and logs its progress (printed when it is done). The first Linux
+# test then measures itself, not the machine's set-up.
 cargo build --workspace --all-targets
 stamp "built"
-
-# What the tests use, made before they start (each step is a no-op when
-# cached, and shows its progress): the guest kernel (about 5 minutes the
-# first time on a machine), the Debian images the default suite runs
-# (about a minute each), and shellcheck for the example scripts. The first
-# Linux test then measures itself, not the machine's set-up.
+prep_log="$tmp/prepare.log"
 if [ "$mode" != quick ]; then
   hvsim="$target/debug/hvsim"
-  "$hvsim" kernel build
-  "$hvsim" image debian --redis >/dev/null
-  "$hvsim" image debian --python-antithesis >/dev/null
-  if ! command -v shellcheck >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then
-      apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; }
-    else
-      echo "ci/test.sh: shellcheck is not installed (Debian's shellcheck); the scripts' test will say so" >&2
+  (
+    set -e
+    "$hvsim" kernel build
+    "$hvsim" image debian --redis >/dev/null
+    "$hvsim" image debian --python-antithesis >/dev/null
+    if ! command -v shellcheck >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then
+        apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; }
+      else
+        echo "ci/test.sh: shellcheck is not installed (Debian's shellcheck); the scripts' test will say so" >&2
+      fi
     fi
+  ) >"$prep_log" 2>&1 &
+  prep_pid=$!
+  echo "ci/test.sh: making the guest kernel and images in the background (log: $prep_log)" >&2
+fi
+# Lints: warnings are errors, in every target (tests and benches too).
+cargo clippy --workspace --all-targets -- -D warnings
+stamp "linted"
+if [ -n "$prep_pid" ]; then
+  prep_status=0
+  wait "$prep_pid" || prep_status=$?
+  prep_pid=
+  cat "$prep_log" >&2
+  if [ "$prep_status" != 0 ]; then
+    echo "ci/test.sh: making the guest kernel or images failed (status $prep_status; log above)" >&2
+    exit 1
   fi
   stamp "prepared"
 fi
