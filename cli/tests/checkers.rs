@@ -49,6 +49,16 @@ fn the_set_checker_finds_redis_losing_acknowledged_adds_to_a_kill_and_the_bug_re
     let bug = bug.unwrap_or_else(|| panic!("the checker's bug is not in the report: {}", r["bugs"]));
     let summary = bug["summary"].as_str().unwrap();
     assert!(summary.starts_with("checker set (set) found the history INVALID: s: "), "{summary}");
+    // The report names the target in a few lines, the plan's rule in one;
+    // the whole description is folded below them.
+    let report = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
+    for line in [
+        "  - service store: image hvsim-test/redis:bookworm",
+        "  - fault plan: draw.fault: duration [2ms, 10ms], every [1ms, 6ms], kind kill, targets [[store]]",
+        "<details><summary>The target's whole description</summary>",
+    ] {
+        assert!(report.lines().any(|l| l == line), "{line:?} not in report.md:\n{report}");
+    }
 
     let record: Value = serde_json::from_str(&std::fs::read_to_string(bug["file"].as_str().unwrap()).unwrap()).unwrap();
     let history = &record["history"];

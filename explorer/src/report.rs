@@ -6,6 +6,7 @@
 mod dir;
 mod findings;
 mod html;
+mod target;
 
 pub use dir::{inputs_of_record, RunDir, LATEST};
 pub use findings::{BugFinding, Decision, Findings};
@@ -352,7 +353,15 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let s = &r.summary;
     let mut m = String::new();
     let _ = writeln!(m, "# hvsim exploration report\n");
-    let _ = writeln!(m, "- target: `{}` ({})", s.target, serde_json::to_string(&exp.target).unwrap_or_default());
+    let _ = writeln!(m, "- target: `{}`", s.target);
+    for line in target::brief(&exp.target) {
+        let _ = writeln!(m, "  - {line}");
+    }
+    let whole = serde_json::to_string_pretty(&exp.target).unwrap_or_default();
+    let _ = writeln!(
+        m,
+        "\n<details><summary>The target's whole description</summary>\n\n```json\n{whole}\n```\n\n</details>\n"
+    );
     let _ = writeln!(m, "- master seed: {}", s.seed);
     let _ = writeln!(m, "- {}", s.ending.describe());
     let _ = writeln!(

@@ -10,7 +10,7 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::{AssertionReport, Report};
+use super::{target, AssertionReport, Report};
 use crate::assertions::Verdict;
 use crate::claims::{Blame, ClaimVerdict};
 use crate::exploration::{Ending, Exploration, SeriesPoint};
@@ -83,9 +83,14 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         span class=(verdict_class_of_label(label)) { (n) " " (label) }
                     }
                 }
+                ul.target { @for line in target::brief(&exp.target) { li { (line) } } }
+                details.muted {
+                    summary { "The target's whole description" }
+                    pre { code { (serde_json::to_string_pretty(&exp.target).unwrap_or_default()) } }
+                }
                 p.muted {
                     "Root: " (if s.setup_complete { "setup complete" } else { "setup never reported; taken at the limit" })
-                    " at " (point(exp.root.point)) ". Target: " code { (serde_json::to_string(&exp.target).unwrap_or_default()) }
+                    " at " (point(exp.root.point)) "."
                 }
                 @if !r.claims.is_empty() { (claims(r)) }
                 h2 { "Bugs (" (r.bugs.len()) ")" }
