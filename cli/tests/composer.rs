@@ -156,6 +156,53 @@ fn a_template_runs_in_test_composer_order_its_failing_command_is_a_bug_and_minim
     common::replay_reproduces(min, &[]);
 }
 
+/// A template whose driver needs far longer than the timeline's limit:
+/// every timeline ends at the limit with the driver still running, so its
+/// `finally_` check never runs and its property holds only vacuously. The
+/// exploration says so first, and why: on stderr after the first
+/// timelines and in its summary, at the top of report.md and findings.md
+/// (whose decision is not-proven), in report.json, and as exit status 10
+/// under `--fail-on-unmet`.
+#[test]
+fn a_check_no_timeline_reached_is_said_first_with_why() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("test/main");
+    std::fs::create_dir_all(&t).unwrap();
+    write_script(&t, "singleton_driver_slow.sh", "sleep 600\n");
+    write_script(&t, "finally_check.sh", "echo 'checked'\n");
+    let compose = app_project(dir.path(), "");
+    let out = dir.path().join("out");
+    let args = ["--compose", compose.to_str().unwrap(), "--branches", "2", "--timeline-limit", "2s"];
+    let more = ["--reexecute", "0", "--likelihood-runs", "0", "--fail-on-unmet", "--json"];
+    let o = common::output(&[&["explore", "--out", out.to_str().unwrap()][..], &args, &more].concat());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(10), "{stderr}");
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let check = "Test Composer: main/finally_check.sh exits 0";
+    assert_eq!(r["unevaluated"]["properties"], serde_json::json!([check]), "{}", r["unevaluated"]);
+    let why = r["unevaluated"]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("every timeline (2) ran into --timeline-limit (2.0 s) before it ended, with Test Composer's drivers still running"),
+        "{why}"
+    );
+    assert!(
+        stderr.contains("hvsim: warning: the first 2 timelines all ran into --timeline-limit (2.0 s) before they ended, and 1 check(s) are still unevaluated"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hvsim: warning: 1 check(s) were never evaluated in any timeline:"), "{stderr}");
+    let report = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
+    let first = report.lines().nth(2).unwrap_or_default();
+    assert!(first.starts_with("> **Never evaluated: 1 check(s) no timeline reached.**"), "{report}");
+    let findings = std::fs::read_to_string(common::latest(&out).join("findings.md")).unwrap();
+    assert!(findings.contains("**Decision: not-proven**"), "{findings}");
+    assert!(findings.contains(&format!("- 1 check(s) were never evaluated in any timeline: {why}")), "{findings}");
+    assert!(findings.contains(&format!("> - {check}")), "{findings}");
+}
+
 /// A Redis server and a workload service whose template (a first command,
 /// two parallel drivers, an anytime command, a finally check) runs under
 /// drawn partitions between the two: what the explorer found (reports, bug

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use hvsim_abi::composer::Kind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -53,7 +54,28 @@ pub struct AssertionRecord {
     pub bug: Option<String>,
 }
 
+/// The prefix of Test Composer's property for each command (see
+/// `guest-init/src/container/composer.rs`): `Test Composer: T/FILE exits 0`.
+const COMPOSER: &str = "Test Composer: ";
+
 impl AssertionRecord {
+    /// Whether it is a check a timeline is meant to reach: an `always`
+    /// that must be hit, or a Test Composer `finally_` or `eventually_`
+    /// command (whose "exits 0" need not be hit, so that it holds
+    /// vacuously where the command never ran).
+    pub fn is_check(&self) -> bool {
+        match self.kind {
+            AssertKind::Always => true,
+            AssertKind::AlwaysOrUnreachable => composer_check(&self.id),
+            _ => false,
+        }
+    }
+
+    /// A check no timeline has evaluated yet.
+    pub fn unevaluated(&self) -> bool {
+        self.hits == 0 && self.is_check()
+    }
+
     pub fn verdict(&self) -> Verdict {
         match self.kind.demand() {
             Demand::Every { must_hit } => {
@@ -83,6 +105,14 @@ impl AssertionRecord {
             }
         }
     }
+}
+
+/// Whether `id` is a Test Composer command that checks (`finally_`,
+/// `eventually_`) rather than drives.
+fn composer_check(id: &str) -> bool {
+    let Some(file) = id.strip_prefix(COMPOSER).and_then(|rest| rest.split('/').nth(1)) else { return false };
+    let file = file.strip_suffix(" exits 0").unwrap_or(file);
+    matches!(Kind::of(file), Some(Kind::Finally | Kind::Eventually))
 }
 
 /// What happened when a message about an assertion arrived.
@@ -138,6 +168,15 @@ impl Assertions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn composer_checks_are_its_finally_and_eventually_commands() {
+        assert!(composer_check("Test Composer: main/finally_check.sh exits 0"));
+        assert!(composer_check("Test Composer: t/eventually_x exits 0"));
+        assert!(!composer_check("Test Composer: main/parallel_driver_a.sh exits 0"));
+        assert!(!composer_check("Test Composer: main/first_setup.sh exits 0"));
+        assert!(!composer_check("finally_check.sh"));
+    }
 
     fn a(kind: AssertKind, hit: bool, condition: bool) -> Assertion {
         Assertion {

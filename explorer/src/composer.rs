@@ -183,6 +183,13 @@ pub struct CommandTally {
     pub stopped: u64,
 }
 
+impl CommandTally {
+    /// Runs that ended, however they ended.
+    pub fn ended(&self) -> u64 {
+        self.succeeded + self.failed + self.by_fault + self.stopped
+    }
+}
+
 /// How the tally counts, for readers of the report.
 pub const HOW_COUNTED: &str = "Each branch counts what happened after its snapshot: a command running when a \
      snapshot was taken ends once in every branch from it, so ends may outnumber starts.";

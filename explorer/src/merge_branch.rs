@@ -50,6 +50,8 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
     }
     let p = BranchProgress {
         branches: state.branches,
+        timelines: state.timelines,
+        unevaluated: state.known.assertions.by_id.values().filter(|a| a.unevaluated()).count(),
         snapshots: state.schedule.len(),
         signals: state.known.signals.total,
         bugs: state.bugs.records.len(),

@@ -7,9 +7,11 @@ mod dir;
 mod findings;
 mod html;
 mod target;
+mod unevaluated;
 
 pub use dir::{inputs_of_record, RunDir, LATEST};
 pub use findings::{BugFinding, Decision, Findings};
+pub use unevaluated::Unevaluated;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -149,6 +151,9 @@ pub struct Report {
     /// The hvsim, command line, host and start time of the exploration.
     pub invocation: Invocation,
     pub summary: Summary,
+    /// The checks no timeline evaluated, and why: what a reader must see
+    /// first (`report/unevaluated.rs`). Null when every check was.
+    pub unevaluated: Option<Unevaluated>,
     pub assertions: Vec<AssertionReport>,
     pub bugs: Vec<BugSummary>,
     pub events: BTreeMap<String, u64>,
@@ -296,6 +301,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
     Report {
         schema: Tag::new(),
         invocation: invocation.clone(),
+        unevaluated: unevaluated::unevaluated(exp),
         summary: Summary {
             target: exp.target.name(),
             seed: exp.seed,
@@ -344,6 +350,21 @@ pub fn node_name(target: &crate::Target, n: u16) -> String {
     crate::story::name(&crate::story::nodes(target), n)
 }
 
+/// The checks no timeline evaluated, as a Markdown block quote that opens a
+/// report or findings (nothing if every check was evaluated).
+pub(crate) fn never_evaluated(m: &mut String, unevaluated: Option<&Unevaluated>) {
+    let Some(u) = unevaluated else { return };
+    let _ = writeln!(
+        m,
+        "> **Never evaluated: {} check(s) no timeline reached.** The exploration cannot say whether they hold.",
+        u.properties.len()
+    );
+    for p in &u.properties {
+        let _ = writeln!(m, "> - {p}");
+    }
+    let _ = writeln!(m, ">\n> Why: {}.\n", u.why);
+}
+
 /// How to replay the record at `file`.
 pub fn replay_command(file: &Path) -> String {
     format!("hvsim replay {}", file.display())
@@ -353,6 +374,7 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let s = &r.summary;
     let mut m = String::new();
     let _ = writeln!(m, "# hvsim exploration report\n");
+    never_evaluated(&mut m, r.unevaluated.as_ref());
     let _ = writeln!(m, "- target: `{}`", s.target);
     for line in target::brief(&exp.target) {
         let _ = writeln!(m, "  - {line}");

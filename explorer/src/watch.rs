@@ -9,7 +9,7 @@ use hvsim_vmm::Vtime;
 
 use crate::bug::BugRecord;
 use crate::error::Result;
-use crate::exploration::{Exploration, Phases};
+use crate::exploration::{Exploration, Phases, TimelineEnds};
 
 /// What an exploration hands out as it goes.
 pub trait Watch {
@@ -47,6 +47,10 @@ pub enum Progress {
 #[derive(Clone, Copy, Debug)]
 pub struct BranchProgress {
     pub branches: u64,
+    /// How the timelines so far ended.
+    pub timelines: TimelineEnds,
+    /// Checks no timeline has evaluated yet (`AssertionRecord::is_check`).
+    pub unevaluated: usize,
     pub snapshots: usize,
     pub signals: u64,
     pub bugs: usize,

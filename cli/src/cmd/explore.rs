@@ -221,7 +221,16 @@ struct Watcher<'a> {
     bar: &'a ProgressBar,
     run: &'a RunDir,
     hinted: bool,
+    /// How far each timeline runs, for the warning below.
+    span: Span,
+    /// Warned that the first timelines all ran into their limit with
+    /// checks still unevaluated.
+    warned: bool,
 }
+
+/// Timelines that all ran into their limit before the warning that the
+/// checks may never be reached: the first few, not the whole budget.
+const LIMIT_WARNING_AFTER: u64 = 2;
 
 impl Watch for Watcher<'_> {
     fn progress(&mut self, p: Progress) {
@@ -241,6 +250,23 @@ impl Watch for Watcher<'_> {
             }),
             Progress::Branch(p) => {
                 self.bar.set_position(p.branches);
+                let t = p.timelines;
+                if !self.warned && p.unevaluated > 0 && t.ended == 0 && t.at_limit >= LIMIT_WARNING_AFTER {
+                    self.warned = true;
+                    let secs = |t: Vtime| t.nanos() as f64 / 1e9;
+                    let limit = match self.span {
+                        Span::Whole { limit } => format!("--timeline-limit ({:.1} s)", secs(limit)),
+                        Span::Slice(slice) => format!("their slice ({:.1} s)", secs(slice)),
+                    };
+                    self.bar.suspend(|| {
+                        eprintln!(
+                            "hvsim: warning: the first {} timelines all ran into {limit} before they ended, and {} \
+                             check(s) are still unevaluated: if the checks come at the end (a finally_ command, a \
+                             final read), raise --timeline-limit",
+                            t.at_limit, p.unevaluated
+                        )
+                    });
+                }
                 let ph = p.phases;
                 self.bar.set_message(format!(
                     "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
@@ -349,7 +375,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     // Redrawn each second: a terminal's clock moves, and a log gets its
     // status line on time even while one long timeline runs.
     bar.enable_steady_tick(std::time::Duration::from_secs(1));
-    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false };
+    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false, span: config.span, warned: false };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
     let exploration = match explored {
@@ -388,6 +414,13 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         s.bugs,
         dir.join("report.html").display()
     );
+    if let Some(u) = &report.unevaluated {
+        eprintln!("hvsim: warning: {} check(s) were never evaluated in any timeline:", u.properties.len());
+        for p in &u.properties {
+            eprintln!("  {p}");
+        }
+        eprintln!("  why: {}", u.why);
+    }
     for b in &report.bugs {
         eprintln!(
             "  {}: {} ({}; blame: {})\n    replay: {}",
@@ -415,11 +448,12 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
 
 /// The exit status of an exploration that produced `report` (docs/cli.md):
 /// a bug wins over everything, then an error, an interruption, and with
-/// `fail_on_unmet` a property never satisfied or reached, or a claim that
-/// did not pass.
+/// `fail_on_unmet` a property never satisfied or reached, a check no
+/// timeline evaluated, or a claim that did not pass.
 pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
     let unmet =
         report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied))
+            || report.unevaluated.is_some()
             || report.claims.iter().any(|c| c.verdict != ClaimVerdict::Pass);
     match &report.summary.ending {
         _ if !report.bugs.is_empty() => util::EXIT_BUGS,

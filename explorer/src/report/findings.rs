@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{Invocation, Report};
+use super::{Invocation, Report, Unevaluated};
 use crate::claims::{Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::document::Tag;
 
@@ -71,6 +71,8 @@ pub struct Findings {
     pub wall_ms: u64,
     pub claims: Vec<ClaimReport>,
     pub bugs: Vec<BugFinding>,
+    /// The checks no timeline evaluated, and why (null: none).
+    pub unevaluated: Option<Unevaluated>,
     /// Properties (assertions, checkers) that no claim names.
     pub unclaimed: Vec<String>,
     pub harness: HarnessTally,
@@ -101,11 +103,15 @@ impl Findings {
                     || c.evidence.checkers.iter().any(|k| k.name == name)
             })
         };
+        let never = |message: &str| r.unevaluated.as_ref().is_some_and(|u| u.properties.iter().any(|p| p == message));
         let mut unclaimed: Vec<String> = r
             .assertions
             .iter()
             .filter(|a| !named(&a.id) && !named(&a.message))
-            .map(|a| format!("{} {:?}", a.display, a.message))
+            .map(|a| {
+                let note = if never(&a.message) { " (never evaluated)" } else { "" };
+                format!("{} {:?}{note}", a.display, a.message)
+            })
             .collect();
         unclaimed
             .extend(r.checkers.iter().filter(|c| !named(&c.spec.name)).map(|c| format!("checker {}", c.spec.name)));
@@ -124,6 +130,7 @@ impl Findings {
             wall_ms: s.wall_ms,
             claims: r.claims.clone(),
             bugs,
+            unevaluated: r.unevaluated.clone(),
             unclaimed,
             harness: r.harness.clone(),
             host_limits: r.host_limits.clone(),
@@ -137,7 +144,9 @@ impl Findings {
         for r in &self.reasons {
             let _ = writeln!(m, "- {r}");
         }
-        let _ = writeln!(m, "\n## Claims\n");
+        let _ = writeln!(m);
+        super::never_evaluated(&mut m, self.unevaluated.as_ref());
+        let _ = writeln!(m, "## Claims\n");
         if self.claims.is_empty() {
             let _ = writeln!(
                 m,
@@ -272,6 +281,9 @@ fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     }
     for b in bugs {
         reasons.push(format!("{} is the {}'s, not the system's: {}", b.id, b.blame.name(), b.summary));
+    }
+    if let Some(u) = &r.unevaluated {
+        reasons.push(format!("{} check(s) were never evaluated in any timeline: {}", u.properties.len(), u.why));
     }
     for c in r.claims.iter().filter(|c| c.verdict != ClaimVerdict::Pass) {
         reasons.push(format!("claim {} is {}: {}", c.id, c.verdict.name(), c.reason));

@@ -26,6 +26,7 @@ dl.head dt { color: #555; } dl.head dd { margin: 0; }
 .chips span { display: inline-block; margin: .2em .4em .2em 0; padding: .1em .6em; border-radius: 1em; background: #eee; }
 .bad { background: #fde2e1 !important; color: #a1130c; } .warn { background: #fff1d0 !important; color: #7a5200; }
 .good { background: #dff5e3 !important; color: #16622a; } .muted { color: #555; }
+.unevaluated { border: 1px solid #f0d090; border-left: 5px solid #e6a100; border-radius: 4px; padding: .5em 1em; margin: 1em 0; }
 .bug { border: 1px solid #f0b4b0; border-left: 5px solid #d33; border-radius: 4px; padding: .5em 1em; margin: 1em 0; }
 pre { background: #f6f6f8; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
 code { font-family: ui-monospace, monospace; }
@@ -62,6 +63,14 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
             }
             body {
                 h1 { "hvsim exploration of " code { (s.target) } }
+                @if let Some(u) = &r.unevaluated {
+                    div.unevaluated {
+                        p { strong { "Never evaluated: " (u.properties.len()) " check(s) no timeline reached." }
+                            " The exploration cannot say whether they hold." }
+                        ul { @for p in &u.properties { li { (p) } } }
+                        p { "Why: " (u.why) "." }
+                    }
+                }
                 (header(r))
                 div.chips {
                     span class=(match s.ending { Ending::Finished => "", Ending::Running => "warn", _ => "bad" }) {

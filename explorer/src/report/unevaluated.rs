@@ -1,0 +1,74 @@
+//! The checks no timeline evaluated, and why: an `always` property that
+//! must be hit and never was, and a Test Composer `finally_` or
+//! `eventually_` command that never ran (its "exits 0" property holds
+//! vacuously, so it would otherwise read as held). A report, findings and
+//! hvsim's stderr open with these: an exploration that never checked what
+//! it was meant to check found nothing, whatever its bug count says.
+
+use hvsim_abi::composer::Kind;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::exploration::Exploration;
+use crate::timeline::Span;
+
+/// The checks no timeline evaluated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Unevaluated {
+    /// Each property, as its assertion names it.
+    pub properties: Vec<String>,
+    /// Why the timelines did not reach them, as far as the exploration can
+    /// tell (they all ended alike), and what to change.
+    pub why: String,
+}
+
+/// The checks no timeline of `exp` evaluated, if any.
+pub fn unevaluated(exp: &Exploration) -> Option<Unevaluated> {
+    let properties: Vec<String> =
+        exp.assertions.by_id.values().filter(|a| a.unevaluated()).map(|a| a.message.clone()).collect();
+    (!properties.is_empty()).then(|| Unevaluated { properties, why: why(exp) })
+}
+
+/// Why the exploration's timelines did not reach its checks, from how they
+/// ended, and what to change.
+fn why(exp: &Exploration) -> String {
+    let t = exp.timelines;
+    let n = t.ended + t.at_limit;
+    if !exp.root.setup_complete {
+        return "setup complete was never reported, so the root was taken at the setup limit: report it when the \
+                system is ready (the SDK's setup_complete), or raise --setup-limit"
+            .into();
+    }
+    if n == 0 {
+        return "no timeline ran: the budget ended at the root".into();
+    }
+    let limit = match exp.span {
+        Span::Whole { limit } => format!("--timeline-limit ({:.1} s)", limit.nanos() as f64 / 1e9),
+        Span::Slice(slice) => format!("its slice ({:.1} s)", slice.nanos() as f64 / 1e9),
+    };
+    let drivers = exp
+        .composer
+        .commands
+        .iter()
+        .filter(|(c, _)| c.rsplit('/').next().and_then(Kind::of).is_some_and(Kind::is_driver))
+        .fold((0, 0), |(started, ended), (_, c)| (started + c.started, ended + c.ended()));
+    let running = match drivers {
+        (0, _) => String::new(),
+        (started, ended) => {
+            format!(", with Test Composer's drivers still running ({ended} of {started} started had ended)")
+        }
+    };
+    if t.ended == 0 {
+        format!(
+            "every timeline ({n}) ran into {limit} before it ended{running}: raise --timeline-limit, or shorten what \
+             runs before the check"
+        )
+    } else if t.at_limit > 0 {
+        format!(
+            "{} of {n} timelines ran into {limit}{running}, and the {} that ended never reached it",
+            t.at_limit, t.ended
+        )
+    } else {
+        format!("all {n} timelines ran to their end without reaching it")
+    }
+}
