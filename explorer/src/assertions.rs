@@ -8,6 +8,7 @@ use hvsim_abi::composer::Kind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::composer;
 use crate::sdk::{AssertKind, Assertion, Demand, Location};
 
 /// The outcome for one assertion, over the whole exploration.
@@ -53,10 +54,6 @@ pub struct AssertionRecord {
     /// The first bug this assertion produced.
     pub bug: Option<String>,
 }
-
-/// The prefix of Test Composer's property for each command (see
-/// `guest-init/src/container/composer.rs`): `Test Composer: T/FILE exits 0`.
-const COMPOSER: &str = "Test Composer: ";
 
 impl AssertionRecord {
     /// Whether it is a check a timeline is meant to reach: an `always`
@@ -110,9 +107,7 @@ impl AssertionRecord {
 /// Whether `id` is a Test Composer command that checks (`finally_`,
 /// `eventually_`) rather than drives.
 fn composer_check(id: &str) -> bool {
-    let Some(file) = id.strip_prefix(COMPOSER).and_then(|rest| rest.split('/').nth(1)) else { return false };
-    let file = file.strip_suffix(" exits 0").unwrap_or(file);
-    matches!(Kind::of(file), Some(Kind::Finally | Kind::Eventually))
+    matches!(composer::command_of(id).and_then(composer::kind), Some(Kind::Finally | Kind::Eventually))
 }
 
 /// What happened when a message about an assertion arrived.

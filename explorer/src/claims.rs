@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::assertions::Assertions;
 use crate::bug::{BugKind, BugRecord};
 use crate::checkers::{Checked, CheckerSpec, CheckerTally};
-use crate::composer::ComposerEvent;
+use crate::composer::{self, ComposerEvent};
 use crate::history::Histories;
 use crate::sdk::{self, SdkMessage};
 
@@ -133,15 +133,14 @@ impl Blame {
 /// the system's.
 fn is_driver(command: &str) -> bool {
     use hvsim_abi::composer::Kind;
-    let file = command.rsplit('/').next().unwrap_or(command);
-    Kind::of(file).is_some_and(|k| k == Kind::First || k.is_driver())
+    composer::kind(command).is_some_and(|k| k == Kind::First || k.is_driver())
 }
 
 /// The Test Composer driver a failing assertion stands for, if it is one
 /// (init's composer makes each command's exit the always-assertion
 /// `Test Composer: T/F exits 0`: guest-init/src/container/composer.rs).
 fn failed_driver(message: &str) -> Option<&str> {
-    let command = message.strip_prefix("Test Composer: ")?.strip_suffix(" exits 0")?;
+    let command = composer::command_of(message)?;
     is_driver(command).then_some(command)
 }
 

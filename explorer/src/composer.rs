@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use hvsim_abi::composer::Kind;
 use hvsim_vmm::machine::Message;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,19 @@ use serde_json::Value;
 
 /// The SDK message key.
 pub const KEY: &str = "hvsim_composer";
+
+/// The kind of Test Composer command `command` (`template/file`) is, by its
+/// file's prefix.
+pub fn kind(command: &str) -> Option<Kind> {
+    Kind::of(command.rsplit('/').next().unwrap_or(command))
+}
+
+/// The command (`template/file`) a property of init's composer stands for:
+/// it makes each command's exit the assertion `Test Composer: T/F exits 0`
+/// (guest-init/src/container/composer.rs).
+pub fn command_of(property: &str) -> Option<&str> {
+    property.strip_prefix("Test Composer: ")?.strip_suffix(" exits 0")
+}
 
 /// One `hvsim_composer` event.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use hvsim_abi::composer::Kind;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::composer;
 use crate::exploration::Exploration;
 use crate::timeline::Span;
 
@@ -50,7 +51,7 @@ fn why(exp: &Exploration) -> String {
         .composer
         .commands
         .iter()
-        .filter(|(c, _)| c.rsplit('/').next().and_then(Kind::of).is_some_and(Kind::is_driver))
+        .filter(|(c, _)| composer::kind(c).is_some_and(Kind::is_driver))
         .fold((0, 0), |(started, ended), (_, c)| (started + c.started, ended + c.ended()));
     let running = match drivers {
         (0, _) => String::new(),
