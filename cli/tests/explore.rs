@@ -232,7 +232,7 @@ fn an_exploration_is_a_function_of_its_master_seed_whatever_the_workers() {
     let dir = tempfile::tempdir().unwrap();
     let run = |workers: &str, batch: &str| {
         let out = dir.path().join(format!("w{workers}-b{batch}"));
-        let r = explore(&["--seed", "9", "--branches", "200", "--workers", workers, "--batch", batch], &out);
+        let r = explore(&["--seed", "9", "--branches", "100", "--workers", workers, "--batch", batch], &out);
         assert_eq!(r["summary"]["workers"].as_u64(), workers.parse().ok());
         exploration_digest(&r, true)
     };
@@ -243,10 +243,10 @@ fn an_exploration_is_a_function_of_its_master_seed_whatever_the_workers() {
         assert!(difference.is_none(), "{workers} workers explored otherwise than one, at {difference:?}");
     }
     let out = dir.path().join("w2-default");
-    let r = explore(&["--seed", "9", "--branches", "200", "--workers", "2"], &out);
+    let r = explore(&["--seed", "9", "--branches", "100", "--workers", "2"], &out);
     let difference = first_difference(&exploration_digest(&r, true), &one);
     assert!(difference.is_none(), "two workers at the default batch explored otherwise than one, at {difference:?}");
-    let other = explore(&["--seed", "10", "--branches", "200"], &dir.path().join("seed-10"));
+    let other = explore(&["--seed", "10", "--branches", "100"], &dir.path().join("seed-10"));
     assert_ne!(other["assertions"], r["assertions"], "another master seed explores differently");
 }
 

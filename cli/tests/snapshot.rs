@@ -39,9 +39,10 @@ fn snapshots_are_transparent_for_every_deterministic_guest() {
         let exits = straight["exits"].as_u64().expect("exits");
         assert!(exits > 10, "{}: suspiciously few exits: {exits}", g.name);
         let total = straight["vtime_ns"].as_u64().unwrap();
-        // Inside, twice, and (for idle) deep in a halt. (A snapshot before
-        // the first instruction is restored by the entropy test below.)
-        let mut points = vec![total / 3, 2 * total / 3];
+        // Halfway, and (for idle) deep in a halt. (A snapshot before the
+        // first instruction is restored by the entropy test below; the
+        // explorer restores thousands inside its runs, explore.rs.)
+        let mut points = vec![total / 2];
         if g.name == "idle" {
             points.push(600_000_000_000);
         }

@@ -310,7 +310,7 @@ fn minimize_debug_and_retest_a_bug_of_clock_bumps() {
     assert_eq!(o.status.code(), Some(1), "nothing changed is refused");
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing changed"), "{o:?}");
     let fixed = common::c_program(dir.path(), "clockstep_fixed", "/bin/clockstep");
-    let o = output(&["retest", &file, "--guest-file", &fixed, "--runs", "2", "--json"]);
+    let o = output(&["retest", &file, "--guest-file", &fixed, "--runs", "1", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
     let (before, after) = (&v["retest"]["before"], &v["retest"]["after"]);
     assert_eq!(before["own_decisions"], true, "{v}");

@@ -37,6 +37,7 @@ use crate::history::Histories;
 use crate::knowledge::Knowledge;
 use crate::story;
 use crate::timeline::{is_crash, point, Point, Span, Timeline};
+use crate::winddown;
 
 /// A branch to run: from which snapshot, with which seed.
 #[derive(Clone, Debug)]
@@ -53,6 +54,9 @@ pub(crate) struct BranchJob {
     /// Make a draw point of the branch's first draw, even before anything
     /// is new in it (the snapshot has no draw point after it yet).
     pub arm_draw: bool,
+    /// When Test Composer winds down, for a timeline that has no time yet
+    /// (one leaving the root: `winddown.rs`).
+    pub winddown: Option<Vtime>,
 }
 
 /// A stop at an SDK draw that the branch made a decision point of.
@@ -152,6 +156,9 @@ pub(crate) struct BranchRun {
     pub console_after: Vec<String>,
     /// Landing evidence: what each fault kind touched in this branch.
     pub faults: FaultTally,
+    /// How long each Test Composer command of the timeline ran
+    /// (`winddown::durations`).
+    pub composer_took: Vec<(String, u64)>,
     pub vtime_ns: u64,
     pub restore: Duration,
     pub snapshot: Duration,
@@ -217,6 +224,10 @@ pub(crate) fn run(
     tree.reset(cursor, machine, job.tree_id)?;
     let restore = started.elapsed();
     machine.reseed(job.seed)?;
+    assert_eq!(machine.winddown().map(Vtime::nanos), job.base.winddown_ns, "a snapshot holds its timeline's wind-down");
+    if let Some(at) = job.winddown.filter(|_| machine.winddown().is_none()) {
+        machine.set_winddown(at);
+    }
     if let Some(value) = job.draw {
         // A draw point: the snapshot stands at a draw the guest announced.
         machine.choose_draw(value)?;
@@ -343,7 +354,10 @@ pub(crate) fn run(
     let console_after = failed_at.map(|from| bug::console_after(machine.console(), from)).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);
+    let composer_took =
+        Composition::of(machine.messages()).map_or_else(Vec::new, |c| winddown::durations(&c, machine.now()));
     Ok(BranchRun {
+        composer_took,
         stops,
         end_coverage,
         end,

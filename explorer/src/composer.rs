@@ -44,7 +44,8 @@ pub enum ComposerEvent {
     },
     /// `fault`: a fault took the command's node down while it ran;
     /// `stopped`: the composer stopped it (a driver, when an eventually
-    /// command began). Either way its status is context, not a failure.
+    /// command began or the composer wound down). Either way its status is
+    /// context, not a failure.
     Exit {
         run: u64,
         command: String,
@@ -53,6 +54,9 @@ pub enum ComposerEvent {
         fault: bool,
         stopped: bool,
     },
+    /// The composer wound down before the timeline's limit (`winddown.rs`):
+    /// it stopped its running commands and goes on to its last check.
+    WindDown,
 }
 
 impl ComposerEvent {
@@ -64,6 +68,7 @@ impl ComposerEvent {
         let command = || Some(format!("{}/{}", text("template")?, text("command")?));
         match text("event").as_deref() {
             Some("template") => Ok(ComposerEvent::Template { template: text("template").ok_or_else(bad)? }),
+            Some("winddown") => Ok(ComposerEvent::WindDown),
             Some("start") => match (number("run"), command(), text("service")) {
                 (Some(run), Some(command), Some(service)) => Ok(ComposerEvent::Start { run, command, service }),
                 _ => Err(bad()),
@@ -123,7 +128,7 @@ impl CommandRun {
                 if self.fault {
                     " (a fault took its node down meanwhile)"
                 } else if self.stopped {
-                    " (stopped for an eventually command)"
+                    " (stopped by the composer)"
                 } else {
                     ""
                 }
@@ -139,6 +144,9 @@ impl CommandRun {
 pub struct Composition {
     pub template: String,
     pub runs: Vec<CommandRun>,
+    /// When the composer wound down before the timeline's limit, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winddown_ns: Option<u64>,
 }
 
 impl Composition {
@@ -148,7 +156,14 @@ impl Composition {
         let mut c: Option<Composition> = None;
         for m in messages {
             match ComposerEvent::of(&m.bytes) {
-                Some(ComposerEvent::Template { template }) => c = Some(Composition { template, runs: Vec::new() }),
+                Some(ComposerEvent::Template { template }) => {
+                    c = Some(Composition { template, runs: Vec::new(), winddown_ns: None })
+                }
+                Some(ComposerEvent::WindDown) => {
+                    if let Some(c) = &mut c {
+                        c.winddown_ns = Some(m.vtime.nanos());
+                    }
+                }
                 Some(ComposerEvent::Start { run, command, service }) => {
                     if let Some(c) = &mut c {
                         let started_ns = m.vtime.nanos();
@@ -178,9 +193,15 @@ impl Composition {
         c
     }
 
-    /// One line per command.
+    /// One line per command (and the wind-down, where it came).
     pub fn describe(&self) -> Vec<String> {
-        self.runs.iter().map(CommandRun::describe).collect()
+        let mut lines: Vec<String> = self.runs.iter().map(CommandRun::describe).collect();
+        if let Some(at) = self.winddown_ns {
+            let after = self.runs.iter().position(|r| r.started_ns > at).unwrap_or(lines.len());
+            let what = "the composer wound down: running commands stopped, its last check next";
+            lines.insert(after, format!("at {:.1} ms, {what}", at as f64 / 1e6));
+        }
+        lines
     }
 }
 
@@ -192,9 +213,14 @@ pub struct CommandTally {
     pub failed: u64,
     /// Ended while a fault had taken its node down (neither).
     pub by_fault: u64,
-    /// Stopped by the composer for an eventually command (neither).
+    /// Stopped by the composer, for an eventually command or as it wound
+    /// down (neither).
     #[serde(default)]
     pub stopped: u64,
+    /// The longest it ran in a timeline, in virtual ns (a run the limit cut
+    /// counts the time it had run): what the wind-down learns from.
+    #[serde(default)]
+    pub longest_ns: u64,
 }
 
 impl CommandTally {
@@ -215,6 +241,9 @@ pub const HOW_COUNTED: &str = "Each branch counts what happened after its snapsh
 pub struct ComposerTally {
     pub templates: BTreeMap<String, u64>,
     pub commands: BTreeMap<String, CommandTally>,
+    /// Timelines in which the composer wound down before the limit.
+    #[serde(default)]
+    pub winddowns: u64,
 }
 
 impl ComposerTally {
@@ -231,7 +260,14 @@ impl ComposerTally {
                     (false, false, _) => t.failed += 1,
                 }
             }
+            ComposerEvent::WindDown => self.winddowns += 1,
         }
+    }
+
+    /// Command `command` ran `ns` in a timeline.
+    pub fn took(&mut self, command: &str, ns: u64) {
+        let t = self.commands.entry(command.to_owned()).or_default();
+        t.longest_ns = t.longest_ns.max(ns);
     }
 
     pub fn is_empty(&self) -> bool {

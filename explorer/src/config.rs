@@ -12,6 +12,7 @@ use crate::claims::ClaimSpec;
 use crate::exploration::{Budget, Policy};
 use crate::shard::Shard;
 use crate::timeline::Span;
+use crate::winddown::Winddown;
 use crate::{StartOptions, Target};
 
 #[derive(Clone, Debug)]
@@ -71,6 +72,9 @@ pub struct ExploreConfig {
     /// Each bug's likelihood over its timeline, estimated at the end
     /// (`likelihood.rs`).
     pub likelihood: LikelihoodParams,
+    /// When Test Composer winds down before a timeline's limit
+    /// (`winddown.rs`).
+    pub winddown: Winddown,
 }
 
 impl ExploreConfig {

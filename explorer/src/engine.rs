@@ -205,6 +205,13 @@ fn branch_rounds(
         }
         let remaining = share.map_or(u64::MAX, |b| b - state.branches);
         let round = Arc::new(state.known.clone());
+        // Decided from merged knowledge, the same for every branch of the round.
+        let root = Vtime(state.root.point.vtime_ns);
+        let winddown = if config.target.has_composer() {
+            config.winddown.at(config.span, root, &state.known.composer)
+        } else {
+            None
+        };
         let jobs: Vec<(BranchJob, Arc<Knowledge>)> = (1..=(config.batch as u64).min(remaining))
             .map(|k| {
                 let branch = config.shard.branch(state.branches + k);
@@ -213,7 +220,15 @@ fn branch_rounds(
                     let assertions = &state.known.assertions;
                     let satisfied = |id: &str| assertions.by_id.get(id).is_some_and(|a| a.passes > 0);
                     let p = state.schedule.pick(&mut picker, &satisfied);
-                    BranchJob { branch, seed, tree_id: p.tree_id, base: p.timeline, draw: p.draw, arm_draw: p.arm_draw }
+                    BranchJob {
+                        branch,
+                        seed,
+                        tree_id: p.tree_id,
+                        base: p.timeline,
+                        draw: p.draw,
+                        arm_draw: p.arm_draw,
+                        winddown,
+                    }
                 } else {
                     let root = &state.schedule.nodes()[0];
                     BranchJob {
@@ -223,6 +238,7 @@ fn branch_rounds(
                         base: root.timeline.clone(),
                         draw: None,
                         arm_draw: false,
+                        winddown,
                     }
                 };
                 tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, "branch");

@@ -5,7 +5,8 @@
 //! - [`history`], [`checkers`], [`manifest`]: histories recorded through
 //!   the SDK, checked at the end of every timeline by the checkers the
 //!   project's `hvsim.toml` names.
-//! - [`composer`]: what Test Composer ran, in a timeline and over all.
+//! - [`composer`]: what Test Composer ran, in a timeline and over all;
+//!   [`winddown`]: when it winds down so that its checks run.
 //! - [`coverage`]: the edges every timeline reached.
 //! - [`exploration`]: what an exploration is, as plain data: its result,
 //!   how it ended, where its time went.
@@ -60,6 +61,7 @@ mod state;
 pub mod story;
 pub mod timeline;
 pub mod watch;
+pub mod winddown;
 mod workers;
 
 pub use config::{ExploreConfig, LikelihoodParams};

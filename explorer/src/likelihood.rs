@@ -109,6 +109,7 @@ fn estimate(
         return Ok(out);
     }
     let from = machine_at_root(tree, cursor, machine)?;
+    bug.timeline.hold(machine);
     let nodes = moments_of(bug, &moments(bug, params.points), tree, cursor, machine)?;
     out.vtime_ns += machine.now().nanos().saturating_sub(from.nanos());
     *budget_ns = budget_ns.saturating_sub(out.vtime_ns);
@@ -121,6 +122,8 @@ fn estimate(
                 break 'rounds;
             }
             tree.reset(cursor, machine, node)?;
+            // The root's own node was saved before the timeline held.
+            bug.timeline.hold(machine);
             machine.reseed(seed(bug.master_seed, &bug.id, j as u32, k))?;
             machine.take_messages();
             let shown = replay::watch(&bug.bug, machine, horizon)?.unwrap_or_else(|| bug.bug.judged_in(machine));

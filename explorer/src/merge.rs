@@ -238,11 +238,13 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         for (t, n) in e.composer.templates {
             add(out.composer.templates.entry(t).or_default(), n);
         }
+        add(&mut out.composer.winddowns, e.composer.winddowns);
         // Tallies are taken apart whole, so that a field added to one
         // does not compile until the merge says how it combines.
         for (c, t) in e.composer.commands {
             let o = out.composer.commands.entry(c).or_default();
-            let CommandTally { started, succeeded, failed, by_fault, stopped } = t;
+            let CommandTally { started, succeeded, failed, by_fault, stopped, longest_ns } = t;
+            o.longest_ns = o.longest_ns.max(longest_ns);
             add(&mut o.started, started);
             add(&mut o.succeeded, succeeded);
             add(&mut o.failed, failed);

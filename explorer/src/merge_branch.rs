@@ -100,7 +100,11 @@ fn merge(
         interval: bool,
         draw: Option<DrawStop>,
     }
-    let BranchJob { branch, seed, tree_id, base, draw, .. } = run.job;
+    let BranchJob { branch, seed, tree_id, base, draw, winddown, .. } = run.job;
+    let base = base.winding_down(winddown);
+    for (command, ns) in &run.composer_took {
+        known.composer.took(command, *ns);
+    }
     let segment = |until| Segment { seed, draw, until };
     let mut new_edges = 0;
     // The branch's first failure, and the stop it showed at.

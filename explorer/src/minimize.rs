@@ -122,7 +122,7 @@ impl Runner<'_> {
         self.runs += 1;
         let m = &mut self.machine;
         self.tree.reset(&mut self.cursor, m, self.tree.root())?;
-        m.veto(&timeline.vetoes);
+        timeline.hold(m);
         m.set_stop_on_message(true);
         m.take_messages();
         let bug = &self.bug.bug;

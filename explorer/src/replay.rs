@@ -277,8 +277,8 @@ fn follow_timeline(
             Reach::Ended(end) => return Ok(outcome(Some(BugKind::Crash { end }.describe()), m)),
         }
         if segment.is_none() {
-            // What the timeline takes back, it takes back from its root.
-            m.veto(&bug.timeline.vetoes);
+            // What the timeline decides beyond its seeds, it decides at its root.
+            bug.timeline.hold(m);
         }
     }
     if let Some(segment) = last {

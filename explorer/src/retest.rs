@@ -172,7 +172,7 @@ fn run(bug: &BugRecord, m: &mut Machine, root: Vtime, fresh: Option<u32>) -> Res
         crate::bug::BugKind::Checker { .. } => shift(bug.at.vtime_ns),
         _ => shift(bug.at.vtime_ns.saturating_add(after_root.max(replay::SLACK.nanos()))),
     };
-    m.veto(&bug.timeline.vetoes);
+    bug.timeline.hold(m);
     m.take_messages();
     let mut begins = vec![bug.timeline.root.vtime_ns];
     begins.extend(bug.timeline.segments.iter().map(|s| s.until.vtime_ns));

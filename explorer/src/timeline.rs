@@ -61,20 +61,40 @@ pub struct Timeline {
     /// timeline's (`minimize.rs`); none in a timeline the explorer ran.
     #[serde(default, skip_serializing_if = "Vetoes::is_empty")]
     pub vetoes: Vetoes,
+    /// When Test Composer winds down in it (virtual ns): decided by the
+    /// explorer as the timeline left its root (`winddown.rs`), then the
+    /// timeline's for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winddown_ns: Option<u64>,
 }
 
 impl Timeline {
     /// The timeline of the root itself.
     pub fn at(root: Point) -> Timeline {
-        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default() }
+        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default(), winddown_ns: None }
     }
-}
 
-impl Timeline {
     pub fn then(&self, segment: Segment) -> Timeline {
         let mut t = self.clone();
         t.segments.push(segment);
         t
+    }
+
+    /// This timeline, winding down at `at` unless it already had its time
+    /// (a branch from a snapshot inherits its timeline's).
+    pub fn winding_down(mut self, at: Option<Vtime>) -> Timeline {
+        self.winddown_ns = self.winddown_ns.or(at.map(Vtime::nanos));
+        self
+    }
+
+    /// What the timeline decides at its root besides its seeds, applied to
+    /// `m` standing there (or later on it): the decisions it takes back,
+    /// and when Test Composer winds down.
+    pub fn hold(&self, m: &mut Machine) {
+        m.veto(&self.vetoes);
+        if let Some(at) = self.winddown_ns {
+            m.set_winddown(Vtime(at));
+        }
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) struct Checked {
 }
 
 enum Job {
-    Branch(BranchJob, Arc<Knowledge>),
+    Branch(Box<BranchJob>, Arc<Knowledge>),
     Check(Check),
 }
 
@@ -80,7 +80,7 @@ impl Worker {
         match job {
             Job::Branch(job, known) => {
                 let tree = shared.tree();
-                let run = branch::run(job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine);
+                let run = branch::run(*job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine);
                 Done::Branch(run.map(Box::new))
             }
             Job::Check(check) => {
@@ -251,7 +251,7 @@ impl<'scope> Pool<'scope> {
         let n = round.len();
         let sender = self.branches.as_ref().expect("the pool runs until finished");
         for (i, (job, known)) in round.into_iter().enumerate() {
-            sender.send((i, Job::Branch(job, known))).expect("the pool holds its own receiver");
+            sender.send((i, Job::Branch(Box::new(job), known))).expect("the pool holds its own receiver");
         }
         let mut runs: Vec<Option<Result<Box<BranchRun>>>> = (0..n).map(|_| None).collect();
         let mut pending = n;

@@ -44,6 +44,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         checkers: Vec::new(),
         claims: Vec::new(),
         likelihood: hvsim_explorer::LikelihoodParams::off(),
+        winddown: hvsim_explorer::winddown::Winddown::Auto,
     }
 }
 

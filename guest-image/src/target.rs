@@ -236,6 +236,11 @@ impl Target {
         matches!(self, Target::Linux { .. })
     }
 
+    /// Whether its containers hold Test Composer templates.
+    pub fn has_composer(&self) -> bool {
+        matches!(self, Target::Linux { system, .. } if !system.composer.is_empty())
+    }
+
     /// The containers its nodes run (none for most targets).
     pub fn containers(&self) -> &[Container] {
         match self {

@@ -30,6 +30,11 @@
 //!   command may start, 0 if the timeline took it back (`faults::Vetoes`,
 //!   `hvsim minimize`).
 //!
+//! - `{"hvsim_composer_budget": {}}`: init's Test Composer asks how long it
+//!   may run drivers; its next `RANDOM` of 8 bytes reads the nanoseconds
+//!   until it must wind down (stop its drivers and run its last check) so
+//!   that the check ends before the timeline's limit, `u64::MAX` if never.
+//!
 //! Messages are untrusted: anything else, or a malformed one of these, is
 //! not a control message (the explorer counts garbage).
 
@@ -55,6 +60,8 @@ pub enum Control {
     CustomDone,
     /// Test Composer asks whether its command run N may start.
     ComposerRun(u64),
+    /// Test Composer asks how long until it winds down.
+    ComposerBudget,
 }
 
 /// What a clock question asks for.
@@ -74,14 +81,15 @@ const BUGGIFY: &str = "hvsim_buggify";
 const CLOCK: &str = "hvsim_clock";
 const CUSTOM: &str = "hvsim_custom";
 const COMPOSER_RUN: &str = "hvsim_composer_run";
+const COMPOSER_BUDGET: &str = "hvsim_composer_budget";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    if ![SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN].iter().any(|k| key.starts_with(&format!("\"{k}\"")))
-    {
+    let keys = [SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN, COMPOSER_BUDGET];
+    if !keys.iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
     let value: Value = serde_json::from_str(text).ok()?;
@@ -96,6 +104,9 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
             Some(p) => Some(p.as_f64().filter(|p| (0.0..=1.0).contains(p))?),
         };
         return Some(Control::Buggify { name, fire });
+    }
+    if object.get(COMPOSER_BUDGET).is_some_and(Value::is_object) {
+        return Some(Control::ComposerBudget);
     }
     if let Some(ask) = object.get(COMPOSER_RUN) {
         return Some(Control::ComposerRun(ask.get("run")?.as_u64()?));
@@ -168,6 +179,8 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1,"status":3}}"#), Some(Control::CustomDone));
         assert_eq!(r(r#"{"hvsim_composer_run":{"run":7}}"#), Some(Control::ComposerRun(7)));
         assert_eq!(r(r#"{"hvsim_composer_run":{"run":-1}}"#), None);
+        assert_eq!(r(r#"{"hvsim_composer_budget":{}}"#), Some(Control::ComposerBudget));
+        assert_eq!(r(r#"{"hvsim_composer_budget":1}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,

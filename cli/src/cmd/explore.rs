@@ -16,6 +16,7 @@ use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
 use hvsim_explorer::shard::Shard;
+use hvsim_explorer::winddown::Winddown;
 use hvsim_explorer::{
     explore, Budget, Ending, Exploration, ExploreConfig, LikelihoodParams, Progress, Span, StartOptions, Target, Watch,
 };
@@ -54,11 +55,18 @@ pub struct Args {
     #[arg(long, value_parser = util::parse_duration)]
     vtime: Option<Duration>,
     /// Virtual time a timeline may run, counted from the root (default
-    /// 20ms; 60s for Linux): each branch runs to its timeline's end, when
-    /// the guest ends (every service exited, the program powered off) or
-    /// this is reached.
+    /// 20ms; 60s for Linux, 120s for a project with Test Composer
+    /// templates): each branch runs to its timeline's end, when the guest
+    /// ends (every service exited, the program powered off) or this is
+    /// reached.
     #[arg(long, value_parser = util::parse_duration, conflicts_with = "slice")]
     timeline_limit: Option<Duration>,
+    /// When Test Composer winds down before each timeline's limit (stops
+    /// its drivers and runs the template's last check): `auto` leaves time
+    /// for the checks as long as they took in earlier timelines (a quarter
+    /// of the limit at first), a duration before the limit, or `off`.
+    #[arg(long, default_value = "auto", value_parser = parse_winddown)]
+    composer_winddown: Winddown,
     /// Instead of whole timelines: each branch runs this much virtual time
     /// from its snapshot.
     #[arg(long, value_parser = util::parse_duration)]
@@ -333,7 +341,13 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     host.cpu_offset = args.shard.map_or(0, |s| s.index as usize * usize::from(args.workers));
     let run = RunDir::create(&args.out, &label(&args, &target))?;
     inputs::save(&target, &run.inputs()).context("cannot keep the run's files with its records")?;
-    let limit = args.timeline_limit.unwrap_or(if linux { Duration::from_secs(60) } else { Duration::from_millis(20) });
+    // A project with templates gets time for a whole composition: drivers,
+    // then its checks.
+    let limit = args.timeline_limit.unwrap_or(match (linux, target.has_composer()) {
+        (true, true) => Duration::from_secs(120),
+        (true, false) => Duration::from_secs(60),
+        (false, _) => Duration::from_millis(20),
+    });
     let (span, snapshot_every) = match args.slice {
         Some(slice) => (Span::Slice(vtime(slice)), args.snapshot_every),
         None => (Span::Whole { limit: vtime(limit) }, Some(args.snapshot_every.unwrap_or(limit / 10))),
@@ -366,6 +380,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
             points: args.likelihood_points,
             budget: f64::from(args.likelihood_budget) / 100.0,
         },
+        winddown: args.composer_winddown,
     };
     let bar = hvsim_guest_image::progress::bar(args.shard.map_or(args.branches, |s| s.share(args.branches)));
     bar.set_style(
@@ -461,6 +476,17 @@ pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
         Ending::Interrupted { .. } => util::EXIT_INTERRUPTED,
         _ if fail_on_unmet && unmet => util::EXIT_UNMET,
         _ => util::EXIT_OK,
+    }
+}
+
+/// `--composer-winddown`: `auto`, `off`, or a duration before the limit.
+fn parse_winddown(s: &str) -> Result<Winddown, String> {
+    match s {
+        "auto" => Ok(Winddown::Auto),
+        "off" => Ok(Winddown::Off),
+        d => util::parse_duration(d)
+            .map(|d| Winddown::Before(vtime(d)))
+            .map_err(|e| format!("{e} (or `auto`, or `off`)")),
     }
 }
 

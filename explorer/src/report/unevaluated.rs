@@ -59,11 +59,17 @@ fn why(exp: &Exploration) -> String {
             format!(", with Test Composer's drivers still running ({ended} of {started} started had ended)")
         }
     };
+    let change = match (drivers.0, exp.composer.winddowns) {
+        (0, _) => "raise --timeline-limit, or shorten what runs before the check".to_owned(),
+        (_, 0) => "let Test Composer wind down before the limit (--composer-winddown auto), or raise \
+                   --timeline-limit"
+            .to_owned(),
+        (_, w) => {
+            format!("the composer wound down in {w} of them, but the check did not end in time: raise --timeline-limit")
+        }
+    };
     if t.ended == 0 {
-        format!(
-            "every timeline ({n}) ran into {limit} before it ended{running}: raise --timeline-limit, or shorten what \
-             runs before the check"
-        )
+        format!("every timeline ({n}) ran into {limit} before it ended{running}: {change}")
     } else if t.at_limit > 0 {
         format!(
             "{} of {n} timelines ran into {limit}{running}, and the {} that ended never reached it",

@@ -55,8 +55,10 @@ const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 /// builds, and bug records from those machines refuse to replay on it (the
 /// kernel is part of their world). Add a version here once its build has
 /// been checked (docs/guest-kernel.md, "Reproducible").
-pub const PINNED_SOURCES: &[(&str, &str)] =
-    &[("6.1.192-2", "4d415b3d364834fd818270e88813e90323bbfce4f519a0e6bd4940ddcd7df693")];
+pub const PINNED_SOURCES: &[(&str, &str)] = &[
+    ("6.1.192-2", "4d415b3d364834fd818270e88813e90323bbfce4f519a0e6bd4940ddcd7df693"),
+    ("6.1.192-3", "cacdc3830989309d042083be3307969e55600ed7f908cf00df544c5ff50759a1"),
+];
 /// Everything the build runs, plus busybox-static for the initramfs.
 pub const PACKAGES: &[&str] = &[
     SOURCE_PACKAGE,

@@ -22,6 +22,11 @@
 //!   (drivers stopped, anytime commands left to end, faults paused), which
 //!   ends the timeline; or, once every driver has finished and anytime
 //!   commands have ended, with faults paused, a `finally_` command.
+//! - hvsim's own rule, so that the check runs in every timeline: the
+//!   composer asks once when it must wind down (the explorer decides,
+//!   `explorer/src/winddown.rs`); then it starts no more drivers, stops
+//!   the commands still running, pauses faults and runs the `finally_`
+//!   command (else an `eventually_` one) before the timeline's limit.
 //!
 //! A command runs inside its service's running container, in all of its
 //! namespaces (user, IPC, UTS, network, time, mount, PID), as its user, with its
@@ -80,7 +85,7 @@ struct Running {
     relays: [Option<Relay>; 2],
     /// The node's crashes when it started.
     crashes: u64,
-    /// The composer stopped it (a driver, for an eventually command).
+    /// The composer stopped it (for an eventually command, or winding down).
     stopped: bool,
 }
 
@@ -104,6 +109,13 @@ fn below(n: u64) -> u64 {
 fn may_start(run: u64) -> bool {
     sdk::ask(&format!(r#"{{"hvsim_composer_run":{{"run":{run}}}}}"#))
         .map_or(true, |answer| u64::from_le_bytes(answer) != 0)
+}
+
+/// When the composer must wind down (monotonic time, which is virtual
+/// time), if hvsim set a time for this timeline.
+fn winddown_at() -> Option<Duration> {
+    let left = u64::from_le_bytes(sdk::ask(r#"{"hvsim_composer_budget":{}}"#).ok()?);
+    (left != u64::MAX).then(|| monotonic() + Duration::from_nanos(left))
 }
 
 fn pick<T: Clone>(items: &[T]) -> T {
@@ -189,7 +201,7 @@ pub fn run() -> ExitCode {
     };
     println!("hvsim-init: composer: template {template}");
     event(&format!(r#""event":"template","template":{}"#, json(&template)));
-    let mut c = Composer { running: Vec::new(), runs: 0 };
+    let mut c = Composer { running: Vec::new(), runs: 0, winddown: winddown_at() };
     let first = of(Kind::First);
     if !first.is_empty() {
         c.start(&pick(&first));
@@ -208,6 +220,9 @@ pub fn run() -> ExitCode {
         let steps = 1 + below(8);
         let most = 1 + below(4) as usize;
         for _ in 0..steps {
+            if c.winding_down() {
+                break;
+            }
             if drivers_run > 0 && !eventually.is_empty() && below(4) == 0 {
                 return c.eventually(&pick(&eventually));
             }
@@ -228,12 +243,16 @@ pub fn run() -> ExitCode {
         // No driver: anytime commands alone.
         c.start(&pick(&anytime));
     }
+    let finally = of(Kind::Finally);
+    if c.winding_down() {
+        let last = [&finally, &eventually].into_iter().find(|c| !c.is_empty()).map(|c| pick(c));
+        return c.wind_down(last.as_ref());
+    }
     if drivers_run > 0 && !eventually.is_empty() && below(4) == 0 {
         return c.eventually(&pick(&eventually));
     }
     c.wait_all();
     faults(true);
-    let finally = of(Kind::Finally);
     if !finally.is_empty() {
         c.start(&pick(&finally));
         c.wait_all();
@@ -251,9 +270,20 @@ fn wait_for_setup() -> io::Result<()> {
 struct Composer {
     running: Vec<Running>,
     runs: u64,
+    /// When to wind down, if ever (`winddown_at`).
+    winddown: Option<Duration>,
 }
 
 impl Composer {
+    fn winding_down(&self) -> bool {
+        self.winddown.is_some_and(|at| monotonic() >= at)
+    }
+
+    /// At most `d`, and not past the wind-down.
+    fn until_winddown(&self, d: Duration) -> Duration {
+        self.winddown.map_or(d, |at| d.min(at.saturating_sub(monotonic())))
+    }
+
     fn drivers(&self) -> usize {
         self.running.iter().filter(|r| r.command.kind.is_driver()).count()
     }
@@ -261,7 +291,17 @@ impl Composer {
     /// Starts `command` in one of the containers that hold it whose node
     /// is up (none up: it does not run).
     fn start(&mut self, command: &Command) {
-        let up: Vec<u16> = command.nodes.iter().copied().filter(|&n| !nodes::is_down(n)).collect();
+        // A check runs with faults paused, which brings every node back: it
+        // waits for one (at most a minute) instead of not running.
+        let check = matches!(command.kind, Kind::Finally | Kind::Eventually);
+        let until = monotonic() + Duration::from_secs(60);
+        let up = loop {
+            let up: Vec<u16> = command.nodes.iter().copied().filter(|&n| !nodes::is_down(n)).collect();
+            if !up.is_empty() || !check || monotonic() >= until {
+                break up;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         if up.is_empty() {
             println!("hvsim-init: composer: {}/{} not run: its nodes are down", command.template, command.file);
             return;
@@ -312,17 +352,18 @@ impl Composer {
     /// Relays output and collects exits until `done` holds, starting an
     /// anytime command now and then (drivers are running).
     fn drive(&mut self, anytime: &[Command], done: impl Fn(&Composer) -> bool) {
-        while !done(self) {
+        while !done(self) && !self.winding_down() {
             if !anytime.is_empty() && below(4) == 0 {
                 self.start(&pick(anytime));
             }
-            self.step(Some(Duration::from_millis(50 + below(450))));
+            let d = Duration::from_millis(50 + below(450));
+            self.step(Some(self.until_winddown(d)));
         }
     }
 
     /// Relays output and collects exits for `d`.
     fn pause(&mut self, d: Duration) {
-        let until = monotonic() + d;
+        let until = monotonic() + self.until_winddown(d);
         while monotonic() < until {
             self.step(Some(until.saturating_sub(monotonic())));
         }
@@ -334,15 +375,35 @@ impl Composer {
         }
     }
 
-    /// Drivers stopped, anytime commands left to end, faults paused: one
-    /// eventually command, which ends the timeline.
-    fn eventually(mut self, command: &Command) -> ExitCode {
-        for r in self.running.iter_mut().filter(|r| r.command.kind.is_driver()) {
-            // SAFETY: signalling our own child (the shim, which passes it on).
+    /// Stops the running commands that `which` picks (the shim passes
+    /// SIGTERM on), and waits for every command to end.
+    fn stop(&mut self, which: impl Fn(&Running) -> bool) {
+        for r in self.running.iter_mut().filter(|r| which(r)) {
+            // SAFETY: signalling our own child.
             unsafe { libc::kill(r.pid, libc::SIGTERM) };
             r.stopped = true;
         }
         self.wait_all();
+    }
+
+    /// Time is up for drivers: every running command stopped, faults
+    /// paused, then the template's last check, `check`, if it has one.
+    fn wind_down(mut self, check: Option<&Command>) -> ExitCode {
+        event(r#""event":"winddown""#);
+        println!("hvsim-init: composer: winding down before the timeline's limit");
+        self.stop(|_| true);
+        faults(true);
+        if let Some(command) = check {
+            self.start(command);
+            self.wait_all();
+        }
+        ExitCode::SUCCESS
+    }
+
+    /// Drivers stopped, anytime commands left to end, faults paused: one
+    /// eventually command, which ends the timeline.
+    fn eventually(mut self, command: &Command) -> ExitCode {
+        self.stop(|r| r.command.kind.is_driver());
         faults(true);
         self.start(command);
         self.wait_all();
@@ -370,16 +431,19 @@ impl Composer {
         }
         let mut exited = Vec::new();
         for (i, r) in self.running.iter_mut().enumerate() {
+            // The shim has exited: what its command wrote is relayed, and
+            // processes it left holding the output are not waited for.
+            let ended = fds[i * 3].revents != 0;
             for (k, relay) in r.relays.iter_mut().enumerate() {
-                if fds[i * 3 + 1 + k].revents != 0 {
-                    if let Some(x) = relay {
-                        if !x.pump() {
-                            *relay = None;
-                        }
-                    }
+                let Some(x) = relay else { continue };
+                if ended {
+                    x.drain();
+                    *relay = None;
+                } else if fds[i * 3 + 1 + k].revents != 0 && !x.pump() {
+                    *relay = None;
                 }
             }
-            if fds[i * 3].revents != 0 && r.relays.iter().all(Option::is_none) {
+            if ended {
                 exited.push(i);
             }
         }
@@ -414,7 +478,7 @@ impl Composer {
             if fault {
                 " (its node crashed meanwhile)"
             } else if r.stopped {
-                " (stopped for an eventually command)"
+                " (stopped by the composer)"
             } else {
                 ""
             }
@@ -493,6 +557,10 @@ pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, Ow
             // SAFETY: the shim is single-threaded; the grandchild execs.
             let child = unsafe { libc::fork() };
             if child == 0 {
+                // A process group of its own, so that stopping it reaches
+                // what it started too (`shim_wait`).
+                // SAFETY: setpgid on this process.
+                unsafe { libc::setpgid(0, 0) };
                 let e = (|| {
                     let env = container_env(&spec, &become_user(&spec.user)?);
                     std::env::set_current_dir(&spec.workdir).or_else(|_| std::env::set_current_dir("/"))?;
@@ -501,6 +569,11 @@ pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, Ow
                 eprintln!("hvsim-init: cannot run {argv:?} in node {node}'s container: {e:?}");
                 // SAFETY: leaving the grandchild without the parent's destructors.
                 unsafe { libc::_exit(127) }
+            }
+            if child > 0 {
+                // Here too, so that a SIGTERM arriving first finds the group.
+                // SAFETY: setpgid on our own child.
+                unsafe { libc::setpgid(child, child) };
             }
             Ok(child)
         })();
@@ -527,12 +600,13 @@ pub fn spawn(node: u16, argv: &[String]) -> io::Result<(libc::pid_t, OwnedFd, Ow
     Ok((pid, pidfd, out_r, err_r))
 }
 
-/// The shim: waits for the command, passing SIGTERM on; its status.
+/// The shim: waits for the command, passing SIGTERM on to its process
+/// group (the command and what it started); its status.
 fn shim_wait(child: libc::pid_t) -> u8 {
     static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
     extern "C" fn pass_on(sig: libc::c_int) {
         // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(CHILD.load(std::sync::atomic::Ordering::Relaxed), sig) };
+        unsafe { libc::kill(-CHILD.load(std::sync::atomic::Ordering::Relaxed), sig) };
     }
     CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill.

@@ -32,6 +32,23 @@ impl Relay {
         !end
     }
 
+    /// Relays what is left once the writer is gone, without waiting for
+    /// processes it left behind that still hold the stream (a command's
+    /// orphans): reads until nothing is there, then the stream is done.
+    pub(super) fn drain(&mut self) {
+        use std::os::fd::AsRawFd;
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this relay owns.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        // Bounded: an orphan that writes without pause is cut off.
+        for _ in 0..64 {
+            if !self.pump() {
+                return;
+            }
+        }
+        let _ = io::stdout().write_all(&self.lines(&[], true));
+    }
+
     /// Takes `data`; returns the complete lines so far, each prefixed (at
     /// the end, the unfinished last line too). Lines longer than 4 KiB
     /// are cut, so the console sees them as they come.

@@ -210,6 +210,7 @@ impl Devices {
             Control::Buggify { name, fire } => return self.hc.reach_buggify(name, *fire),
             Control::Clock(want) => return self.hc.answer(self.virtio.clock_answer(*want) as u64),
             Control::ComposerRun(run) => return self.hc.answer(u64::from(self.virtio.schedule.vetoes().starts(*run))),
+            Control::ComposerBudget => return self.hc.answer(self.virtio.schedule.composer_budget(now.nanos())),
             Control::SetupComplete => self.hc.arm_buggify(),
             Control::PauseFaults(_) | Control::ResumeFaults | Control::CustomDone => {}
         }

@@ -430,6 +430,10 @@ pub struct Schedule {
     /// Faults drawn that do not strike (`Vetoes`).
     #[serde(default)]
     vetoes: super::Vetoes,
+    /// When Test Composer must wind down (virtual ns), so that its last
+    /// check ends before the timeline's limit: `Control::ComposerBudget`.
+    #[serde(default)]
+    winddown_ns: Option<u64>,
 }
 
 /// A uniform draw from `[lo, hi]`.
@@ -481,6 +485,7 @@ impl Schedule {
             stream: Stream::new(seed, "fault-draw"),
             pause: Pause::Off,
             vetoes: super::Vetoes::default(),
+            winddown_ns: None,
         }
     }
 
@@ -492,6 +497,23 @@ impl Schedule {
 
     pub fn vetoes(&self) -> &super::Vetoes {
         &self.vetoes
+    }
+
+    /// Test Composer winds down at virtual time `ns` (the explorer decides
+    /// when, per timeline: `explorer/src/winddown.rs`).
+    pub fn set_winddown(&mut self, ns: u64) {
+        self.winddown_ns = Some(ns);
+    }
+
+    pub fn winddown(&self) -> Option<u64> {
+        self.winddown_ns
+    }
+
+    /// What Test Composer's budget question reads at `now`: nanoseconds
+    /// until it winds down (0 if that time has passed), `u64::MAX` when it
+    /// never does.
+    pub fn composer_budget(&self, now: u64) -> u64 {
+        self.winddown_ns.map_or(u64::MAX, |at| at.saturating_sub(now))
     }
 
     pub fn armed(&self) -> bool {
@@ -872,6 +894,19 @@ mod tests {
         let mut a2 = root.clone();
         a2.reseed(11, 5_000);
         assert_eq!(run(&mut a2, 20_000), sa, "the same branch seed draws the same");
+    }
+
+    /// Test Composer's budget: none until the explorer sets a wind-down,
+    /// then the time left to it, never below zero; a snapshot keeps it.
+    #[test]
+    fn the_composer_budget_counts_down_to_the_winddown() {
+        let mut s = Schedule::new(Vec::new(), false, false, 1, 1);
+        assert_eq!((s.winddown(), s.composer_budget(5)), (None, u64::MAX));
+        s.set_winddown(1_000);
+        assert_eq!([s.composer_budget(0), s.composer_budget(400), s.composer_budget(1_000)], [1_000, 600, 0]);
+        assert_eq!(s.composer_budget(7_000), 0);
+        let copy: Schedule = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(copy.winddown(), Some(1_000));
     }
 
     /// A vetoed fault is drawn (the others keep their numbers, times and

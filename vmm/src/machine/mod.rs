@@ -498,6 +498,17 @@ impl Machine {
         self.state.devices.hc.buggify_mut().veto(vetoes);
     }
 
+    /// Test Composer winds down at virtual time `at` in this timeline
+    /// (`Control::ComposerBudget`); once set, a timeline keeps it.
+    pub fn set_winddown(&mut self, at: Vtime) {
+        self.state.devices.virtio.schedule.set_winddown(at.nanos());
+    }
+
+    /// When Test Composer winds down in this timeline, if it was set.
+    pub fn winddown(&self) -> Option<Vtime> {
+        self.state.devices.virtio.schedule.winddown().map(Vtime)
+    }
+
     /// The console's complete lines from line `first` on, each with the
     /// virtual time (ns) it began.
     pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, &[u8])> + '_ {

@@ -73,6 +73,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 checkers: Vec::new(),
                 claims: Vec::new(),
                 likelihood: hvsim_explorer::LikelihoodParams::default(),
+                winddown: hvsim_explorer::winddown::Winddown::Auto,
             };
             let e = explore(&config, &host, &mut ())?;
             span_words = e.describe_span();

@@ -45,6 +45,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         checkers: Vec::new(),
         claims: Vec::new(),
         likelihood: hvsim_explorer::LikelihoodParams::off(),
+        winddown: hvsim_explorer::winddown::Winddown::Auto,
     };
     let made = explore(&config(true), &host, &mut ())?;
     let restored = explore(&config(false), &host, &mut ())?;

@@ -59,6 +59,7 @@ pub(super) fn config(
         checkers: Vec::new(),
         claims: Vec::new(),
         likelihood: hvsim_explorer::LikelihoodParams::off(),
+        winddown: hvsim_explorer::winddown::Winddown::Auto,
     }
 }
 

@@ -606,7 +606,11 @@ impl Virtio {
                 self.landed.hit("node.custom");
                 return;
             }
-            Control::Draw | Control::Buggify { .. } | Control::Clock(_) | Control::ComposerRun(_) => return,
+            Control::Draw
+            | Control::Buggify { .. }
+            | Control::Clock(_)
+            | Control::ComposerRun(_)
+            | Control::ComposerBudget => return,
         };
         self.apply(steps);
     }
