@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use hvsim_abi::composer::Kind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -107,7 +106,7 @@ impl AssertionRecord {
 /// Whether `id` is a Test Composer command that checks (`finally_`,
 /// `eventually_`) rather than drives.
 fn composer_check(id: &str) -> bool {
-    matches!(composer::command_of(id).and_then(composer::kind), Some(Kind::Finally | Kind::Eventually))
+    composer::command_of(id).is_some_and(composer::is_check)
 }
 
 /// What happened when a message about an assertion arrived.

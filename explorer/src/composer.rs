@@ -23,6 +23,12 @@ pub fn kind(command: &str) -> Option<Kind> {
     Kind::of(command.rsplit('/').next().unwrap_or(command))
 }
 
+/// Whether `command` (`template/file`) is one of a template's checks, what
+/// runs after the drivers with faults paused: `finally_` or `eventually_`.
+pub fn is_check(command: &str) -> bool {
+    matches!(kind(command), Some(Kind::Finally | Kind::Eventually))
+}
+
 /// The command (`template/file`) a property of init's composer stands for:
 /// it makes each command's exit the assertion `Test Composer: T/F exits 0`
 /// (guest-init/src/container/composer.rs).

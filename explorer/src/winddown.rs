@@ -15,7 +15,6 @@
 //! into the machine, which answers init's question
 //! (`Control::ComposerBudget`).
 
-use hvsim_abi::composer::Kind;
 use hvsim_vmm::Vtime;
 
 use crate::composer::{self, ComposerTally, Composition};
@@ -58,11 +57,7 @@ impl Winddown {
 
 /// The longest any `finally_` or `eventually_` command ran so far.
 fn longest_check(known: &ComposerTally) -> Option<u64> {
-    known.commands.iter().filter(|(c, _)| is_check(c)).map(|(_, t)| t.longest_ns).filter(|&ns| ns > 0).max()
-}
-
-fn is_check(command: &str) -> bool {
-    matches!(composer::kind(command), Some(Kind::Finally | Kind::Eventually))
+    known.commands.iter().filter(|(c, _)| composer::is_check(c)).map(|(_, t)| t.longest_ns).filter(|&ns| ns > 0).max()
 }
 
 /// How long each command of `composition` ran, for a timeline that ended
