@@ -262,7 +262,19 @@ fn a_program_using_the_official_python_sdk_is_explored_unchanged_in_its_image() 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let r = explore_json(
-        &["--image", "hvsim-test/python-antithesis:bookworm", "--branches", "120", "--slice", "1s", "--seed", "3"],
+        // The bug is replayed below, in a process of its own.
+        &[
+            "--image",
+            "hvsim-test/python-antithesis:bookworm",
+            "--branches",
+            "120",
+            "--slice",
+            "1s",
+            "--seed",
+            "3",
+            "--reexecute",
+            "0",
+        ],
         &out,
     );
     let s = &r["summary"];
@@ -312,7 +324,9 @@ fn a_python_service_failing_only_when_buggify_fires_is_found_and_replays() {
     let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/python-buggify/compose.yaml");
     let dir = tempfile::tempdir().unwrap();
     // Seed 1 enables the site in 2 of its first 4 timelines.
-    let r = explore_json(&["--compose", compose, "--branches", "4", "--seed", "1"], &dir.path().join("out"));
+    // The bug is replayed at the end, in a process of its own.
+    let args = ["--compose", compose, "--branches", "4", "--seed", "1", "--reexecute", "0"];
+    let r = explore_json(&args, &dir.path().join("out"));
     let site = &r["buggify"]["ledger: a deposit is lost"];
     let enabled = site["timelines_enabled"].as_u64().unwrap_or(0);
     assert!(enabled >= 1 && site["fired"].as_u64() >= Some(1), "{}", r["buggify"]);
@@ -395,7 +409,20 @@ fn a_bug_only_buggify_reaches_is_found_and_replays() {
     }
     let dir = tempfile::tempdir().unwrap();
     let program = c_program(dir.path(), "buggify", "/bin/ledger");
-    let args = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/ledger", "--branches", "24", "--seed", "3"];
+    // The bug is replayed below, in a process of its own.
+    let args = [
+        "--linux",
+        "--guest-file",
+        &program,
+        "--init-cmd",
+        "/bin/ledger",
+        "--branches",
+        "24",
+        "--seed",
+        "3",
+        "--reexecute",
+        "0",
+    ];
     let r = explore_json(&args, &dir.path().join("a"));
     let lost = "ledger: the reply is lost";
     let bug = r["bugs"]

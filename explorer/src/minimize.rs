@@ -217,10 +217,27 @@ pub fn minimize(
 /// Zeller and Hildebrandt's ddmin over the indices `0..n`, all of which
 /// fail `fails`: a subset that still fails, 1-minimal (no one index can be
 /// left out) unless `budget` tests ran out first (then false). The empty
-/// set is tried last.
+/// set is tried last. No set is tested twice: ddmin meets the same subsets
+/// again as its granularity changes, and each test here is a whole
+/// timeline run again (seconds on a nested host).
 pub fn ddmin(n: usize, budget: u32, fails: &mut dyn FnMut(&[usize]) -> Result<bool>) -> Result<(Vec<usize>, bool)> {
     let mut kept: Vec<usize> = (0..n).collect();
     let mut tests = 0u32;
+    // Every set tried, with whether it failed; sets are kept in index order.
+    let mut seen: std::collections::HashMap<Vec<usize>, bool> = std::collections::HashMap::new();
+    let mut test = |set: &[usize], tests: &mut u32| -> Result<Option<bool>> {
+        debug_assert!(set.windows(2).all(|w| w[0] < w[1]), "ddmin's sets are in index order");
+        if let Some(&failed) = seen.get(set) {
+            return Ok(Some(failed));
+        }
+        if *tests >= budget {
+            return Ok(None);
+        }
+        *tests += 1;
+        let failed = fails(set)?;
+        seen.insert(set.to_vec(), failed);
+        Ok(Some(failed))
+    };
     let mut granularity = 2usize;
     while kept.len() >= 2 {
         let size = kept.len().div_ceil(granularity);
@@ -235,11 +252,8 @@ pub fn ddmin(n: usize, budget: u32, fails: &mut dyn FnMut(&[usize]) -> Result<bo
         }
         let mut reduced = false;
         for (t, subset) in tries {
-            if tests >= budget {
-                return Ok((kept, false));
-            }
-            tests += 1;
-            if fails(&t)? {
+            let Some(failed) = test(&t, &mut tests)? else { return Ok((kept, false)) };
+            if failed {
                 kept = t;
                 granularity = if subset { 2 } else { (granularity - 1).max(2) };
                 reduced = true;
@@ -254,11 +268,10 @@ pub fn ddmin(n: usize, budget: u32, fails: &mut dyn FnMut(&[usize]) -> Result<bo
         }
     }
     if kept.len() == 1 {
-        if tests >= budget {
-            return Ok((kept, false));
-        }
-        if fails(&[])? {
-            kept.clear();
+        match test(&[], &mut tests)? {
+            None => return Ok((kept, false)),
+            Some(true) => kept.clear(),
+            Some(false) => {}
         }
     }
     Ok((kept, true))
@@ -343,6 +356,22 @@ mod tests {
             assert_eq!((kept, minimal), (needed.clone(), true));
             assert!(tests <= 12 * 12, "{tests} tests for {needed:?}");
         }
+    }
+
+    /// Each set is tested once: finding what a composer bug of four
+    /// decisions needs (the first and the last) takes 9 runs, not the 15 it
+    /// took when ddmin ran again the sets it had met at a finer granularity.
+    #[test]
+    fn ddmin_tests_no_set_twice() {
+        let mut tried: Vec<Vec<usize>> = Vec::new();
+        let mut fails = |keep: &[usize]| {
+            assert!(!tried.iter().any(|t| t == keep), "{keep:?} tested again after {tried:?}");
+            tried.push(keep.to_vec());
+            Ok(keep.contains(&0) && keep.contains(&3))
+        };
+        let (kept, minimal) = ddmin(4, 1000, &mut fails).unwrap();
+        assert_eq!((kept, minimal), (vec![0, 3], true));
+        assert_eq!(tried.len(), 9, "{tried:?}");
     }
 
     #[test]
