@@ -22,7 +22,7 @@ LAYERS = {
     "explorer": [
         # 1. what an exploration and a bug are: plain data, no machine
         "assertions bug checkers claims composer config coverage document error exploration faults history "
-        "manifest sdk shard story timeline winddown",
+        "manifest sdk services shard story timeline winddown",
         # 2. running timelines
         "branch bugs engine eviction knowledge merge_branch replay roots schedule setup state watch workers",
         # 3. triage on top of runs

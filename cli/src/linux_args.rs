@@ -167,8 +167,11 @@ impl LinuxArgs {
     }
 }
 
-/// `--disk-size`'s default.
-const DEFAULT_DISK_BYTES: usize = 64 << 20;
+/// `--disk-size`'s default: what real databases start in (PostgreSQL's
+/// data directory with its first WAL segments, MySQL's redo logs, etcd's
+/// preallocated WAL). It costs nothing until written: the disk keeps only
+/// the sectors the guest wrote, and its empty file system is trimmed.
+const DEFAULT_DISK_BYTES: usize = 1 << 30;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeArgs {
@@ -182,8 +185,9 @@ pub struct NodeArgs {
     /// examples/faults/). Compose projects may name services for nodes.
     #[arg(long, value_name = "FILE")]
     pub fault_plan: Option<PathBuf>,
-    /// With --nodes or containers: each node's disk size.
-    #[arg(long, default_value = "64M", value_parser = util::parse_size)]
+    /// With --nodes or containers: each node's disk size (sparse: what the
+    /// guest never wrote costs nothing).
+    #[arg(long, default_value = "1G", value_parser = util::parse_size)]
     pub disk_size: usize,
     /// With --nodes: a raw disk image every node's disk starts from
     /// (read-only; writes go to a per-node overlay in memory).

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use hvsim_explorer::document::Tag;
 use hvsim_explorer::schema::RunReport;
 use hvsim_guest_image::container::{service_states, Container};
@@ -117,11 +117,16 @@ pub struct Session {
     pub containers: Vec<Container>,
     /// `--profile-guest`: written at the end.
     pub profiling: Option<Profiling>,
+    /// The console goes to stdout as the run goes (text output); `shown`:
+    /// the bytes of it printed so far.
+    live: bool,
+    shown: usize,
 }
 
 impl Session {
     pub fn start(launch: Launch, guest: &str, seed: u64, out: &Output, host_limits: Vec<String>) -> Result<Session> {
         let mut session = Session::start_silent(launch, guest, seed, host_limits);
+        session.live = !out.json;
         if out.profile {
             session.machine.enable_wall_profile(10);
         }
@@ -145,7 +150,29 @@ impl Session {
             boot,
             containers: Vec::new(),
             profiling: None,
+            live: false,
+            shown: 0,
         }
+    }
+
+    /// Prints what the console gained since the last call: its complete
+    /// lines, or with `all` everything. A reader that went away (a closed
+    /// pipe) stops the printing, not the run.
+    fn show_console(&mut self, all: bool) -> Result<()> {
+        use std::io::Write;
+        let console = self.machine.console();
+        let new = &console[self.shown.min(console.len())..];
+        let take = if all { new.len() } else { new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
+        if take == 0 || !self.live {
+            return Ok(());
+        }
+        let mut out = std::io::stdout().lock();
+        match out.write_all(&new[..take]).and_then(|()| out.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => self.live = false,
+            r => r.context("cannot print the console")?,
+        }
+        self.shown += take;
+        Ok(())
     }
 
     /// Runs until virtual time `t`; returns the end if the run ended first.
@@ -158,11 +185,12 @@ impl Session {
     }
 
     /// Runs until `limit`, showing virtual time against it on a terminal
-    /// (in steps: stopping at a deadline and going on changes nothing).
+    /// and the console as it comes (in steps: stopping at a deadline and
+    /// going on changes nothing).
     fn run_with_progress(&mut self, limit: Vtime) -> Result<Option<End>> {
         const STEP: Vtime = Vtime(100_000_000);
         let spinner = hvsim_guest_image::progress::spinner();
-        if spinner.is_hidden() {
+        if spinner.is_hidden() && !self.live {
             return self.run_to(limit);
         }
         spinner.set_style(
@@ -172,7 +200,9 @@ impl Session {
         spinner.enable_steady_tick(Duration::from_millis(250));
         let end = loop {
             let step = Vtime(self.machine.now().nanos().saturating_add(STEP.nanos()).min(limit.nanos()));
-            match self.run_to(step)? {
+            let stop = self.run_to(step)?;
+            spinner.suspend(|| self.show_console(false))?;
+            match stop {
                 Some(end) => break Some(end),
                 None if step >= limit => break None,
                 None => spinner.set_message(format!("{} of {limit}", self.machine.now())),
@@ -226,7 +256,9 @@ impl Session {
             let report = RunReport { schema: Tag::new(), summary, boot: self.boot, services };
             crate::util::print_json(&report)?;
         } else {
-            print!("{}", summary.console);
+            // The rest of the console: an unfinished last line, or all of
+            // it when the run did not go in steps.
+            self.show_console(true)?;
             if !services.is_empty() {
                 let states: Vec<String> = services
                     .iter()

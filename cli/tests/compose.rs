@@ -330,3 +330,77 @@ fn compose_variables_come_from_the_env_file_and_never_from_the_host() {
     assert!(err.contains("line 7: services.app.environment.GREETING: variable GREETING has no value"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// A service that dies before setup complete is the harness's failure,
+/// named at once: here Debian's `dd` fills the container's disk (a small
+/// `--disk-size`) and exits 1 with ENOSPC. `hvsim explore` stops the setup
+/// there rather than wait for a setup complete that cannot come, names the
+/// service, its status and what it wrote last on stderr, in findings.md
+/// and in report.json, and ends with status 1; the manifest's claim is a
+/// `harness-error`, not `inconclusive-never-reached`.
+#[test]
+fn a_service_that_fills_its_disk_before_setup_is_named_with_its_last_output() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        r#"services:
+  db:
+    image: hvsim-test/redis:bookworm
+    entrypoint: ["sh", "-c"]
+    command: ["echo 'db: preparing the data directory'; dd if=/dev/zero of=/var/lib/redis/fill bs=1M"]
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("hvsim.toml"),
+        "[[claim]]\nid = \"db-answers\"\nstatement = \"The database answers.\"\nassertions = [\"db answers\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = output(&[
+        "explore",
+        "--compose",
+        compose.to_str().unwrap(),
+        "--disk-size",
+        "12M",
+        "--branches",
+        "4",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let failed = &r["summary"]["setup_failed"];
+    assert_eq!((failed["service"].as_str(), failed["status"].as_u64()), (Some("db"), Some(1)), "{failed}");
+    let last: Vec<&str> = failed["last_output"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(last.contains(&"db: preparing the data directory"), "{last:?}");
+    let enospc = last.iter().find(|l| l.starts_with("dd: error writing") && l.ends_with("No space left on device"));
+    let enospc = *enospc.unwrap_or_else(|| panic!("dd's error is not among the last lines: {last:?}"));
+    // No timeline ran from a root that never was.
+    assert_eq!(r["summary"]["branches"], 0, "{}", r["summary"]);
+    assert_eq!(r["summary"]["setup_complete"], false);
+    // stderr: the service, its status, what it wrote last.
+    assert!(stderr.contains("hvsim: error: the service db exited with status 1 at "), "{stderr}");
+    assert!(stderr.contains(", its disk full (No space left on device: raise --disk-size)"), "{stderr}");
+    assert!(stderr.contains(&format!("  db | {enospc}")), "{stderr}");
+    // The claim is the harness's failure.
+    let claim = &r["claims"][0];
+    assert_eq!(
+        (claim["verdict"].as_str(), claim["blame"].as_str()),
+        (Some("harness-error"), Some("harness")),
+        "{claim}"
+    );
+    assert!(claim["reason"].as_str().unwrap().contains("service db exited with status 1"), "{claim}");
+    let findings = std::fs::read_to_string(common::latest(&out).join("findings.md")).unwrap();
+    assert!(findings.contains("**Decision: not-proven**"), "{findings}");
+    assert!(findings.contains("## Setup failed") && findings.contains(&format!("db | {enospc}")), "{findings}");
+    let md = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
+    assert!(md.contains("- root: no root: service db exited with status 1"), "{md}");
+}

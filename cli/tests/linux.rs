@@ -258,3 +258,37 @@ echo '{"antithesis_assert":{"id":"the final check passes","message":"the final c
     assert_eq!(s["bugs"], 0, "{s}");
     assert_eq!(s["timelines"]["at_limit"], 2, "{s}");
 }
+
+/// `hvsim run` prints the guest's console as the run goes, not when it
+/// ends: the guest's first line arrives while the guest still sleeps
+/// through a day of virtual time (hours of wall time here, at the nested
+/// host's rate for an idle kernel), and the run is then stopped.
+#[test]
+fn hvsim_run_shows_the_console_as_it_runs() {
+    use std::io::BufRead;
+    if !linux_available() {
+        return;
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
+        .args(["run", "--linux", "--vtime-limit", "1d", "--init-cmd", "echo first line; sleep 86400; echo too late"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let seen = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout).lines().map_while(Result::ok).find(|l| l.contains("first line"))
+    });
+    // The line comes within a boot (restored from the boot cache, or made).
+    let waited = std::time::Instant::now();
+    while !seen.is_finished() && waited.elapsed() < std::time::Duration::from_secs(300) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.is_finished(), "no console line on stdout within 5 minutes");
+    let line = seen.join().unwrap().unwrap_or_default();
+    assert!(line.trim_end().ends_with("first line"), "{line:?}");
+    assert!(running, "the run had ended before its first line was read");
+}

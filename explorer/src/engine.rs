@@ -145,6 +145,8 @@ pub fn run(
         if state.ending == Ending::Running {
             // The last confirmations.
             let waiting = Instant::now();
+            let unconfirmed = state.bugs.records.iter().filter(|b| !b.reproduction.confirmed());
+            watch.progress(Progress::Confirming { bugs: unconfirmed.count() });
             let run = pool.run_checks(&shared, &mut |c| state.checked(c, watch, &interrupt));
             if let Err(e) = run {
                 state.fail(&interrupt, "re-executions".into(), e);
@@ -153,6 +155,9 @@ pub fn run(
         }
         if state.ending == Ending::Running {
             let estimating = Instant::now();
+            if config.likelihood.runs > 0 && !state.bugs.records.is_empty() {
+                watch.progress(Progress::Estimating { bugs: state.bugs.records.len() });
+            }
             let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
             let (machine, cursor) = pool.main_machine();
             after.after_rounds(LastRound {

@@ -20,6 +20,7 @@ use crate::claims::{ClaimTally, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::coverage::FreshBits;
 use crate::faults::FaultTally;
+use crate::services::ServiceExit;
 use crate::shard::Shards;
 use crate::timeline::{Point, Span};
 use crate::Target;
@@ -79,6 +80,10 @@ pub struct RootInfo {
     /// Restored from a saved root (`roots.rs`) rather than run.
     #[serde(default)]
     pub restored: bool,
+    /// A service exited with an error before setup complete: the setup
+    /// stopped there, and there is no root to branch from.
+    #[serde(default)]
+    pub setup_failed: Option<ServiceExit>,
 }
 
 /// Why an exploration ended.
@@ -211,7 +216,7 @@ impl Exploration {
             draws: DrawTally::default(),
             batch: 1,
             workers: 1,
-            root: RootInfo { point: root, setup_complete: true, ended: None, restored: false },
+            root: RootInfo { point: root, setup_complete: true, ended: None, restored: false, setup_failed: None },
             branches: 2,
             snapshots: 1,
             signals: 1,

@@ -55,6 +55,7 @@ pub mod roots;
 pub mod schedule;
 pub mod schema;
 pub mod sdk;
+pub mod services;
 mod setup;
 pub mod shard;
 mod state;

@@ -34,6 +34,7 @@ use crate::exploration::{
 };
 use crate::faults::BuggifyTally;
 use crate::sdk::{AssertKind, Location};
+use crate::services::ServiceExit;
 use crate::timeline::Point;
 use hvsim_vmm::summary::Replayable;
 
@@ -131,6 +132,9 @@ pub struct Summary {
     pub wall_ms: u64,
     pub vtime_ns: u64,
     pub setup_complete: bool,
+    /// A service exited with an error before setup complete: the setup
+    /// stopped there and no timeline ran (null: none did).
+    pub setup_failed: Option<ServiceExit>,
     /// The root came from a saved root (what was explored does not change).
     pub root_restored: bool,
     pub bugs: usize,
@@ -320,6 +324,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             wall_ms: exp.wall_ms,
             vtime_ns: exp.vtime_ns,
             setup_complete: exp.root.setup_complete,
+            setup_failed: exp.root.setup_failed.clone(),
             root_restored: exp.root.restored,
             bugs: exp.bugs.len(),
             first_bug: exp.first_bug,
@@ -366,6 +371,22 @@ pub(crate) fn never_evaluated(m: &mut String, unevaluated: Option<&Unevaluated>)
 }
 
 /// How to replay the record at `file`.
+/// How the root was reached, in words.
+pub(crate) fn root_words(exp: &Exploration) -> String {
+    let r = &exp.root;
+    if let Some(exit) = &r.setup_failed {
+        return format!("no root: {}", exit.describe());
+    }
+    if let Some(end) = &r.ended {
+        return format!("no root: the target ended before setup complete, after a bug ({end})");
+    }
+    match (&exp.ending, r.setup_complete) {
+        (_, true) => "setup complete".into(),
+        (Ending::Interrupted { .. }, false) => "setup interrupted before it completed".into(),
+        _ => "setup never reported; root taken at the limit".into(),
+    }
+}
+
 pub fn replay_command(file: &Path) -> String {
     format!("hvsim replay {}", file.display())
 }
@@ -415,7 +436,7 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     let _ = writeln!(
         m,
         "- root: {} at virtual time {} ns (event {}){}",
-        if s.setup_complete { "setup complete" } else { "setup never reported; root taken at the limit" },
+        root_words(exp),
         exp.root.point.vtime_ns,
         exp.root.point.events,
         if s.root_restored { ", restored from a saved root" } else { "" }

@@ -17,6 +17,7 @@ use crate::exploration::Ending;
 use crate::faults::FaultTally;
 use crate::replay;
 use crate::roots::{RootId, Roots, SavedRoot};
+use crate::services::Services;
 use crate::state::{ms, ms_f, State};
 use crate::story;
 use crate::timeline::{is_crash, point, Timeline};
@@ -70,7 +71,10 @@ pub(crate) fn root(
             (machine, true)
         }
         None => {
-            let mut machine = target.start(config.seed, host, start)?.machine;
+            watch.progress(Progress::Starting);
+            let launch = target.start(config.seed, host, start)?;
+            watch.progress(Progress::Started { boot: launch.boot.kind, wall_ms: launch.boot.wall_ms });
+            let mut machine = launch.machine;
             state.phases.start_ms = ms_f(state.started.elapsed());
             machine.set_stop_on_message(true);
             // Messages before the run (none, or the boot's) are not its own.
@@ -143,8 +147,11 @@ fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
 }
 
 /// Runs the root until the target reports setup complete (or the setup
-/// limit): true. False if the target ended first after a bug (the end is
-/// then in that bug's record); an error if it ended without one.
+/// limit): true. False if there can be no root: the target ended first
+/// after a bug (the end is then in that bug's record), or a service exited
+/// with an error (`RootInfo::setup_failed`; the harness failed, and a
+/// setup complete may never come); an error if the target ended without a
+/// bug.
 fn setup(
     machine: &mut Machine,
     config: &ExploreConfig,
@@ -154,12 +161,26 @@ fn setup(
 ) -> Result<bool> {
     let setup_started = Instant::now();
     let mut first: Option<Filed> = None;
+    let mut services = Services::default();
+    let mut sdk_messages = 0u64;
     while !state.root.setup_complete {
         let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
-        match machine.run_until(step)? {
+        let stop = machine.run_until(step)?;
+        // A service that failed before the system was ready is the
+        // harness's failure, named with what the service said last.
+        if let Some(exit) = services.exited(machine).into_iter().find(|e| e.status != 0) {
+            if first.is_none() {
+                state.harness.timelines += 1;
+                state.harness.example = Some(exit.describe());
+                state.root.setup_failed = Some(exit);
+                return Ok(false);
+            }
+        }
+        match stop {
             Stop::Message => {
                 state.known.new_coverage(machine);
                 for msg in machine.take_messages() {
+                    sdk_messages += 1;
                     let o = state.known.process(&msg.bytes);
                     state.root.setup_complete |= o.setup_complete;
                     let Some(kind) = o.bug else { continue };
@@ -185,6 +206,7 @@ fn setup(
                 vtime: machine.now(),
                 limit: config.setup_limit,
                 elapsed: setup_started.elapsed(),
+                sdk_messages,
             }),
             Stop::Ended(end) => {
                 let Some(filed) = first else {

@@ -85,6 +85,7 @@ impl State {
                 setup_complete: false,
                 ended: None,
                 restored: false,
+                setup_failed: None,
             },
             schedule: Schedule::default(),
             branches: 0,

@@ -156,7 +156,7 @@ pub fn keep_last(all: Vec<Entry>) -> Vec<Entry> {
 
 /// A console line as an entry: a service's (`name | text`, as init relays
 /// it), init's own (`hvsim-init: ...`), or the kernel's.
-fn output_entry(vtime_ns: u64, line: &str) -> Entry {
+pub(crate) fn output_entry(vtime_ns: u64, line: &str) -> Entry {
     let line = line.trim_end_matches('\r');
     if let Some(text) = line.strip_prefix("hvsim-init: ") {
         return Entry { vtime_ns, what: What::Init, source: "init".into(), text: text.into() };

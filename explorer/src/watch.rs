@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use hvsim_guest_image::linux::boot_cache::BootKind;
 use hvsim_vmm::Vtime;
 
 use crate::bug::BugRecord;
@@ -32,16 +33,27 @@ impl Watch for () {}
 /// How often (wall time) a running exploration is handed out whole.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 
-/// A view of the exploration so far, for progress displays.
+/// A view of the exploration so far, for progress displays: each phase
+/// says when it starts.
 #[derive(Clone, Copy, Debug)]
 pub enum Progress {
-    /// The root runs and has not reported setup complete yet.
-    Setup { vtime: Vtime, limit: Vtime, elapsed: Duration },
+    /// The target is being started: restored from the boot cache, or (the
+    /// first time for its machine shape) booted cold.
+    Starting,
+    /// The target started, as `boot` says.
+    Started { boot: BootKind, wall_ms: u64 },
+    /// The root runs and has not reported setup complete yet; the guest's
+    /// programs have sent `sdk_messages` (any at all: the channel works).
+    Setup { vtime: Vtime, limit: Vtime, elapsed: Duration, sdk_messages: u64 },
     /// The root was restored from a saved root, which took `made_ms` of
     /// wall time to make.
     RootRestored { made_ms: u64 },
     /// A branch ended.
     Branch(BranchProgress),
+    /// The branches are done; `bugs` bugs' re-executions still run.
+    Confirming { bugs: usize },
+    /// Each of `bugs` bugs' likelihood is being estimated.
+    Estimating { bugs: usize },
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -22,6 +22,7 @@ use hvsim_explorer::{
 };
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::inputs;
+use hvsim_guest_image::linux::boot_cache::BootKind;
 use hvsim_vmm::Vtime;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -184,13 +185,22 @@ impl From<SchedulePolicy> for Policy {
 /// Wall time of waiting for setup complete before saying what is awaited.
 const SETUP_HINT_AFTER: Duration = Duration::from_secs(5);
 
-fn setup_hint(elapsed: Duration, vtime: Vtime, limit: Vtime) -> String {
+/// What is awaited, and what may be wrong: the channel, if no program has
+/// sent anything through it; otherwise the program that should report.
+fn setup_hint(elapsed: Duration, vtime: Vtime, limit: Vtime, sdk_messages: u64) -> String {
+    let cause = match sdk_messages {
+        0 => "No program has sent anything through the SDK yet: one whose SDK does not find hvsim's channel \
+              reports nothing (see docs/sdk-protocol.md)."
+            .to_owned(),
+        n => {
+            format!("The guest's programs have sent {n} SDK message(s), so the channel works: none was setup complete.")
+        }
+    };
     format!(
         "hvsim: explore: still waiting for setup complete after {:.0?} of wall time (virtual time {vtime}). \
          The root snapshot is taken when a program in the guest reports setup complete through the SDK \
          (e.g. `lifecycle.setup_complete()`, or the JSON line {{\"antithesis_setup\": {{\"status\": \"complete\"}}}} \
-         written to $HVSIM_SDK_OUTPUT); without it the root is taken at --setup-limit ({limit} virtual). \
-         A program whose SDK does not find hvsim's channel reports nothing: see docs/sdk-protocol.md.",
+         written to $HVSIM_SDK_OUTPUT); without it the root is taken at --setup-limit ({limit} virtual). {cause}",
         elapsed
     )
 }
@@ -243,11 +253,28 @@ const LIMIT_WARNING_AFTER: u64 = 2;
 impl Watch for Watcher<'_> {
     fn progress(&mut self, p: Progress) {
         match p {
-            Progress::Setup { vtime, limit, elapsed } => {
+            Progress::Starting => self.bar.set_message(
+                "| starting the target (a machine shape new to the boot cache boots cold once: minutes on a nested host)",
+            ),
+            Progress::Started { boot: BootKind::Saved | BootKind::Cold, wall_ms } => self.bar.suspend(|| {
+                eprintln!(
+                    "hvsim: explore: booted a machine of a new shape cold in {:.0} s (kept in the boot cache: the next \
+                     run restores it)",
+                    wall_ms as f64 / 1000.0
+                )
+            }),
+            Progress::Started { .. } => {}
+            Progress::Confirming { bugs } => {
+                self.bar.set_message(format!("| branches done; re-executing {bugs} bug(s) to confirm them"))
+            }
+            Progress::Estimating { bugs } => {
+                self.bar.set_message(format!("| estimating the likelihood of {bugs} bug(s) (--likelihood-runs)"))
+            }
+            Progress::Setup { vtime, limit, elapsed, sdk_messages } => {
                 self.bar.set_message(format!("| waiting for setup complete: virtual time {vtime} of {limit}"));
                 if !self.hinted && elapsed >= SETUP_HINT_AFTER {
                     self.hinted = true;
-                    self.bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit)));
+                    self.bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit, sdk_messages)));
                 }
             }
             Progress::RootRestored { made_ms } => self.bar.suspend(|| {
@@ -429,6 +456,12 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         s.bugs,
         dir.join("report.html").display()
     );
+    if let Some(exit) = &s.setup_failed {
+        eprintln!("hvsim: error: the {}; what it wrote last:", exit.describe());
+        for line in &exit.last_output {
+            eprintln!("  {} | {line}", exit.service);
+        }
+    }
     if let Some(u) = &report.unevaluated {
         eprintln!("hvsim: warning: {} check(s) were never evaluated in any timeline:", u.properties.len());
         for p in &u.properties {
@@ -473,6 +506,8 @@ pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
     match &report.summary.ending {
         _ if !report.bugs.is_empty() => util::EXIT_BUGS,
         Ending::Failed { .. } => util::EXIT_ERROR,
+        // The target never got going: a service failed before setup complete.
+        _ if report.summary.setup_failed.is_some() => util::EXIT_ERROR,
         Ending::Interrupted { .. } => util::EXIT_INTERRUPTED,
         _ if fail_on_unmet && unmet => util::EXIT_UNMET,
         _ => util::EXIT_OK,
@@ -496,10 +531,14 @@ mod tests {
 
     #[test]
     fn the_setup_hint_says_what_to_send_and_the_limit() {
-        let hint = setup_hint(Duration::from_secs(5), Vtime(1_000_000), Vtime::from_secs(60));
+        let hint = setup_hint(Duration::from_secs(5), Vtime(1_000_000), Vtime::from_secs(60), 0);
         assert!(hint.contains(r#"{"antithesis_setup": {"status": "complete"}}"#), "{hint}");
         assert!(hint.contains("--setup-limit (60.000000000s virtual)"), "{hint}");
         assert!(hint.contains("(virtual time 0.001000000s)"), "{hint}");
-        assert!(hint.contains("docs/sdk-protocol.md"), "{hint}");
+        assert!(hint.contains("does not find hvsim's channel") && hint.contains("docs/sdk-protocol.md"), "{hint}");
+        // Once messages came, the channel is not the suspect.
+        let hint = setup_hint(Duration::from_secs(5), Vtime(1_000_000), Vtime::from_secs(60), 3);
+        assert!(hint.contains("sent 3 SDK message(s), so the channel works"), "{hint}");
+        assert!(!hint.contains("does not find hvsim's channel"), "{hint}");
     }
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::{Invocation, Report, Unevaluated};
 use crate::claims::{Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::document::Tag;
+use crate::services::ServiceExit;
 
 /// The decision the findings support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
@@ -76,6 +77,8 @@ pub struct Findings {
     /// Properties (assertions, checkers) that no claim names.
     pub unclaimed: Vec<String>,
     pub harness: HarnessTally,
+    /// A service exited with an error before setup complete (null: none).
+    pub setup_failed: Option<ServiceExit>,
     /// What this host lets reach the guest from outside the seed.
     pub host_limits: Vec<String>,
 }
@@ -133,6 +136,7 @@ impl Findings {
             unevaluated: r.unevaluated.clone(),
             unclaimed,
             harness: r.harness.clone(),
+            setup_failed: s.setup_failed.clone(),
             host_limits: r.host_limits.clone(),
         }
     }
@@ -145,6 +149,13 @@ impl Findings {
             let _ = writeln!(m, "- {r}");
         }
         let _ = writeln!(m);
+        if let Some(exit) = &self.setup_failed {
+            let _ = writeln!(m, "## Setup failed\n\nThe {}. What it wrote last:\n\n```text", exit.describe());
+            for line in &exit.last_output {
+                let _ = writeln!(m, "{} | {line}", exit.service);
+            }
+            let _ = writeln!(m, "```\n");
+        }
         super::never_evaluated(&mut m, self.unevaluated.as_ref());
         let _ = writeln!(m, "## Claims\n");
         if self.claims.is_empty() {
@@ -281,6 +292,9 @@ fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     }
     for b in bugs {
         reasons.push(format!("{} is the {}'s, not the system's: {}", b.id, b.blame.name(), b.summary));
+    }
+    if let Some(exit) = &r.summary.setup_failed {
+        reasons.push(format!("the harness failed: the {}; no timeline ran", exit.describe()));
     }
     if let Some(u) = &r.unevaluated {
         reasons.push(format!("{} check(s) were never evaluated in any timeline: {}", u.properties.len(), u.why));

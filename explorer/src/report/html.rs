@@ -98,8 +98,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     pre { code { (serde_json::to_string_pretty(&exp.target).unwrap_or_default()) } }
                 }
                 p.muted {
-                    "Root: " (if s.setup_complete { "setup complete" } else { "setup never reported; taken at the limit" })
-                    " at " (point(exp.root.point)) "."
+                    "Root: " (super::root_words(exp)) " at " (point(exp.root.point)) "."
                 }
                 @if !r.claims.is_empty() { (claims(r)) }
                 h2 { "Bugs (" (r.bugs.len()) ")" }

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::composer;
-use crate::exploration::Exploration;
+use crate::exploration::{Ending, Exploration};
 use crate::timeline::Span;
 
 /// The checks no timeline evaluated.
@@ -35,6 +35,16 @@ pub fn unevaluated(exp: &Exploration) -> Option<Unevaluated> {
 fn why(exp: &Exploration) -> String {
     let t = exp.timelines;
     let n = t.ended + t.at_limit;
+    if let Some(exit) = &exp.root.setup_failed {
+        return format!(
+            "{}, so no timeline ran: read what it wrote last (findings.md) and fix the service or what it \
+             lacked (a full disk: --disk-size; memory: --mem)",
+            exit.describe()
+        );
+    }
+    if !exp.root.setup_complete && matches!(exp.ending, Ending::Interrupted { .. }) {
+        return "the exploration was interrupted during setup, before any timeline ran".into();
+    }
     if !exp.root.setup_complete {
         return "setup complete was never reported, so the root was taken at the setup limit: report it when the \
                 system is ready (the SDK's setup_complete), or raise --setup-limit"

@@ -1,0 +1,138 @@
+//! A compose project's services as guest init tells of them on the console
+//! (guest-init/src/container/mod.rs): each service's output, relayed as
+//! `name | text`, and init's word when one exits for good (`hvsim-init:
+//! service NAME exited with status N`; one that restarts says more). The
+//! root's setup reads it to name the cause when a service dies before the
+//! system is ready, rather than wait for a setup complete that cannot come.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use hvsim_vmm::Machine;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::story::{self, What};
+
+/// Lines of a service's output kept, its last.
+pub const LAST_LINES: usize = 12;
+/// Bytes of one output line kept (a guest's line may be any length).
+const LINE_BYTES: usize = 240;
+/// Services followed at most (a guest may name any number).
+const SERVICES: usize = 256;
+
+/// A service that exited, and will not be restarted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ServiceExit {
+    pub service: String,
+    pub status: u32,
+    /// Virtual time at which init told it (ns).
+    pub vtime_ns: u64,
+    /// What the service wrote last (stdout and stderr), oldest first.
+    pub last_output: Vec<String>,
+}
+
+impl ServiceExit {
+    /// One line: which service, how, when, and the cause where its output
+    /// names one hvsim can act on.
+    pub fn describe(&self) -> String {
+        // strerror(ENOSPC), as a C library and most runtimes print it.
+        let full = self.last_output.iter().any(|l| l.contains("No space left on device"));
+        format!(
+            "service {} exited with status {} at {:.3} s of virtual time, before setup complete{}",
+            self.service,
+            self.status,
+            self.vtime_ns as f64 / 1e9,
+            if full { ", its disk full (No space left on device: raise --disk-size)" } else { "" }
+        )
+    }
+}
+
+/// Follows the console as a run goes on.
+#[derive(Debug, Default)]
+pub struct Services {
+    /// Complete console lines read.
+    lines: usize,
+    last: BTreeMap<String, VecDeque<String>>,
+}
+
+impl Services {
+    /// The services that exited for good in the console's lines since the
+    /// last call.
+    pub fn exited(&mut self, m: &Machine) -> Vec<ServiceExit> {
+        let mut out = Vec::new();
+        for (vtime_ns, bytes) in m.console_lines_from(self.lines) {
+            let e = story::output_entry(vtime_ns, &String::from_utf8_lossy(bytes));
+            match e.what {
+                What::Output if self.last.contains_key(&e.source) || self.last.len() < SERVICES => {
+                    let lines = self.last.entry(e.source).or_default();
+                    if lines.len() == LAST_LINES {
+                        lines.pop_front();
+                    }
+                    lines.push_back(truncate(e.text));
+                }
+                What::Init => {
+                    if let Some((service, status)) = exit_line(&e.text) {
+                        let last_output =
+                            self.last.get(service).map(|l| l.iter().cloned().collect()).unwrap_or_default();
+                        out.push(ServiceExit { service: service.to_owned(), status, vtime_ns, last_output });
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.lines = self.lines.max(m.console_complete_lines());
+        out
+    }
+}
+
+fn truncate(mut line: String) -> String {
+    if line.len() > LINE_BYTES {
+        let mut end = LINE_BYTES;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push('…');
+    }
+    line
+}
+
+/// The service and status of init's line for a service that exited for
+/// good (the text after `hvsim-init: `).
+fn exit_line(text: &str) -> Option<(&str, u32)> {
+    let (service, status) = text.strip_prefix("service ")?.split_once(" exited with status ")?;
+    // "...; restarting it in N ms" is not an end, and does not parse.
+    Some((service, status.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words parsed here are the ones guest init prints.
+    #[test]
+    fn init_says_what_is_parsed() {
+        let init = include_str!("../../guest-init/src/container/mod.rs");
+        assert!(init.contains(r#""hvsim-init: service {} exited with status {status}""#));
+        assert!(init.contains(r#""hvsim-init: service {} exited with status {status}; restarting it"#));
+        assert_eq!(exit_line("service db exited with status 1"), Some(("db", 1)));
+        assert_eq!(exit_line("service db exited with status 1; restarting it in 100 ms (restart 1)"), None);
+        assert_eq!(exit_line("service db is healthy"), None);
+        assert_eq!(exit_line("composer: main/x exited with status 2"), None);
+    }
+
+    #[test]
+    fn a_full_disk_is_named_as_the_cause() {
+        let mut exit = ServiceExit { service: "db".into(), status: 1, vtime_ns: 4_000_000, last_output: vec![] };
+        assert_eq!(exit.describe(), "service db exited with status 1 at 0.004 s of virtual time, before setup complete");
+        exit.last_output.push("dd: error writing '/x': No space left on device".into());
+        assert!(exit.describe().ends_with(", its disk full (No space left on device: raise --disk-size)"));
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_character() {
+        let cut = truncate("é".repeat(LINE_BYTES));
+        assert!(cut.len() <= LINE_BYTES + '…'.len_utf8() && cut.ends_with('…'), "{cut}");
+        assert_eq!(truncate("short".into()), "short");
+    }
+}
