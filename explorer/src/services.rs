@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn a_full_disk_is_named_as_the_cause() {
         let mut exit = ServiceExit { service: "db".into(), status: 1, vtime_ns: 4_000_000, last_output: vec![] };
-        assert_eq!(exit.describe(), "service db exited with status 1 at 0.004 s of virtual time, before setup complete");
+        assert_eq!(
+            exit.describe(),
+            "service db exited with status 1 at 0.004 s of virtual time, before setup complete"
+        );
         exit.last_output.push("dd: error writing '/x': No space left on device".into());
         assert!(exit.describe().ends_with(", its disk full (No space left on device: raise --disk-size)"));
     }
