@@ -16,23 +16,7 @@ pub fn vault_bug_id() -> String {
 
 /// Whether KVM tests can run here. Without /dev/kvm they are skipped with a
 /// printed reason, unless HVSIM_REQUIRE_KVM=1 (as in CI), where that fails.
-///
-/// A raw-guest test run by nextest beside the Linux group then gives way
-/// to it: its thread, and every hvsim it starts, at the lowest priority.
-/// The Linux tests are the run's critical path, and their guest kernel
-/// code, emulated here, took half as long again whenever a raw-guest
-/// exploration shared the CPUs at the same priority (docs/testing.md).
 pub fn kvm_available() -> bool {
-    let available = kvm_opens();
-    if available && std::env::var("NEXTEST_TEST_GROUP").is_ok_and(|group| group != "linux") {
-        // SAFETY: setpriority changes only this thread's nice value (and
-        // what it starts inherits it); raising it needs no privilege.
-        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-    }
-    available
-}
-
-fn kvm_opens() -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         Ok(_) => true,
         Err(e) => {
@@ -73,7 +57,7 @@ pub fn linux_available() -> bool {
         let name = std::env::var("NEXTEST_TEST_NAME").unwrap_or_default();
         assert_eq!(group, "linux", "{name} boots Linux: name it in .config/nextest.toml's linux group");
     }
-    kvm_opens()
+    kvm_available()
 }
 
 /// hvsim checks every document it writes (reports, bug records,
