@@ -166,10 +166,37 @@ fn setup(
     while !state.root.setup_complete {
         let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
         let stop = machine.run_until(step)?;
-        // A service that failed before the system was ready is the
-        // harness's failure, named with what the service said last.
+        if matches!(stop, Stop::Message) {
+            state.known.new_coverage(machine);
+            for msg in machine.take_messages() {
+                sdk_messages += 1;
+                let o = state.known.process(&msg.bytes);
+                state.root.setup_complete |= o.setup_complete;
+                let Some(kind) = o.bug else { continue };
+                let at = point(machine);
+                match first {
+                    None => {
+                        let timeline = Timeline::at(at);
+                        let failure = Failure::of(machine, &story::nodes(cx.target));
+                        let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
+                        first = Some(filed);
+                        state.first_bug = Some((0, ms(state.started.elapsed())));
+                        watch.bug(&state.bugs.records[filed.index])?;
+                    }
+                    Some(filed) => {
+                        let later = Later { at, what: kind.describe() };
+                        state.bugs.later(filed, &kind, later, &mut state.known.assertions);
+                    }
+                }
+            }
+        }
+        if state.root.setup_complete {
+            break;
+        }
+        // A service that failed before the system was ready, with no fault
+        // to blame, is the harness's failure: named with what it said last.
         if let Some(exit) = services.exited(machine).into_iter().find(|e| e.status != 0) {
-            if first.is_none() {
+            if first.is_none() && machine.state().devices.virtio.struck().is_empty() {
                 state.harness.timelines += 1;
                 state.harness.example = Some(exit.describe());
                 state.root.setup_failed = Some(exit);
@@ -177,30 +204,7 @@ fn setup(
             }
         }
         match stop {
-            Stop::Message => {
-                state.known.new_coverage(machine);
-                for msg in machine.take_messages() {
-                    sdk_messages += 1;
-                    let o = state.known.process(&msg.bytes);
-                    state.root.setup_complete |= o.setup_complete;
-                    let Some(kind) = o.bug else { continue };
-                    let at = point(machine);
-                    match first {
-                        None => {
-                            let timeline = Timeline::at(at);
-                            let failure = Failure::of(machine, &story::nodes(cx.target));
-                            let filed = state.bugs.record(kind, timeline, &failure, &mut state.known.assertions, cx, 0);
-                            first = Some(filed);
-                            state.first_bug = Some((0, ms(state.started.elapsed())));
-                            watch.bug(&state.bugs.records[filed.index])?;
-                        }
-                        Some(filed) => {
-                            let later = Later { at, what: kind.describe() };
-                            state.bugs.later(filed, &kind, later, &mut state.known.assertions);
-                        }
-                    }
-                }
-            }
+            Stop::Message => {}
             Stop::Deadline if step >= config.setup_limit => break,
             Stop::Deadline => watch.progress(Progress::Setup {
                 vtime: machine.now(),
