@@ -404,3 +404,77 @@ fn a_service_that_fills_its_disk_before_setup_is_named_with_its_last_output() {
     let md = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();
     assert!(md.contains("- root: no root: service db exited with status 1"), "{md}");
 }
+
+/// A service that dies in a timeline, with no fault to explain it, is the
+/// harness's failure too: `db` registers the check a claim names, reports
+/// setup complete, then exits 3 before it evaluates the check, while `idle`
+/// keeps the timeline going to its limit. Every timeline's harness failed;
+/// stderr, findings.md and report.json name the service, its status and
+/// what it wrote last; the never-evaluated check's why is that exit, and
+/// the claim is a `harness-error`.
+#[test]
+fn a_service_that_dies_in_a_timeline_is_named_with_its_last_output() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("db.sh"),
+        r#"echo '{"antithesis_assert":{"id":"db answers","message":"db answers","condition":false,"hit":false,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}' > $HVSIM_SDK_OUTPUT
+echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+sleep 0.05
+echo 'db: lost my lease'
+exit 3
+"#,
+    )
+    .unwrap();
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        "services:\n  db:\n    image: hvsim-test/redis:bookworm\n    entrypoint: [\"sh\", \"/db.sh\"]\n    \
+         volumes:\n      - ./db.sh:/db.sh:ro\n  idle:\n    image: hvsim-test/redis:bookworm\n    \
+         entrypoint: [\"sleep\", \"infinity\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("hvsim.toml"),
+        "[[claim]]\nid = \"db-answers\"\nstatement = \"The database answers.\"\nassertions = [\"db answers\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let args = ["--branches", "2", "--timeline-limit", "1s", "--reexecute", "0", "--likelihood-runs", "0", "--json"];
+    let o = output(
+        &[&["explore", "--compose", compose.to_str().unwrap(), "--out", out.to_str().unwrap()][..], &args].concat(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(r["summary"]["setup_complete"], true, "{stderr}");
+    let harness = &r["harness"];
+    assert_eq!(harness["timelines"], 2, "every timeline's harness failed: {harness}");
+    let exit = &harness["service_exit"];
+    assert_eq!((exit["service"].as_str(), exit["status"].as_u64()), (Some("db"), Some(3)), "{exit}");
+    let last: Vec<&str> = exit["last_output"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(last.last(), Some(&"db: lost my lease"), "{last:?}");
+    // The check it never evaluated is the headline, and why is the exit.
+    assert_eq!(r["unevaluated"]["properties"], serde_json::json!(["db answers"]), "{}", r["unevaluated"]);
+    let why = r["unevaluated"]["why"].as_str().unwrap();
+    assert!(why.starts_with("the service db exited with status 3 at "), "{why}");
+    assert!(
+        stderr.contains(
+            "hvsim: warning: the harness failed in 2 timeline(s), first: the service db exited with status 3 at "
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("  db | db: lost my lease"), "{stderr}");
+    let claim = &r["claims"][0];
+    assert_eq!(
+        (claim["verdict"].as_str(), claim["blame"].as_str()),
+        (Some("harness-error"), Some("harness")),
+        "{claim}"
+    );
+    assert!(claim["reason"].as_str().unwrap().contains("service db exited with status 3"), "{claim}");
+    let findings = std::fs::read_to_string(common::latest(&out).join("findings.md")).unwrap();
+    assert!(findings.contains("**Decision: not-proven**"), "{findings}");
+    assert!(findings.contains("## A service exited") && findings.contains("db | db: lost my lease"), "{findings}");
+}

@@ -35,6 +35,7 @@ use crate::error::Result;
 use crate::faults::FaultTally;
 use crate::history::Histories;
 use crate::knowledge::Knowledge;
+use crate::services::Services;
 use crate::story;
 use crate::timeline::{is_crash, point, Point, Span, Timeline};
 use crate::winddown;
@@ -182,6 +183,8 @@ pub(crate) struct Rules {
     pub every: Option<Vtime>,
     /// Where timelines start.
     pub root: Vtime,
+    /// The console's complete lines at the root.
+    pub root_console_lines: usize,
     /// Whether to take snapshots where something is new.
     pub snapshots: bool,
     /// Whether SDK draws are decision points (`schedule.rs`).
@@ -336,17 +339,28 @@ pub(crate) fn run(
     let histories =
         if rules.checkers.is_empty() { Histories::new() } else { crate::sdk::histories(machine.messages()) };
     let (checked, violation) = checkers::run(&rules.checkers, &histories);
+    let struck = machine.state().devices.virtio.struck();
+    // A service that exited with an error in the timeline (since its root,
+    // wherever this branch started) before any fault struck in it: nothing
+    // the exploration did explains it.
+    let first_fault = struck.iter().map(|f| f.start_ns).min();
+    let service_exits: Vec<_> = Services::from_line(rules.root_console_lines)
+        .exited(machine)
+        .into_iter()
+        .filter(|e| e.status != 0 && first_fault.is_none_or(|f| e.vtime_ns < f))
+        .collect();
     let claims = claims::observe(
         &rules.claims,
         &rules.checkers,
         &claims::TimelineEnd {
             messages: machine.messages(),
             histories: &histories,
-            faults: &machine.state().devices.virtio.struck(),
+            faults: &struck,
             checked: &checked,
             end: end.as_ref(),
             end_ns: machine.now().nanos(),
             failed_ns: stops.iter().find_map(|s| s.failure.as_ref().map(|f| f.at.vtime_ns)),
+            service_exits: &service_exits,
         },
     );
     let first_failure = failed_at.is_none() && crash.is_none();

@@ -33,6 +33,7 @@ use crate::checkers::{Checked, CheckerSpec, CheckerTally};
 use crate::composer::{self, ComposerEvent};
 use crate::history::Histories;
 use crate::sdk::{self, SdkMessage};
+use crate::services::ServiceExit;
 
 /// One claim, as the manifest states it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -245,6 +246,8 @@ pub struct TimelineClaims {
     pub claims: Vec<Exercise>,
     /// What failed outside any assertion or checker, if something did.
     pub harness: Option<String>,
+    /// The service whose exit that was, if it was one.
+    pub service_exit: Option<ServiceExit>,
 }
 
 /// A timeline at its end, as the claims see it.
@@ -263,13 +266,17 @@ pub struct TimelineEnd<'a> {
     /// When its first failure (an assertion) showed, if one did: what the
     /// harness did after it is a consequence, not a failure of its own.
     pub failed_ns: Option<u64>,
+    /// Services that exited with an error in it, no fault having struck
+    /// before (`branch.rs`), in order.
+    pub service_exits: &'a [ServiceExit],
 }
 
 /// What a timeline says of each claim.
 pub fn observe(claims: &[ClaimSpec], checkers: &[CheckerSpec], t: &TimelineEnd) -> TimelineClaims {
-    let harness = harness_failure(t);
+    let (harness, service_exit) = harness_failure(t).unzip();
+    let service_exit = service_exit.flatten();
     if claims.is_empty() {
-        return TimelineClaims { claims: Vec::new(), harness };
+        return TimelineClaims { claims: Vec::new(), harness, service_exit };
     }
     // Every assertion hit: (vtime, id, message).
     let hits: Vec<(u64, String, String)> = t
@@ -319,25 +326,32 @@ pub fn observe(claims: &[ClaimSpec], checkers: &[CheckerSpec], t: &TimelineEnd) 
             e
         })
         .collect();
-    TimelineClaims { claims, harness }
+    TimelineClaims { claims, harness, service_exit }
 }
 
-/// A failure of the harness in a timeline, before any other failure: the
-/// guest ending in a crash, or a Test Composer workload command that
+/// A failure of the harness in a timeline, before any other failure: a
+/// service exiting with an error where no fault struck (with it, the exit),
+/// the guest ending in a crash, or a Test Composer workload command that
 /// exited with an error (not one a fault or the composer stopped).
-fn harness_failure(t: &TimelineEnd) -> Option<String> {
+fn harness_failure(t: &TimelineEnd) -> Option<(String, Option<ServiceExit>)> {
     let before_failure = |ns: u64| t.failed_ns.is_none_or(|f| ns < f);
-    if let Some(end) = t.end.filter(|e| crate::timeline::is_crash(e) && t.failed_ns.is_none()) {
-        return Some(format!("the guest ended: {}", end.detail()));
+    if let Some(exit) = t.service_exits.iter().find(|e| before_failure(e.vtime_ns)) {
+        return Some((exit.describe_in_timeline(), Some(exit.clone())));
     }
-    t.messages.iter().filter(|m| before_failure(m.vtime.nanos())).find_map(|m| match ComposerEvent::of(&m.bytes)? {
-        ComposerEvent::Exit { command, service, status, fault: false, stopped: false, .. }
-            if status != 0 && is_driver(&command) =>
-        {
-            Some(format!("Test Composer's {command} in {service} exited with status {status}"))
+    if let Some(end) = t.end.filter(|e| crate::timeline::is_crash(e) && t.failed_ns.is_none()) {
+        return Some((format!("the guest ended: {}", end.detail()), None));
+    }
+    let driver = t.messages.iter().filter(|m| before_failure(m.vtime.nanos())).find_map(|m| {
+        match ComposerEvent::of(&m.bytes)? {
+            ComposerEvent::Exit { command, service, status, fault: false, stopped: false, .. }
+                if status != 0 && is_driver(&command) =>
+            {
+                Some(format!("Test Composer's {command} in {service} exited with status {status}"))
+            }
+            _ => None,
         }
-        _ => None,
-    })
+    });
+    driver.map(|words| (words, None))
 }
 
 /// One claim over an exploration: what its timelines said.
@@ -377,6 +391,10 @@ pub struct HarnessTally {
     pub timelines: u64,
     /// The first failure, in words.
     pub example: Option<String>,
+    /// Where that was a service's exit: the service, its status and what
+    /// it wrote last (null: it was not).
+    #[serde(default)]
+    pub service_exit: Option<ServiceExit>,
 }
 
 impl ClaimTally {
@@ -426,10 +444,14 @@ impl ClaimTally {
 }
 
 impl HarnessTally {
-    pub fn add(&mut self, failure: Option<&String>) {
-        if let Some(f) = failure {
+    /// Adds a timeline's harness failure, if it had one.
+    pub fn add(&mut self, t: &TimelineClaims) {
+        if let Some(f) = &t.harness {
             self.timelines += 1;
-            self.example.get_or_insert_with(|| f.clone());
+            if self.example.is_none() {
+                self.example = Some(f.clone());
+                self.service_exit = t.service_exit.clone();
+            }
         }
     }
 }
@@ -762,6 +784,7 @@ mod tests {
             end,
             end_ns: 1000,
             failed_ns,
+            service_exits: &[],
         };
         let t = observe(std::slice::from_ref(&c), &[], &end(&faults, None, None));
         let e = &t.claims[0];
@@ -778,6 +801,45 @@ mod tests {
         assert_eq!(observe(&[], &[], &end(&[], Some(&crash), Some(200))).harness, None);
         let t = observe(&[], &[], &end(&[], Some(&crash), None));
         assert_eq!(t.harness.as_deref(), Some("the guest ended: guest powered off with status 3"));
+    }
+
+    /// A service's exit where no fault struck is the harness's failure,
+    /// named with the service (before the guest's end it led to), unless an
+    /// assertion failed first; the tally keeps the first with its output.
+    #[test]
+    fn a_service_exiting_with_an_error_is_the_harness_failure() {
+        let histories = Histories::new();
+        let exit =
+            ServiceExit { service: "db".into(), status: 3, vtime_ns: 150, last_output: vec!["lost my lease".into()] };
+        let crash = End::Exit { status: 3 };
+        let t = |failed_ns| {
+            observe(
+                &[],
+                &[],
+                &TimelineEnd {
+                    messages: &[],
+                    histories: &histories,
+                    faults: &[],
+                    checked: &[],
+                    end: Some(&crash),
+                    end_ns: 1000,
+                    failed_ns,
+                    service_exits: std::slice::from_ref(&exit),
+                },
+            )
+        };
+        let first = t(None);
+        assert_eq!(
+            first.harness.as_deref(),
+            Some("service db exited with status 3 at 0.000 s of virtual time, in a timeline where no fault had struck")
+        );
+        assert_eq!(first.service_exit.as_ref(), Some(&exit));
+        let after = t(Some(100));
+        assert_eq!((after.harness, after.service_exit), (None, None));
+        let mut tally = HarnessTally::default();
+        tally.add(&first);
+        tally.add(&first);
+        assert_eq!((tally.timelines, tally.service_exit), (2, Some(exit)));
     }
 
     fn set_spec() -> CheckerSpec {
@@ -834,7 +896,7 @@ mod tests {
         let r = judged(&c, std::slice::from_ref(&held), &[], &clean, &assertions);
         assert_eq!(r.verdict, ClaimVerdict::InconclusiveFaultsNotLanded, "{}", r.reason);
         // The harness failed somewhere: nothing can be trusted.
-        let broken = HarnessTally { timelines: 1, example: Some("the guest ended".into()) };
+        let broken = HarnessTally { timelines: 1, example: Some("the guest ended".into()), service_exit: None };
         let r = judged(&c, std::slice::from_ref(&landed), &[], &broken, &assertions);
         assert_eq!((r.verdict, r.blame), (ClaimVerdict::HarnessError, Some(Blame::Harness)));
         // A bug falsifies it: that wins over everything.

@@ -125,6 +125,7 @@ pub fn run(
             span: config.span,
             every: config.snapshot_every,
             root: Vtime(state.root.point.vtime_ns),
+            root_console_lines: machine.console_complete_lines(),
             snapshots: config.branch_from_snapshots,
             draws: config.branch_from_snapshots && config.policy.draws(),
             checkers: config.checkers.clone(),

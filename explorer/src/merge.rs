@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use crate::assertions::Assertions;
 use crate::bug::BugRecord;
 use crate::checkers::CheckerTally;
-use crate::claims::ClaimTally;
+use crate::claims::{ClaimTally, HarnessTally};
 use crate::composer::CommandTally;
 use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
@@ -275,8 +275,12 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         for (o, t) in out.claims.iter_mut().zip(e.claims) {
             add_claim(o, t);
         }
-        add(&mut out.harness.timelines, e.harness.timelines);
-        out.harness.example = least(out.harness.example.take(), e.harness.example);
+        // The least example, with the service exit that goes with it.
+        let HarnessTally { timelines, example, service_exit } = e.harness;
+        add(&mut out.harness.timelines, timelines);
+        if example.is_some() && (out.harness.example.is_none() || example < out.harness.example) {
+            (out.harness.example, out.harness.service_exit) = (example, service_exit);
+        }
         out.host_limits = union(std::mem::take(&mut out.host_limits), e.host_limits, usize::MAX);
         add(&mut out.garbage.count, e.garbage.count);
         out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), e.garbage.examples, GARBAGE_EXAMPLES);

@@ -32,7 +32,7 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
     for (tally, e) in state.claims.iter_mut().zip(&run.claims.claims) {
         tally.add(e, run.job.branch);
     }
-    state.harness.add(run.claims.harness.as_ref());
+    state.harness.add(&run.claims);
     if run.end.is_some() {
         state.timelines.ended += 1;
     } else {

@@ -3,7 +3,9 @@
 //! `name | text`, and init's word when one exits for good (`hvsim-init:
 //! service NAME exited with status N`; one that restarts says more). The
 //! root's setup reads it to name the cause when a service dies before the
-//! system is ready, rather than wait for a setup complete that cannot come.
+//! system is ready, rather than wait for a setup complete that cannot come;
+//! a branch reads it to tell a service that died in its timeline with no
+//! fault to explain it (the harness's failure, not the system's).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -19,6 +21,9 @@ pub const LAST_LINES: usize = 12;
 const LINE_BYTES: usize = 240;
 /// Services followed at most (a guest may name any number).
 const SERVICES: usize = 256;
+/// Console lines read before a timeline's root, for the last output of a
+/// service that exits in the timeline.
+const CONTEXT_LINES: usize = 256;
 
 /// A service that exited, and will not be restarted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -32,13 +37,23 @@ pub struct ServiceExit {
 }
 
 impl ServiceExit {
-    /// One line: which service, how, when, and the cause where its output
-    /// names one hvsim can act on.
+    /// One line for an exit before setup complete: which service, how,
+    /// when, and the cause where its output names one hvsim can act on.
     pub fn describe(&self) -> String {
+        self.words("before setup complete")
+    }
+
+    /// One line for an exit in a timeline, after setup complete, that no
+    /// fault explains.
+    pub fn describe_in_timeline(&self) -> String {
+        self.words("in a timeline where no fault had struck")
+    }
+
+    fn words(&self, when: &str) -> String {
         // strerror(ENOSPC), as a C library and most runtimes print it.
         let full = self.last_output.iter().any(|l| l.contains("No space left on device"));
         format!(
-            "service {} exited with status {} at {:.3} s of virtual time, before setup complete{}",
+            "service {} exited with status {} at {:.3} s of virtual time, {when}{}",
             self.service,
             self.status,
             self.vtime_ns as f64 / 1e9,
@@ -52,15 +67,26 @@ impl ServiceExit {
 pub struct Services {
     /// Complete console lines read.
     lines: usize,
+    /// The first line whose exits are told (those before it only give
+    /// services their last output).
+    tell_from: usize,
     last: BTreeMap<String, VecDeque<String>>,
 }
 
 impl Services {
+    /// Follows the console from its line `line` (a timeline's root): exits
+    /// from there on, with what the services wrote shortly before as part
+    /// of their last output.
+    pub fn from_line(line: usize) -> Services {
+        Services { lines: line.saturating_sub(CONTEXT_LINES), tell_from: line, last: BTreeMap::new() }
+    }
+
     /// The services that exited for good in the console's lines since the
     /// last call.
     pub fn exited(&mut self, m: &Machine) -> Vec<ServiceExit> {
         let mut out = Vec::new();
-        for (vtime_ns, bytes) in m.console_lines_from(self.lines) {
+        let first = self.lines;
+        for (i, (vtime_ns, bytes)) in m.console_lines_from(first).enumerate() {
             let e = story::output_entry(vtime_ns, &String::from_utf8_lossy(bytes));
             match e.what {
                 What::Output if self.last.contains_key(&e.source) || self.last.len() < SERVICES => {
@@ -70,7 +96,7 @@ impl Services {
                     }
                     lines.push_back(truncate(e.text));
                 }
-                What::Init => {
+                What::Init if first + i >= self.tell_from => {
                     if let Some((service, status)) = exit_line(&e.text) {
                         let last_output =
                             self.last.get(service).map(|l| l.iter().cloned().collect()).unwrap_or_default();

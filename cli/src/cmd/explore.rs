@@ -15,6 +15,7 @@ use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{Report, RunDir};
+use hvsim_explorer::services::ServiceExit;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::winddown::Winddown;
 use hvsim_explorer::{
@@ -456,11 +457,22 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         s.bugs,
         dir.join("report.html").display()
     );
-    if let Some(exit) = &s.setup_failed {
-        eprintln!("hvsim: error: the {}; what it wrote last:", exit.describe());
+    let last_output = |exit: &ServiceExit| {
         for line in &exit.last_output {
             eprintln!("  {} | {line}", exit.service);
         }
+    };
+    if let Some(exit) = &s.setup_failed {
+        eprintln!("hvsim: error: the {}; what it wrote last:", exit.describe());
+        last_output(exit);
+    }
+    if let Some(exit) = &report.harness.service_exit {
+        eprintln!(
+            "hvsim: warning: the harness failed in {} timeline(s), first: the {}; what it wrote last:",
+            report.harness.timelines,
+            exit.describe_in_timeline()
+        );
+        last_output(exit);
     }
     if let Some(u) = &report.unevaluated {
         eprintln!("hvsim: warning: {} check(s) were never evaluated in any timeline:", u.properties.len());

@@ -150,11 +150,15 @@ impl Findings {
         }
         let _ = writeln!(m);
         if let Some(exit) = &self.setup_failed {
-            let _ = writeln!(m, "## Setup failed\n\nThe {}. What it wrote last:\n\n```text", exit.describe());
-            for line in &exit.last_output {
-                let _ = writeln!(m, "{} | {line}", exit.service);
-            }
-            let _ = writeln!(m, "```\n");
+            last_output(&mut m, "Setup failed", &exit.describe(), exit);
+        }
+        if let Some(exit) = &self.harness.service_exit {
+            let words = format!(
+                "{} (the first of {} timeline(s) whose harness failed)",
+                exit.describe_in_timeline(),
+                self.harness.timelines
+            );
+            last_output(&mut m, "A service exited", &words, exit);
         }
         super::never_evaluated(&mut m, self.unevaluated.as_ref());
         let _ = writeln!(m, "## Claims\n");
@@ -280,6 +284,15 @@ impl Findings {
     }
 }
 
+/// A section on a service's exit: what happened, and what it wrote last.
+fn last_output(m: &mut String, heading: &str, words: &str, exit: &ServiceExit) {
+    let _ = writeln!(m, "## {heading}\n\nThe {words}. What it wrote last:\n\n```text");
+    for line in &exit.last_output {
+        let _ = writeln!(m, "{} | {line}", exit.service);
+    }
+    let _ = writeln!(m, "```\n");
+}
+
 /// The decision, and its reasons (docs/claims.md).
 fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     let mut reasons = Vec::new();
@@ -295,6 +308,8 @@ fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     }
     if let Some(exit) = &r.summary.setup_failed {
         reasons.push(format!("the harness failed: the {}; no timeline ran", exit.describe()));
+    } else if let Some(why) = &r.harness.example {
+        reasons.push(format!("the harness failed in {} timeline(s), first: {why}", r.harness.timelines));
     }
     if let Some(u) = &r.unevaluated {
         reasons.push(format!("{} check(s) were never evaluated in any timeline: {}", u.properties.len(), u.why));

@@ -31,7 +31,7 @@ pub fn unevaluated(exp: &Exploration) -> Option<Unevaluated> {
 }
 
 /// Why the exploration's timelines did not reach its checks, from how they
-/// ended, and what to change.
+/// ended (or a service that died in them), and what to change.
 fn why(exp: &Exploration) -> String {
     let t = exp.timelines;
     let n = t.ended + t.at_limit;
@@ -52,6 +52,14 @@ fn why(exp: &Exploration) -> String {
     }
     if n == 0 {
         return "no timeline ran: the budget ended at the root".into();
+    }
+    if let Some(exit) = &exp.harness.service_exit {
+        return format!(
+            "the {} (in {} of {n} timelines a service or command of the harness failed): read what it wrote \
+             last (findings.md) and fix the service or what it lacked",
+            exit.describe_in_timeline(),
+            exp.harness.timelines
+        );
     }
     let limit = match exp.span {
         Span::Whole { limit } => format!("--timeline-limit ({:.1} s)", limit.nanos() as f64 / 1e9),
