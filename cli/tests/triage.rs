@@ -19,6 +19,46 @@ fn demo(out: &Path) -> (Value, String) {
     (r, file)
 }
 
+/// A record's id names the files commands write beside it (`minimize`:
+/// `<id>.min.json`): one that is not a bug id is refused when the record is
+/// read, with one line naming the file, and nothing is written anywhere.
+#[test]
+fn a_record_whose_id_is_a_path_is_refused_and_nothing_is_written() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bugs = dir.path().join("a/b/bugs");
+    std::fs::create_dir_all(&bugs).unwrap();
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus/bug_record/demo-bug-1.json");
+    let mut record: Value = serde_json::from_str(&read(Path::new(corpus))).unwrap();
+    record["id"] = "../../../escaped".into();
+    let file = bugs.join("BUG-hostile.json");
+    std::fs::write(&file, record.to_string()).unwrap();
+    for command in ["minimize", "replay", "debug"] {
+        let o = output(&[command, file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{command}: {err}");
+        assert!(err.contains(&file.display().to_string()) && err.contains("is not BUG- and 12 hex digits"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");
+    }
+    let written: Vec<_> = walk(dir.path());
+    assert_eq!(written, [file], "nothing but the record");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        if e.file_type().unwrap().is_dir() {
+            files.extend(walk(&e.path()));
+        } else {
+            files.push(e.path());
+        }
+    }
+    files
+}
+
 /// The record's story is the timeline on one line of virtual time, ending
 /// at the failure; `hvsim replay` tells it as it re-executes; and
 /// `--snapshot-before` leaves the machine 1 ms before the failure, which

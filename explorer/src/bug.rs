@@ -374,9 +374,17 @@ impl BugRecord {
         Ok(record)
     }
 
-    /// The timeline's points must follow each other: the root, each
-    /// segment's end, the failure, in events and in virtual time.
+    /// Its id has the shape of one (commands name files after it, so it
+    /// must not name a path), and the timeline's points follow each other:
+    /// the root, each segment's end, the failure, in events and in virtual
+    /// time. (An id that is not what the record's failure hashes to is left
+    /// to replay, which then does not reproduce it, and to merge.)
     fn check(&self) -> std::result::Result<(), String> {
+        let hex = self.id.strip_prefix("BUG-").unwrap_or_default();
+        if hex.len() != 12 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            let shown: String = self.id.chars().take(40).collect();
+            return Err(format!("damaged bug record: its id {shown:?} is not BUG- and 12 hex digits"));
+        }
         let mut points = vec![("the root", self.timeline.root)];
         points.extend(self.timeline.segments.iter().map(|s| ("a segment's end", s.until)));
         points.push(("the failure point", self.at));
@@ -561,6 +569,20 @@ mod tests {
                 // The seed corpus is records hvsim wrote.
                 Err(e) => assert!(!file.iter().any(|c| c == "corpus"), "{}: {e}", file.display()),
             }
+        }
+    }
+
+    /// An id that could name a path outside the record's directory (minimize
+    /// writes `<id>.min.json` beside it) is refused when the record is read.
+    #[test]
+    fn an_id_that_is_not_a_bug_id_is_refused() {
+        let (_, data) = fuzz_inputs("bug_record").into_iter().find(|(f, _)| f.iter().any(|c| c == "corpus")).unwrap();
+        let mut record: serde_json::Value = serde_json::from_slice(&data).unwrap();
+        assert!(BugRecord::parse(&record.to_string()).is_ok());
+        for id in ["../../x", "BUG-../../../x", "BUG-0123456789AB", "BUG-0123456789abc", ""] {
+            record["id"] = id.into();
+            let e = BugRecord::parse(&record.to_string()).unwrap_err();
+            assert!(e.contains("is not BUG- and 12 hex digits"), "{id}: {e}");
         }
     }
 
