@@ -156,6 +156,59 @@ fn sigterm_after_a_bug_leaves_every_bug_on_disk_and_replayable() {
     interrupted_after_a_bug("TERM", 15);
 }
 
+/// SIGINT between a branch's failure and its timeline's end (here the
+/// program fails its assertion, then starts processes for minutes of wall
+/// time) still leaves the bug on disk, in the report and replayable: the
+/// branch ends where it stands and its bug is merged.
+#[test]
+fn sigint_before_the_failing_timeline_ends_keeps_its_bug() {
+    if !linux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let sdk = |json: &str| format!("echo '{json}' > $HVSIM_SDK_OUTPUT");
+    let init = [
+        sdk(r#"{"antithesis_setup":{"status":"complete","details":null}}"#),
+        sdk(r#"{"antithesis_assert":{"id":"x","message":"x","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}"#),
+        "i=0; while [ $i -lt 100000 ]; do busybox true; i=$((i+1)); done".into(),
+    ]
+    .join("; ");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
+        .env(SCHEMA_CHECK, "1")
+        .env("HVSIM_LOG", "hvsim_explorer::engine=debug")
+        .args(["explore", "--linux", "--init-cmd", &init, "--branches", "1", "--reexecute", "0", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The branch starts at setup complete and fails at once; each process
+    // it starts after that takes most of a second here.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    while !log.contains(" branch branch=1") {
+        let before = log.len();
+        std::io::BufRead::read_line(&mut stderr, &mut log).unwrap();
+        assert!(log.len() > before, "the exploration ended before its branch started: {log}");
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    signal(&child, "INT");
+    std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(8), "{log}");
+    assert!(log.contains("interrupted (SIGINT)"), "{log}");
+    let run = latest(&out);
+    let on_disk = records(&run);
+    assert_eq!(on_disk.len(), 1, "{log}");
+    assert_eq!(on_disk[0]["summary"], "assertion failed: x");
+    let report: Value = serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+    assert_eq!(report["bugs"][0]["id"], on_disk[0]["id"]);
+    let file = run.join("bugs").join(format!("{}.json", on_disk[0]["id"].as_str().unwrap()));
+    let o = output(&["replay", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
 #[test]
 fn interrupted_without_a_bug_is_status_9_with_a_report() {
     if !kvm_available() {

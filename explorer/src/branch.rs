@@ -10,7 +10,8 @@
 //! The branch's first failure is its bug (see `bugs.rs`): the branch runs
 //! on to its end so that what follows is on record, but it takes no
 //! snapshot from there on, since nothing after a bug is a place to explore
-//! from.
+//! from. An interrupt in that stretch ends the branch where it stands, its
+//! bug kept.
 //!
 //! What is new here is judged against the [`Knowledge`] the exploration
 //! had when the branch's round began, plus the branch's own findings. The
@@ -254,7 +255,14 @@ pub(crate) fn run(
     };
     let (end, end_coverage) = loop {
         let interval = rules.next_interval(machine.now()).filter(|&t| t < deadline);
-        match machine.run_until(interval.unwrap_or(deadline))? {
+        let stop = match machine.run_until(interval.unwrap_or(deadline)) {
+            // Interrupted after its first failure: the bug is what the
+            // branch was for, and the rest of its timeline only context, so
+            // the branch ends here and its bug is kept.
+            Err(hvsim_vmm::Error::Interrupted) if failed_at.is_some() => break (None, known.new_coverage(machine)),
+            stop => stop?,
+        };
+        match stop {
             Stop::Message => {
                 let at = point(machine);
                 let coverage = known.new_coverage(machine);

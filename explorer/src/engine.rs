@@ -172,6 +172,11 @@ pub fn run(
             });
             state.phases.likelihood_ms += ms_f(estimating.elapsed());
         }
+        // An interrupt during the last confirmations or the estimates cut
+        // them short: the exploration did not finish.
+        if let (Ending::Running, Some(reason)) = (&state.ending, interrupt.reason()) {
+            state.ending = interrupted(reason);
+        }
         if state.ending == Ending::Running {
             state.ending = Ending::Finished;
         }
@@ -259,21 +264,25 @@ fn branch_rounds(
             }
         };
         let bugs_before = state.bugs.records.len();
-        for run in runs {
+        let round_start = state.branches;
+        let mut merged: Option<u64> = None;
+        for (k, run) in runs.into_iter().enumerate() {
             if exhausted(state) {
                 break;
             }
             let run = match run {
                 Ok(run) => run,
                 Err(e) => {
-                    // Going on without the branch would make the result
-                    // depend on the error; what came before it stands.
-                    state.fail(interrupt, format!("branch {}", config.shard.branch(state.branches + 1)), e);
-                    break;
+                    // The exploration ends here (interrupted, or failed); the
+                    // branches of the round that finished still merge, in
+                    // order, so that no bug one of them saw is lost.
+                    state.fail(interrupt, format!("branch {}", config.shard.branch(round_start + k as u64 + 1)), e);
+                    continue;
                 }
             };
+            assert!(merged < Some(run.job.branch), "branches merge in order");
+            merged = Some(run.job.branch);
             state.branches += 1;
-            debug_assert_eq!(run.job.branch, config.shard.branch(state.branches), "branches merge in order");
             let progress = merge_run(*run, state, shared, cx);
             watch.progress(Progress::Branch(progress));
         }
