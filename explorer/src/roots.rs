@@ -112,18 +112,22 @@ impl Roots {
         }
         let machine = self.store.restore(&key, host)?;
         let at = Point { events: machine.trace_state().events, vtime_ns: machine.now().nanos() };
-        if at != saved.point {
-            tracing::warn!(key, "a saved root is not where its description says: ignored");
+        if at != saved.point || saved.first_message > machine.messages().len() {
+            tracing::warn!(key, "a saved root is not what its description says: ignored");
             return None;
         }
         Some((machine, saved))
     }
 
-    /// Saves `machine`, which is at `root.point`.
+    /// Saves `machine`, which is at `root.point`, holding the entry's lock
+    /// (explorations of one target on one store save one at a time).
     pub fn put(&self, root: &SavedRoot, machine: &mut Machine) -> Result<()> {
         assert_eq!(machine.now().nanos(), root.point.vtime_ns, "a root is saved where it is");
+        assert!(root.first_message <= machine.messages().len(), "a root's first message is one of its machine's");
         let world = root.id.world.clone();
-        self.store.save(&root.id.key(), root, machine, guest_name(&root.id.target), root.id.seed, &world)?;
+        let key = root.id.key();
+        let _lock = self.store.lock(&key)?;
+        self.store.save(&key, root, machine, guest_name(&root.id.target), root.id.seed, &world)?;
         Ok(())
     }
 

@@ -10,6 +10,8 @@
 //! - `KEY.lock` serializes the makers of one entry: whoever waited on it
 //!   finds what the first saved.
 //! - Restoring an entry marks it recently used (its modification time).
+//! - A store that hosts share (`--roots DIR`) evicts nothing: a shard may
+//!   still need what another host would drop.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,10 +31,14 @@ pub struct SnapshotStore {
     max_bytes: u64,
     /// What the entries are, for messages ("the boot cache").
     what: &'static str,
-    /// Keep an entry that cannot be restored here (a store that other
-    /// hosts share: it may be only this host that cannot).
-    keep_unusable: bool,
+    /// Shared with other hosts (`shared`): an entry this host cannot
+    /// restore is kept (it may be only this host that cannot), and nothing
+    /// is evicted (another host may still need it).
+    shared: bool,
 }
+
+/// A description larger than this is not one hvsim wrote: it is not read.
+const MAX_DESCRIPTION_BYTES: u64 = 1 << 20;
 
 /// One entry, for listings.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -56,13 +62,13 @@ pub fn max_bytes_from_env(var: &str, default: u64) -> Result<u64> {
 
 impl SnapshotStore {
     pub fn new(dir: PathBuf, max_bytes: u64, what: &'static str) -> SnapshotStore {
-        SnapshotStore { dir, max_bytes, what, keep_unusable: false }
+        SnapshotStore { dir, max_bytes, what, shared: false }
     }
 
     /// The same store, shared with other hosts: an entry this host cannot
     /// restore is left for them.
     pub fn shared(self) -> SnapshotStore {
-        SnapshotStore { keep_unusable: true, ..self }
+        SnapshotStore { shared: true, ..self }
     }
 
     pub fn dir(&self) -> &Path {
@@ -87,9 +93,20 @@ impl SnapshotStore {
         Lock::acquire(&self.dir.join(format!("{key}.lock")))
     }
 
-    /// The description of `key`, if there is a readable one.
+    /// The description of `key`, if there is a readable one (and not one
+    /// too large for hvsim to have written).
     pub fn description<D: DeserializeOwned>(&self, key: &str) -> Option<D> {
-        let bytes = std::fs::read(self.description_path(key)).ok()?;
+        let file = std::fs::File::open(self.description_path(key)).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_DESCRIPTION_BYTES + 1), &mut bytes).ok()?;
+        if bytes.len() as u64 > MAX_DESCRIPTION_BYTES {
+            tracing::warn!(
+                key,
+                "{} entry's description is larger than {MAX_DESCRIPTION_BYTES} bytes: ignored",
+                self.what
+            );
+            return None;
+        }
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -110,7 +127,7 @@ impl SnapshotStore {
                 let _ = std::fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
                 Some(m)
             }
-            Err(e) if self.keep_unusable => {
+            Err(e) if self.shared => {
                 tracing::warn!("{} entry {} cannot be restored here (kept for others): {e}", self.what, path.display());
                 None
             }
@@ -186,8 +203,12 @@ impl SnapshotStore {
         }
     }
 
-    /// Drops least recently used entries (never `keep`) until the store fits.
+    /// Drops least recently used entries (never `keep`) until the store
+    /// fits; in a shared store, none.
     fn evict(&self, keep: &str) {
+        if self.shared {
+            return;
+        }
         let Ok(entries) = self.entries::<serde::de::IgnoredAny>() else { return };
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
         for e in entries.iter().rev() {
@@ -200,5 +221,38 @@ impl SnapshotStore {
                 total -= e.bytes;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shared store keeps every entry whatever its bound; one of this
+    /// host's drops the least recently used. A description is read only up
+    /// to a bound.
+    #[test]
+    fn a_shared_store_evicts_nothing_and_descriptions_are_read_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for (key, age) in [("old", 100), ("new", 0)] {
+            let path = dir.path().join(format!("{key}.snap"));
+            std::fs::write(&path, vec![0u8; 100]).unwrap();
+            let when = SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+        }
+        let keys = |store: &SnapshotStore| -> Vec<String> {
+            store.entries::<serde::de::IgnoredAny>().unwrap().into_iter().map(|e| e.key).collect()
+        };
+        let shared = SnapshotStore::new(dir.path().into(), 150, "test").shared();
+        shared.evict("new");
+        assert_eq!(keys(&shared), ["new", "old"]);
+        let own = SnapshotStore::new(dir.path().into(), 150, "test");
+        own.evict("new");
+        assert_eq!(keys(&own), ["new"]);
+        let description = dir.path().join("new.json");
+        std::fs::write(&description, format!("\"{}\"", "x".repeat(MAX_DESCRIPTION_BYTES as usize))).unwrap();
+        assert_eq!(own.description::<String>("new"), None);
+        std::fs::write(&description, "\"small\"").unwrap();
+        assert_eq!(own.description::<String>("new").as_deref(), Some("small"));
     }
 }
