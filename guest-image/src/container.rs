@@ -304,15 +304,39 @@ pub fn hosts(containers: &[Container]) -> String {
     h
 }
 
+/// Bytes a bind mount's source may hold in all: its files are copied into
+/// the guest's memory at every start.
+pub const MAX_BIND_BYTES: u64 = 4 << 30;
+
 /// The SHA-256 of a bind mount's source (a file, or a directory's files
 /// with their relative paths and modes), and its files as inbox entries
-/// under `dest`.
+/// under `dest`. A symbolic link in a directory is read as the file it
+/// names inside the directory; one that leaves it, or names a directory,
+/// is refused, as is a source of more than [`MAX_BIND_BYTES`].
 pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> {
+    bind_contents_within(host, dest, MAX_BIND_BYTES)
+}
+
+fn bind_contents_within(host: &Path, dest: &str, max_bytes: u64) -> Result<(String, Vec<RunFile>)> {
     use sha2::{Digest as _, Sha256};
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();
+    let mut total = 0u64;
+    let mut read = |path: &Path, len: u64| -> Result<Vec<u8>> {
+        if total.saturating_add(len) > max_bytes {
+            return Err(ImageError::Setup(format!(
+                "bind mount source {}: more than {max_bytes} bytes in all (its files go into guest memory)",
+                host.display()
+            )));
+        }
+        let data = hvsim_vmm::files::read_bounded(path, max_bytes - total)
+            .map_err(io("reading a bind mount's source", path))?;
+        total += data.len() as u64;
+        Ok(data)
+    };
     let meta = std::fs::metadata(host).map_err(io("reading a bind mount's source", host))?;
     if meta.is_dir() {
+        let root = std::fs::canonicalize(host).map_err(io("reading a bind mount's source", host))?;
         let mut stack = vec![(host.to_owned(), String::new())];
         while let Some((dir, rel)) = stack.pop() {
             let mut entries: Vec<_> = std::fs::read_dir(&dir)
@@ -323,20 +347,31 @@ pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> 
             for e in entries {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
-                let m = std::fs::metadata(e.path()).map_err(io("reading a bind mount's source", e.path()))?;
+                let path = e.path();
+                let link = std::fs::symlink_metadata(&path).map_err(io("reading a bind mount's source", &path))?;
+                let m = std::fs::metadata(&path).map_err(io("reading a bind mount's source", &path))?;
+                if link.is_symlink() {
+                    let to = std::fs::canonicalize(&path).map_err(io("reading a bind mount's source", &path))?;
+                    if !to.starts_with(&root) || m.is_dir() {
+                        return Err(ImageError::Setup(format!(
+                            "bind mount source {}: {r} is a symbolic link to {}, {}",
+                            host.display(),
+                            to.display(),
+                            if m.is_dir() { "a directory (not followed)" } else { "outside the source" }
+                        )));
+                    }
+                }
                 if m.is_dir() {
-                    stack.push((e.path(), r));
+                    stack.push((path, r));
                 } else if m.is_file() {
-                    let data = hvsim_vmm::files::read_bounded(&e.path(), hvsim_vmm::memory::MAX_RAM as u64)
-                        .map_err(io("reading a bind mount's source", e.path()))?;
+                    let data = read(&path, m.len())?;
                     files.push((format!("{dest}/{r}"), m.permissions().mode() & 0o777, data));
                 }
             }
         }
         files.sort();
     } else {
-        let data = hvsim_vmm::files::read_bounded(host, hvsim_vmm::memory::MAX_RAM as u64)
-            .map_err(io("reading a bind mount's source", host))?;
+        let data = read(host, meta.len())?;
         files.push((dest.to_owned(), meta.permissions().mode() & 0o777, data));
     }
     let mut h = Sha256::new();
@@ -347,4 +382,35 @@ pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> 
         h.update(data);
     }
     Ok((hex::encode(h.finalize()), files))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link to a file inside the source reads as that file; a link out of
+    /// the source, or to a directory, is refused; so is a source larger in
+    /// all than the bound.
+    #[test]
+    fn a_bind_source_stays_inside_itself_and_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, outside) = (dir.path().join("src"), dir.path().join("secret"));
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        std::fs::write(src.join("sub/a"), "aaaa").unwrap();
+        std::fs::write(&outside, "key").unwrap();
+        std::os::unix::fs::symlink("sub/a", src.join("b")).unwrap();
+        let (_, files) = bind_contents(&src, "/m").unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(names, ["/m/b", "/m/sub/a"]);
+        assert_eq!(files[0].2, b"aaaa");
+        let e = bind_contents_within(&src, "/m", 7).unwrap_err().to_string();
+        assert!(e.contains("more than 7 bytes in all"), "{e}");
+        std::os::unix::fs::symlink(&outside, src.join("c")).unwrap();
+        let e = bind_contents(&src, "/m").unwrap_err().to_string();
+        assert!(e.contains("c is a symbolic link to") && e.contains("outside the source"), "{e}");
+        std::fs::remove_file(src.join("c")).unwrap();
+        std::os::unix::fs::symlink("sub", src.join("d")).unwrap();
+        let e = bind_contents(&src, "/m").unwrap_err().to_string();
+        assert!(e.contains("d is a symbolic link to") && e.contains("a directory (not followed)"), "{e}");
+    }
 }

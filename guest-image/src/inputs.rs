@@ -104,8 +104,33 @@ pub fn relocate(target: &mut Target, store: &Path) -> usize {
     moved
 }
 
+/// Copies into `to` each kept input of the store `from` (a shard's) that
+/// `to` lacks: files and bind mounts' trees alike, named by their hash
+/// (so shards of one exploration hold the same ones). A store holds no
+/// links; one found is not followed.
+pub fn copy_missing(from: &Path, to: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(from) else { return Ok(()) };
+    std::fs::create_dir_all(to).map_err(io("creating the store of a run's files", to))?;
+    for entry in entries {
+        let entry = entry.map_err(io("reading the store of a run's files", from))?;
+        let name = entry.file_name();
+        let is_input = name.to_str().is_some_and(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()));
+        let kind = entry.file_type().map_err(io("reading the store of a run's files", entry.path()))?;
+        let dest = to.join(&name);
+        if !is_input || kind.is_symlink() || dest.exists() {
+            continue;
+        }
+        let tmp = to.join(format!(".{}.partial", name.to_string_lossy()));
+        let _ = std::fs::remove_dir_all(&tmp).or_else(|_| std::fs::remove_file(&tmp));
+        copy(&entry.path(), &tmp).map_err(io("copying a file of the run", entry.path()))?;
+        std::fs::rename(&tmp, &dest).map_err(io("storing a file of the run", &dest))?;
+    }
+    Ok(())
+}
+
 /// Copies a file, or a tree following symbolic links as a bind mount's
-/// contents do, keeping permissions.
+/// contents do (`container::bind_contents` keeps them inside it), keeping
+/// permissions.
 fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     if std::fs::metadata(from)?.is_dir() {
         std::fs::create_dir(to)?;
@@ -133,6 +158,26 @@ mod tests {
             system: System::default(),
             verbose_boot: false,
         }
+    }
+
+    /// A shard's kept files and trees reach the merged exploration's store;
+    /// what is already there, and anything not named by a hash, is left.
+    #[test]
+    fn copy_missing_brings_files_and_trees() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        let (file, tree) = ("a".repeat(64), "b".repeat(64));
+        std::fs::create_dir_all(from.join(&tree).join("sub")).unwrap();
+        std::fs::write(from.join(&tree).join("sub/x"), "x").unwrap();
+        std::fs::write(from.join(&file), "f").unwrap();
+        std::fs::write(from.join("notes"), "n").unwrap();
+        copy_missing(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(to.join(&tree).join("sub/x")).unwrap(), "x");
+        assert_eq!(std::fs::read_to_string(to.join(&file)).unwrap(), "f");
+        assert!(!to.join("notes").exists());
+        std::fs::write(from.join(&file), "changed").unwrap();
+        copy_missing(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(to.join(&file)).unwrap(), "f", "a copy there stays");
     }
 
     #[test]

@@ -52,7 +52,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let written = (|| {
         let run = RunDir::staged(&staging, &args.out)?;
         for dir in &dirs {
-            copy_inputs(&dir.join("inputs"), &run.inputs())?;
+            let from = dir.join("inputs");
+            hvsim_guest_image::inputs::copy_missing(&from, &run.inputs())
+                .with_context(|| format!("copying the kept files of {}", from.display()))?;
         }
         let report = run.write(&merged)?;
         if args.out.is_dir() {
@@ -94,24 +96,4 @@ fn staging_dir(out: &Path) -> Result<PathBuf> {
     let staging = parent.join(format!(".{}.merging-{}", name.to_string_lossy(), std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     Ok(staging)
-}
-
-/// The shard's kept input files (named by content hash, so shards of one
-/// exploration hold the same ones) that `to` lacks.
-fn copy_inputs(from: &Path, to: &Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(from) else { return Ok(()) };
-    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("reading {}", from.display()))?;
-        // Files only, never what a link points at.
-        if !entry.file_type().is_ok_and(|t| t.is_file()) {
-            continue;
-        }
-        let dest = to.join(entry.file_name());
-        if !dest.exists() {
-            std::fs::copy(entry.path(), &dest)
-                .with_context(|| format!("copying {} to {}", entry.path().display(), dest.display()))?;
-        }
-    }
-    Ok(())
 }
