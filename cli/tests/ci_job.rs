@@ -209,6 +209,31 @@ fn sigint_before_the_failing_timeline_ends_keeps_its_bug() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
+/// SIGINT while the bugs' likelihood is estimated (every branch done) is
+/// an interruption too, not a finished exploration.
+#[test]
+fn sigint_during_the_likelihood_estimates_is_an_interruption() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let estimates = ["--likelihood-runs", "10000", "--likelihood-points", "1000", "--likelihood-budget", "10000"];
+    let args = [&["--seed", "1", "--branches", "30", "--reexecute", "1"][..], &estimates].concat();
+    let mut child = spawn_explore(&args, &out);
+    let run = latest(&out);
+    wait_for("a confirmed bug record", || records(&run).iter().any(confirmed));
+    // The 30 branches take a few seconds here; the estimates, minutes.
+    std::thread::sleep(Duration::from_secs(8));
+    signal(&child, "INT");
+    let o = wait_with_deadline(&mut child);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(8), "{stderr}");
+    let report: Value = serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+    assert_eq!(report["summary"]["branches"], 30, "every branch ran before the signal: {}", report["summary"]);
+    assert_eq!(report["summary"]["ending"], serde_json::json!({"how": "interrupted", "reason": 2}));
+}
+
 #[test]
 fn interrupted_without_a_bug_is_status_9_with_a_report() {
     if !kvm_available() {
