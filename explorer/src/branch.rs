@@ -350,8 +350,13 @@ pub(crate) fn run(
     let struck = machine.state().devices.virtio.struck();
     // A service that exited with an error in the timeline (since its root,
     // wherever this branch started) before any fault struck in it: nothing
-    // the exploration did explains it.
-    let first_fault = struck.iter().map(|f| f.start_ns).min();
+    // the exploration did explains it. Faults the plan writes down are in
+    // force from the start.
+    let first_fault = if machine.state().devices.virtio.plan.writes_faults() {
+        Some(0)
+    } else {
+        struck.iter().map(|f| f.start_ns).min()
+    };
     let service_exits: Vec<_> = Services::from_line(rules.root_console_lines)
         .exited(machine)
         .into_iter()

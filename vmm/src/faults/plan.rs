@@ -523,6 +523,13 @@ impl Resolver {
 }
 
 impl FaultPlan {
+    /// Whether the plan writes down faults of its own (network or disk
+    /// settings, node crashes), besides the rules it draws from: those are
+    /// in force from the start, in every timeline.
+    pub fn writes_faults(&self) -> bool {
+        self.network != NetFaults::default() || self.disk != DiskFaults::default() || !self.crashes.is_empty()
+    }
+
     /// Parses a plan file's text and resolves its ranges with `seed`.
     pub fn parse(text: &str, seed: u64, nodes: u16) -> Result<FaultPlan, String> {
         FaultPlan::parse_named(text, seed, nodes, &[])
@@ -725,6 +732,19 @@ mod tests {
         assert!(a.crashes[0].up_at_ns().is_some_and(|t| (2_100_000_000..=3_000_000_000).contains(&t)));
         assert_eq!(a.crashes[1].up_at_ns(), None, "no restart: the node stays down");
         assert!(a.configured().contains(&"net.partition") && a.configured().contains(&"disk.crash_torn"));
+    }
+
+    /// Rates and crashes written down are faults in force from the start;
+    /// rules to draw from, or rates of zero, are not.
+    #[test]
+    fn a_plan_writes_faults_only_with_rates_or_crashes() {
+        assert!(FaultPlan::parse(PLAN, 1, 3).unwrap().writes_faults());
+        let drawn = "[[draw.fault]]\nkind = \"kill\"\nevery = \"1ms\"\nduration = \"2ms\"\ntargets = [[0]]\n";
+        let quiet = "[network]\ndrop = 0.0\n[disk]\nread_error = 0.0\n";
+        for text in [drawn, quiet, ""] {
+            assert!(!FaultPlan::parse(text, 1, 2).unwrap().writes_faults(), "{text}");
+        }
+        assert!(FaultPlan::parse("[disk]\nwrite_error = 0.01\n", 1, 2).unwrap().writes_faults());
     }
 
     #[test]
