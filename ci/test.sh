@@ -10,10 +10,9 @@
 #
 # KVM tests skip with a printed reason where /dev/kvm cannot be opened;
 # with HVSIM_REQUIRE_KVM=1 (set by CI) that is a failure instead.
-# .config/nextest.toml schedules the tests: the Linux ones one at a time,
-# longest first, on a CPU of their own (ci/lane.py), the rest beside them on
-# the others; each run writes a JUnit report, and the 15 slowest tests are
-# printed at the end.
+# .config/nextest.toml schedules the tests: longest first, each test thread
+# pinned to a CPU of its own (ci/lane.py); each run writes a JUnit report,
+# and the 15 slowest tests are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -91,13 +90,13 @@ if [ -n "$prep_pid" ]; then
 fi
 
 # Fuzzing (ci/fuzz.sh, docs/fuzzing.md) runs beside the tests, at the
-# lowest CPU priority and off the Linux tests' CPU (ci/lane.py): the
-# fuzzers (and the build of their instrumented harness) take only the time
-# the other tests leave unused. Its output goes to a log, printed at the end.
+# lowest CPU priority: the fuzzers (and the build of their instrumented
+# harness) take only the time the tests leave unused. Its output goes to a
+# log, printed at the end.
 fuzz_log="$target/fuzz-$mode.log"
 if [ "$mode" != quick ]; then
   mkdir -p "$target"
-  NEXTEST_TEST_GROUP= ci/lane.py nice -n 19 ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
+  nice -n 19 ci/fuzz.sh "$([ "$mode" = slow ] && echo --full || echo --smoke)" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
 fi
 # cargo-nextest is on every machine of this project's kind; plain cargo

@@ -55,6 +55,22 @@ pub struct AssertionRecord {
 }
 
 impl AssertionRecord {
+    /// Takes the description (kind, message, display name, location) of
+    /// another report of the same id when it is the least of the two, so
+    /// that a guest reporting one id in several ways is described the same
+    /// whatever order its reports arrive in, in an exploration, across
+    /// shards and in any grouping of a merge.
+    pub fn describe_least(&mut self, kind: AssertKind, message: &str, display: &str, location: &Location) {
+        let (held, seen) = (
+            (self.kind, self.message.as_str(), self.display.as_str(), &self.location),
+            (kind, message, display, location),
+        );
+        if seen < held {
+            (self.kind, self.message, self.display, self.location) =
+                (kind, message.to_owned(), display.to_owned(), location.clone());
+        }
+    }
+
     /// Whether it is a check a timeline is meant to reach: an `always`
     /// that must be hit, or a Test Composer `finally_` or `eventually_`
     /// command (whose "exits 0" need not be hit, so that it holds
@@ -137,6 +153,7 @@ impl Assertions {
             failures: 0,
             bug: None,
         });
+        r.describe_least(a.kind, &a.message, &a.display, &a.location);
         if !a.hit {
             r.registered = true;
             return Observed::default();
@@ -222,5 +239,25 @@ mod tests {
         assert_eq!(s.observe(&a(AssertKind::Always, true, true)), Observed::default());
         assert_eq!(s.observe(&a(AssertKind::Always, true, false)), Observed { new_state: true, failed: true });
         assert_eq!(s.observe(&a(AssertKind::Always, true, false)), Observed { new_state: false, failed: true });
+    }
+
+    /// A guest that reports one id in two ways (kind, message, location) is
+    /// described by the least of them, whichever came first: the record of
+    /// an exploration does not depend on which branch was merged first.
+    #[test]
+    fn one_id_reported_two_ways_is_described_the_same_in_either_order() {
+        let mut other = a(AssertKind::Sometimes, true, true);
+        other.message = "said otherwise".into();
+        other.location.begin_line = 9;
+        let described = |first: &Assertion, then: &Assertion| {
+            let mut s = Assertions::default();
+            s.observe(first);
+            s.observe(then);
+            let r = &s.by_id["a"];
+            (r.kind, r.message.clone(), r.location.begin_line, r.hits, r.passes, r.failures)
+        };
+        let always = a(AssertKind::Always, true, false);
+        assert_eq!(described(&always, &other), described(&other, &always));
+        assert_eq!(described(&always, &other), (AssertKind::Always, "a".into(), 0, 2, 1, 1));
     }
 }

@@ -421,6 +421,7 @@ fn add_assertions(out: &mut Assertions, other: &Assertions) {
                 add(&mut o.passes, r.passes);
                 add(&mut o.failures, r.failures);
                 o.registered |= r.registered;
+                o.describe_least(r.kind, &r.message, &r.display, &r.location);
             }
             None => {
                 out.by_id.insert(id.clone(), r.clone());
@@ -498,6 +499,7 @@ mod tests {
     use crate::bug::{BugKind, Fingerprint};
     use crate::exploration::to_json;
     use crate::sdk::{AssertKind, Assertion, Location};
+    use proptest::prelude::{any, Strategy};
 
     use crate::timeline::{Point, Timeline};
     use crate::Target;
@@ -519,6 +521,10 @@ mod tests {
     /// Shard `index` of 3 that saw, per entry, an always-assertion fail at
     /// (virtual time, branch), and a sometimes-assertion `condition`.
     fn shard(index: u32, failures: &[(&str, u64, u64)], sometimes: bool) -> Exploration {
+        shard_of(index, 3, failures, sometimes)
+    }
+
+    fn shard_of(index: u32, count: u32, failures: &[(&str, u64, u64)], sometimes: bool) -> Exploration {
         let mut assertions = Assertions::default();
         assertions.observe(&assertion("sometimes", AssertKind::Sometimes, sometimes));
         let bugs = failures
@@ -556,8 +562,9 @@ mod tests {
             bugs,
             events: BTreeMap::from([("e".to_owned(), 1)]),
             coverage_edges: coverage.edges(),
-            series: vec![point(u64::from(index) + 1), point(u64::from(index) + 4)],
-            shards: Shards::of(Shard::new(index, 3).unwrap()),
+            // Two of the shard's branches: its first and second.
+            series: vec![point(u64::from(index) + 1), point(u64::from(index + count) + 1)],
+            shards: Shards::of(Shard::new(index, count).unwrap()),
             coverage: coverage.bits(),
             ..Exploration::example(Target::Raw { guest: "demo".into() }, Point { events: 1, vtime_ns: 1 })
         }
@@ -616,6 +623,121 @@ mod tests {
         let one = parts.remove(1);
         let grouped = merge(vec![("m".into(), merge(parts).unwrap()), one]).unwrap();
         assert_eq!(json(&grouped), json(&flat));
+    }
+
+    /// What one shard saw, drawn: one id reported in several ways, bugs of
+    /// a few ids at colliding virtual times, examples, an ending.
+    #[derive(Clone, Debug)]
+    struct Seen {
+        /// (id, kind, message, line, condition)
+        reports: Vec<(u8, u8, u8, u8, bool)>,
+        /// (id, virtual time, the shard's k-th branch)
+        failures: Vec<(u8, u64, u64)>,
+        harness: Option<u8>,
+        limits: Vec<u8>,
+        garbage: Vec<u8>,
+        ending: u8,
+        events: Vec<(u8, u64)>,
+    }
+
+    fn seen() -> impl Strategy<Value = Seen> {
+        (
+            proptest::collection::vec((0..3u8, 0..3u8, 0..2u8, 0..2u8, any::<bool>()), 0..6),
+            proptest::collection::vec((0..3u8, 0..3u64, 0..3u64), 0..4),
+            proptest::option::of(0..4u8),
+            proptest::collection::vec(0..4u8, 0..3),
+            proptest::collection::vec(0..4u8, 0..3),
+            0..3u8,
+            proptest::collection::vec((0..3u8, 0..5u64), 0..3),
+        )
+            .prop_map(|(reports, failures, harness, limits, garbage, ending, events)| Seen {
+                reports,
+                failures,
+                harness,
+                limits,
+                garbage,
+                ending,
+                events,
+            })
+    }
+
+    fn drawn(index: u32, count: u32, s: &Seen) -> Exploration {
+        // An exploration keeps one record per bug: its first.
+        let mut names: Vec<(String, u64, u64)> = s
+            .failures
+            .iter()
+            .map(|&(id, vtime, k)| (format!("bug {id}"), vtime, k * u64::from(count) + u64::from(index) + 1))
+            .collect();
+        names.sort_by_key(|(_, vtime, branch)| (*vtime, *branch));
+        let mut ids = std::collections::BTreeSet::new();
+        names.retain(|(id, ..)| ids.insert(id.clone()));
+        let failures: Vec<(&str, u64, u64)> = names.iter().map(|(n, t, b)| (n.as_str(), *t, *b)).collect();
+        let mut e = shard_of(index, count, &failures, index.is_multiple_of(2));
+        let kinds = [AssertKind::Always, AssertKind::Sometimes, AssertKind::Reachable];
+        for &(id, kind, message, line, condition) in &s.reports {
+            let mut a = assertion(&format!("report {id}"), kinds[usize::from(kind)], condition);
+            a.message = format!("said {message}");
+            a.location.begin_line = u64::from(line);
+            e.assertions.observe(&a);
+        }
+        e.harness.example = s.harness.map(|h| format!("exit {h}"));
+        e.harness.timelines = u64::from(s.harness.is_some());
+        e.host_limits = s.limits.iter().map(|l| format!("limit {l}")).collect();
+        e.host_limits.sort();
+        e.host_limits.dedup();
+        e.garbage.examples = s.garbage.iter().map(|g| format!("garbage {g}")).collect();
+        e.garbage.examples.sort();
+        e.garbage.examples.dedup();
+        e.ending = match s.ending {
+            0 => Ending::Finished,
+            1 => Ending::Interrupted { reason: 2 },
+            _ => Ending::Interrupted { reason: 15 },
+        };
+        for &(k, n) in &s.events {
+            *e.events.entry(format!("event {k}")).or_default() += n;
+        }
+        e
+    }
+
+    /// Merges `parts` in groups drawn from `cut`: contiguous runs, each
+    /// merged first, then the merges merged.
+    fn grouped(parts: Vec<(PathBuf, Exploration)>, cut: &[bool]) -> Exploration {
+        let mut groups: Vec<Vec<(PathBuf, Exploration)>> = vec![Vec::new()];
+        for (i, p) in parts.into_iter().enumerate() {
+            if cut.get(i).copied().unwrap_or(false) && !groups.last().unwrap().is_empty() {
+                groups.push(Vec::new());
+            }
+            groups.last_mut().unwrap().push(p);
+        }
+        let merged = groups.into_iter().enumerate().map(|(i, g)| (format!("m{i}").into(), merge(g).unwrap())).collect();
+        merge(merged).unwrap()
+    }
+
+    proptest::proptest! {
+        /// Every field of a merge is the same for any order of its shards
+        /// and any grouping of them into merges of merges.
+        #[test]
+        fn a_merge_is_the_same_in_any_order_and_any_grouping(
+            seen in proptest::collection::vec(seen(), 2..6),
+            order in any::<u64>(),
+            cut in proptest::collection::vec(any::<bool>(), 6),
+        ) {
+            let count = seen.len() as u32;
+            let parts = || -> Vec<(PathBuf, Exploration)> {
+                seen.iter().enumerate().map(|(i, s)| (format!("s{i}").into(), drawn(i as u32, count, s))).collect()
+            };
+            let flat = json(&merge(parts()).unwrap());
+            let shuffled = || {
+                let mut p = parts();
+                let n = p.len();
+                for i in 0..n {
+                    p.swap(i, (order >> (i * 8)) as usize % n);
+                }
+                p
+            };
+            proptest::prop_assert_eq!(&json(&merge(shuffled()).unwrap()), &flat);
+            proptest::prop_assert_eq!(&json(&grouped(shuffled(), &cut)), &flat);
+        }
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl AssertKind {
 }
 
 /// Where an assertion is in the program's source.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub struct Location {
     #[serde(default)]
     pub file: String,

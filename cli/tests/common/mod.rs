@@ -49,9 +49,8 @@ pub fn skipping(why: &str, host_limit: bool) {
 
 /// Whether a test that boots Linux can run here: [`kvm_available`], and,
 /// under cargo-nextest, in the `linux` test group of .config/nextest.toml,
-/// which runs such tests one at a time (guest kernel emulation is
-/// serialised on nested hosts: two at once only slow each other down). A
-/// Linux test missing from the group fails here, naming itself.
+/// which starts such tests first and gives them their timeout. A Linux
+/// test missing from the group fails here, naming itself.
 pub fn linux_available() -> bool {
     if let Ok(group) = std::env::var("NEXTEST_TEST_GROUP") {
         let name = std::env::var("NEXTEST_TEST_NAME").unwrap_or_default();
