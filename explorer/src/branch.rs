@@ -88,6 +88,9 @@ pub(crate) struct Failure {
     /// wall time telling it took.
     pub story: Vec<story::Entry>,
     pub story_took: Duration,
+    /// What reached the timeline from outside the seed up to there
+    /// (the machine's watchdog-forced exits).
+    pub outside_seed: Vec<String>,
 }
 
 impl Failure {
@@ -102,6 +105,7 @@ impl Failure {
             fingerprint: Fingerprint::of(m),
             console_tail: bug::console_tail(m.console()),
             console_bytes: m.console().len(),
+            outside_seed: m.state().nonreplayable.clone(),
             faults: m.state().devices.virtio.struck(),
             composer: Composition::of(m.messages()),
             buggify: m

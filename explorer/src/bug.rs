@@ -203,6 +203,11 @@ pub struct BugRecord {
     /// Why `replayable` is not `verified`.
     #[serde(default)]
     pub replayable_reasons: Vec<String>,
+    /// What reached the run that found it from outside the seed, as the
+    /// machine noted it (watchdog-forced exits): such a run is not
+    /// replayable, whatever its re-executions say (docs/determinism.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_seed: Vec<String>,
     /// In a merge of shards (`hvsim merge`): every shard that saw it; this
     /// record is the one found first (by virtual time, shard, branch).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -329,8 +334,27 @@ impl BugRecord {
             reproduction,
             replayable,
             replayable_reasons: why.into_iter().collect(),
+            outside_seed: Vec::new(),
             shards: Vec::new(),
         }
+    }
+
+    /// Notes what reached the run from outside the seed (`outside_seed`)
+    /// and judges the record again.
+    pub fn reached_from_outside(&mut self, reasons: &[String]) {
+        self.outside_seed = reasons.to_vec();
+        self.judge();
+    }
+
+    /// `replayable` from the re-executions, unless something outside the
+    /// seed reached the run.
+    fn judge(&mut self) {
+        let (verdict, why) = self.reproduction.verdict();
+        (self.replayable, self.replayable_reasons) = if self.outside_seed.is_empty() {
+            (verdict, why.into_iter().collect())
+        } else {
+            (Replayable::No, self.outside_seed.clone())
+        };
     }
 
     /// Counts one re-execution (`replay::ReplayOutcome::count_in`) and
@@ -344,15 +368,16 @@ impl BugRecord {
                 r.same_memory += 1;
             }
         }
-        let (verdict, why) = r.verdict();
-        self.replayable = verdict;
-        self.replayable_reasons = why.into_iter().collect();
+        self.judge();
     }
 
     /// "reproduced 3/3" and the like.
     pub fn reproduction_words(&self) -> String {
         let r = &self.reproduction;
         match self.replayable {
+            Replayable::No if !self.outside_seed.is_empty() => {
+                "NOT REPLAYABLE: something outside the seed reached its run".to_owned()
+            }
             Replayable::No => format!("FLAKY: reproduced {}/{}", r.reproduced, r.attempts),
             _ if !r.confirmed() => format!("UNCONFIRMED: re-executed {} of {} times", r.attempts, r.wanted),
             _ if r.attempts == 0 => "not re-executed".to_owned(),
@@ -570,6 +595,30 @@ mod tests {
                 Err(e) => assert!(!file.iter().any(|c| c == "corpus"), "{}: {e}", file.display()),
             }
         }
+    }
+
+    /// A bug whose run a watchdog-forced exit reached is not replayable,
+    /// however its re-executions went (docs/determinism.md).
+    #[test]
+    fn a_run_reached_from_outside_the_seed_is_not_replayable_whatever_its_reexecutions() {
+        let at = Point { events: 1, vtime_ns: 1 };
+        let fp = Fingerprint { trace_hash: "t".into(), memory_hash: "m".into() };
+        let record = |outside: &[String]| {
+            let target = crate::Target::Raw { guest: "spin".into() };
+            let kind = BugKind::Crash { end: End::Exit { status: 3 } };
+            let mut b = BugRecord::new(kind, at, Timeline::at(at), target, 1, 1, World::default(), fp.clone(), 2);
+            if !outside.is_empty() {
+                b.reached_from_outside(outside);
+            }
+            b.count_reexecution(true, true);
+            b.count_reexecution(true, true);
+            b
+        };
+        assert_eq!(record(&[]).replayable, Replayable::Verified);
+        let kick = "watchdog: the vCPU ran 2 s without an exit".to_owned();
+        let b = record(std::slice::from_ref(&kick));
+        assert_eq!((b.replayable, b.replayable_reasons.clone()), (Replayable::No, vec![kick]));
+        assert!(b.reproduction_words().starts_with("NOT REPLAYABLE"), "{}", b.reproduction_words());
     }
 
     /// An id that could name a path outside the record's directory (minimize

@@ -89,6 +89,9 @@ impl Bugs {
         record.buggify = failure.buggify.clone();
         record.story = failure.story.clone();
         record.story.push(story::failure(failure.at.vtime_ns, &record.summary));
+        if !failure.outside_seed.is_empty() {
+            record.reached_from_outside(&failure.outside_seed);
+        }
         let index = self.records.len();
         self.by_id.insert(id, index);
         self.records.push(record);
