@@ -121,6 +121,16 @@ pub mod hc {
         /// virtual time (two little-endian `u64`s, see [`super::VCLOCK_BYTES`]),
         /// so that the guest's vDSO answers clock reads without exiting.
         pub const VCLOCK: u8 = 0x0D;
+        /// Take the answer to the message just sent, if it asked hvsim a
+        /// question (a draw, a buggify site, a clock value, see
+        /// `hvsim_vmm::control`): 8 bytes (little endian) queued for reading
+        /// from [`super::DATA`], the `CMD` status word 8; 0 when it asked
+        /// nothing. An answer is offered only to the command right after
+        /// its question's [`SEND`]: this one, or a [`RANDOM`] of at most 8
+        /// bytes (what a guest that cannot be interrupted between the two
+        /// may use); any other command drops it, so no other reader can
+        /// take it.
+        pub const ANSWER: u8 = 0x0E;
     }
 
     /// Size of the clock page's contents ([`op::VCLOCK`]).

@@ -453,3 +453,42 @@ fn a_bug_only_buggify_reaches_is_found_and_replays() {
     let (a, b) = (exploration_digest(&r, memory), exploration_digest(&again, memory));
     assert!(a == b, "the same seed explored differently at {:?}", first_difference(&a, &b));
 }
+
+/// A question and its answer are one exchange (issue 47): two processes
+/// ask hvsim questions whose answers they know through the C SDK's
+/// exchange, in a tight loop, while a third reads the run's randomness
+/// from /dev/hvsim (`tests/guest/exchange.c`). Every answer reaches its
+/// asker; before the guest kernel took the answer in the same exchange as
+/// the question, 26 of 5,231 went astray here in 0.4 s of virtual time
+/// (random bytes, or the other asker's answer). The same seed does the
+/// same twice.
+#[test]
+fn every_answer_reaches_its_asker_while_others_read_the_channel() {
+    if !linux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = c_program(dir.path(), "exchange", "/bin/exchange");
+    let args = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/exchange"];
+    let run = || {
+        let (v, code) = run_json(&args);
+        let out = command_output(&v);
+        assert_eq!(code, 0, "{out:#?}\n{}", v["console"]);
+        assert!(out.iter().any(|l| l == "exchange: every answer reached its asker"), "{out:#?}");
+        let asked = |who: &str| {
+            let line = out.iter().find(|l| l.starts_with(&format!("exchange: {who}: "))).expect("the asker reports");
+            let n: u64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+            assert!(line.ends_with(" questions, 0 wrong answers") && n > 100, "{line}");
+        };
+        asked("budget");
+        asked("runs");
+        // The reader did read meanwhile: the random stream went far beyond
+        // what the questions' answers take.
+        assert!(v["channel"]["random_bytes"].as_u64().unwrap() > 8 * 1000, "{}", v["channel"]);
+        v
+    };
+    let (first, second) = (run(), run());
+    for key in ["trace_hash", "memory_hash"] {
+        assert_eq!(first[key], second[key], "{key}");
+    }
+}

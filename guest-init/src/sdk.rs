@@ -26,15 +26,28 @@ pub fn setup() -> io::Result<()> {
     std::os::unix::fs::symlink("/init", STOP_FAULTS)
 }
 
+/// `ioctl` on /dev/hvsim: the answer to the question this thread last
+/// wrote to the file (`_IOR('h', 6, __u64)`, see the kernel patch "x86/hvsim:
+/// a question and its answer in one exchange"); `ENODATA` if hvsim did not
+/// answer it.
+const HVSIM_IOC_ANSWER: libc::c_ulong = 0x8008_6806;
+
 /// Asks hvsim a question (a control message, `hvsim_vmm::control`) through
-/// /dev/hvsim; it answers with the next 8-byte read.
+/// /dev/hvsim and returns its answer. The kernel takes the answer in the
+/// same exchange as the question, so no other reader of /dev/hvsim can
+/// take it; a question hvsim did not answer is an error.
 pub fn ask(question: &str) -> io::Result<[u8; 8]> {
-    use std::io::{Read, Write};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
     let mut dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/hvsim")?;
     dev.write_all(question.as_bytes())?;
-    let mut v = [0; 8];
-    dev.read_exact(&mut v)?;
-    Ok(v)
+    let mut v = 0u64;
+    // SAFETY: the ioctl writes one u64 into `v`.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), HVSIM_IOC_ANSWER, &mut v as *mut u64) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("hvsim did not answer {question}: {e}")));
+    }
+    Ok(v.to_le_bytes())
 }
 
 /// Sends one message (a line) on the channel.

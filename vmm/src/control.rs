@@ -10,28 +10,32 @@
 //!   virtual time (`"pause": null`: until resumed), what
 //!   `$ANTITHESIS_STOP_FAULTS 10` does in hvsim's guest;
 //!   `{"hvsim_faults": {"resume": true}}` ends a pause.
-//! - `{"hvsim_draw": {...}}`: the SDK is about to draw a random value (its
-//!   next `RANDOM` of at most 8 bytes): a point where the explorer may
-//!   choose the value (`Hypercall::choose_draw`, docs/sdk-protocol.md).
+//!
+//! Some are questions: their answer (8 bytes) is taken by the command right
+//! after the message's `SEND`, `hc::op::ANSWER` (or a `RANDOM` of at most 8
+//! bytes), and by nothing later, so no other reader can take it.
+//!
+//! - `{"hvsim_draw": {...}}`: the SDK draws a random value (the answer): a
+//!   point where the explorer may choose the value
+//!   (`Hypercall::choose_draw`, docs/sdk-protocol.md).
 //! - `{"hvsim_buggify": {"name": "...", "fire": 0.25}}`: a buggify site is
-//!   reached; its next `RANDOM` of at most 8 bytes reads 1 if it fires now,
-//!   else 0 (`faults/buggify.rs`).
+//!   reached; the answer is 1 if it fires now, else 0 (`faults/buggify.rs`).
 //!
 //! - `{"hvsim_clock": {"want": "offset", "node": N}}` (or `{"want":
-//!   "rate"}`): the guest's init applies a clock fault; its next `RANDOM`
-//!   of at most 8 bytes reads node N's realtime offset in nanoseconds (or
-//!   the machine's rate in parts per million), an `i64` (`faults/clock.rs`).
+//!   "rate"}`): the guest's init applies a clock fault; the answer is node
+//!   N's realtime offset in nanoseconds (or the machine's rate in parts per
+//!   million), an `i64` (`faults/clock.rs`).
 //!
 //! - `{"hvsim_custom": {"index": 0, "node": 1, "status": 0}}`: init reports
 //!   that a custom fault's command ended (its landing evidence).
 //!
 //! - `{"hvsim_composer_run": {"run": N}}`: init's Test Composer is about to
-//!   start its command run N; its next `RANDOM` of 8 bytes reads 1 if the
+//!   start its command run N; the answer is 1 if the
 //!   command may start, 0 if the timeline took it back (`faults::Vetoes`,
 //!   `hvsim minimize`).
 //!
 //! - `{"hvsim_composer_budget": {}}`: init's Test Composer asks how long it
-//!   may run drivers; its next `RANDOM` of 8 bytes reads the nanoseconds
+//!   may run drivers; the answer is the nanoseconds
 //!   until it must wind down (stop its drivers and run its last check) so
 //!   that the check ends before the timeline's limit, `u64::MAX` if never.
 //!

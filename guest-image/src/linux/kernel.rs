@@ -43,6 +43,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0006-time-namespace-a-realtime-offset-that-may-change.patch",
         include_str!("../../kernel/patches/0006-time-namespace-a-realtime-offset-that-may-change.patch"),
     ),
+    (
+        "0007-x86-hvsim-a-question-and-its-answer-in-one-exchange.patch",
+        include_str!("../../kernel/patches/0007-x86-hvsim-a-question-and-its-answer-in-one-exchange.patch"),
+    ),
 ];
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";

@@ -94,27 +94,41 @@ pub fn crashes(node: u16) -> u64 {
     std::fs::metadata(nodes::crash_count_file(node)).map_or(0, |m| m.len())
 }
 
-/// A value below `n` from the run's seeded stream.
+/// A value below `n` from the run's seeded stream. Without it the
+/// composer cannot choose as its seed says: it stops, saying why.
 fn below(n: u64) -> u64 {
     assert!(n > 0, "a choice among none");
     let mut b = [0u8; 8];
-    let ok = File::open("/dev/hvsim").and_then(|mut f| f.read_exact(&mut b)).is_ok();
-    let r = if ok { u64::from_le_bytes(b) } else { 0 };
-    r % n
+    if let Err(e) = File::open("/dev/hvsim").and_then(|mut f| f.read_exact(&mut b)) {
+        eprintln!("hvsim-init: composer: cannot read the run's random stream from /dev/hvsim: {e}");
+        std::process::exit(1);
+    }
+    u64::from_le_bytes(b) % n
 }
 
 /// Whether command run `run` may start: hvsim says, for a timeline that
-/// takes some of its commands back (`hvsim minimize`); yes if it cannot
-/// be asked.
+/// takes some of its commands back (`hvsim minimize`); yes, said aloud,
+/// if it cannot be asked.
 fn may_start(run: u64) -> bool {
-    sdk::ask(&format!(r#"{{"hvsim_composer_run":{{"run":{run}}}}}"#))
-        .map_or(true, |answer| u64::from_le_bytes(answer) != 0)
+    match sdk::ask(&format!(r#"{{"hvsim_composer_run":{{"run":{run}}}}}"#)) {
+        Ok(answer) => u64::from_le_bytes(answer) != 0,
+        Err(e) => {
+            eprintln!("hvsim-init: composer: run {run} starts: {e}");
+            true
+        }
+    }
 }
 
 /// When the composer must wind down (monotonic time, which is virtual
 /// time), if hvsim set a time for this timeline.
 fn winddown_at() -> Option<Duration> {
-    let left = u64::from_le_bytes(sdk::ask(r#"{"hvsim_composer_budget":{}}"#).ok()?);
+    let left = match sdk::ask(r#"{"hvsim_composer_budget":{}}"#) {
+        Ok(answer) => u64::from_le_bytes(answer),
+        Err(e) => {
+            eprintln!("hvsim-init: composer: no time to wind down by: {e}");
+            return None;
+        }
+    };
     (left != u64::MAX).then(|| monotonic() + Duration::from_nanos(left))
 }
 

@@ -48,13 +48,18 @@ pub struct ChannelStats {
     pub draws: u64,
     #[serde(default)]
     pub chosen_draws: u64,
+    /// Answers dropped because the command after their question did not
+    /// take them (a question sent where nothing reads the answer).
+    #[serde(default)]
+    pub unanswered: u64,
 }
 
-/// An SDK draw the guest announced and has not read yet: the next `RANDOM`
-/// of at most 8 bytes is its value, the chosen one if any, else the
+/// The answer to the question the guest just sent (an SDK draw, a buggify
+/// site, a clock value), offered to the next command only (`hc::op::ANSWER`,
+/// or a `RANDOM` of at most 8 bytes): the chosen value if any, else the
 /// stream's next bytes (so an unchosen draw reads what it always would).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingDraw {
+pub struct PendingAnswer {
     pub chosen: Option<u64>,
 }
 
@@ -97,9 +102,9 @@ pub struct Hypercall {
     /// has not yet.
     #[serde(default)]
     announce_setup: bool,
-    /// The draw the guest announced, waiting for its `RANDOM`.
-    #[serde(default)]
-    draw: Option<PendingDraw>,
+    /// The answer to the message just sent, if it asked a question.
+    #[serde(default, alias = "draw")]
+    answer: Option<PendingAnswer>,
     /// Buggify sites in this timeline.
     #[serde(default)]
     buggify: Buggify,
@@ -140,7 +145,7 @@ impl Hypercall {
             ready: false,
             max_message: ram,
             announce_setup: false,
-            draw: None,
+            answer: None,
             buggify: Buggify::new(seed),
         }
     }
@@ -177,24 +182,24 @@ impl Hypercall {
         std::mem::take(&mut self.announce_setup)
     }
 
-    /// The guest announced an SDK draw (see `control.rs`); one announced
-    /// before it replaces it (its `RANDOM` never came).
+    /// The guest announced an SDK draw (see `control.rs`): its answer is
+    /// the stream's next bytes unless [`Hypercall::choose_draw`] decides it.
     pub fn announce_draw(&mut self) {
-        self.draw = Some(PendingDraw::default());
+        self.answer = Some(PendingAnswer::default());
         self.stats.draws += 1;
     }
 
-    /// A buggify site is reached: its next `RANDOM` of at most 8 bytes
-    /// reads whether it fires (1) or not (0).
+    /// A buggify site is reached: the answer is whether it fires (1) or
+    /// not (0).
     pub fn reach_buggify(&mut self, name: &str, fire: Option<f64>) {
         let fires = self.buggify.reach(name, fire);
         self.answer(u64::from(fires));
     }
 
-    /// The guest's next `RANDOM` of at most 8 bytes reads `value` (the
-    /// answer to a question it asked on the channel, see `control.rs`).
+    /// The question the guest just asked (see `control.rs`) is answered
+    /// with `value`.
     pub fn answer(&mut self, value: u64) {
-        self.draw = Some(PendingDraw { chosen: Some(value) });
+        self.answer = Some(PendingAnswer { chosen: Some(value) });
     }
 
     /// Setup complete: buggify sites are decided and fire from now on.
@@ -210,15 +215,15 @@ impl Hypercall {
         &mut self.buggify
     }
 
-    /// Whether an announced draw waits for its `RANDOM`.
+    /// Whether an announced draw waits for its answer to be taken.
     pub fn draw_pending(&self) -> bool {
-        self.draw.is_some()
+        self.answer.is_some()
     }
 
     /// Makes the pending draw return `value` (its low bytes, for a read of
     /// fewer than 8). False if no draw is pending.
     pub fn choose_draw(&mut self, value: u64) -> bool {
-        let Some(draw) = &mut self.draw else { return false };
+        let Some(draw) = &mut self.answer else { return false };
         if draw.chosen.replace(value).is_none() {
             self.stats.chosen_draws += 1;
         }
@@ -301,7 +306,15 @@ impl Hypercall {
 
     fn command(&mut self, word: u32) -> Result<Option<Effect>, GuestError> {
         let arg = word & hc::ARG_MASK;
-        match (word >> 24) as u8 {
+        let op = (word >> 24) as u8;
+        // An answer is offered to the command right after its question and
+        // no later: no other reader can take it (see `hc::op::ANSWER`).
+        let takes = op == hc::op::ANSWER || op == hc::op::RANDOM && arg <= 8;
+        let offered = self.answer.take();
+        if offered.is_some() && !takes {
+            self.stats.unanswered += 1;
+        }
+        match op {
             hc::op::EXIT => Ok(Some(Effect::Exit(arg as u8))),
             hc::op::PANIC => Ok(Some(Effect::Panic(arg))),
             hc::op::REBOOT => Ok(Some(Effect::Reboot)),
@@ -323,14 +336,29 @@ impl Hypercall {
                     return Err(GuestError(format!("RANDOM while {} earlier bytes are still unread", self.rx.len())));
                 }
                 let mut buf = vec![0; arg as usize];
-                match self.draw.take_if(|_| arg <= 8) {
-                    Some(PendingDraw { chosen: Some(value) }) => {
+                match offered {
+                    Some(PendingAnswer { chosen: Some(value) }) if takes => {
                         buf.copy_from_slice(&value.to_le_bytes()[..arg as usize])
                     }
                     _ => self.entropy.fill(&mut buf),
                 }
                 self.rx.extend(buf);
                 self.stats.random_bytes += u64::from(arg);
+                Ok(None)
+            }
+            hc::op::ANSWER => {
+                if !self.rx.is_empty() {
+                    return Err(GuestError(format!("ANSWER while {} earlier bytes are still unread", self.rx.len())));
+                }
+                if let Some(PendingAnswer { chosen }) = offered {
+                    let value = chosen.unwrap_or_else(|| {
+                        let mut b = [0; 8];
+                        self.entropy.fill(&mut b);
+                        self.stats.random_bytes += 8;
+                        u64::from_le_bytes(b)
+                    });
+                    self.rx.extend(value.to_le_bytes());
+                }
                 Ok(None)
             }
             hc::op::EVENT => {
@@ -480,8 +508,6 @@ mod tests {
         chosen.announce_draw();
         plain.announce_draw();
         assert!(chosen.draw_pending() && chosen.choose_draw(3));
-        // Larger requests are not the draw (the kernel re-keying itself).
-        assert_eq!(read(&mut chosen, 32), read(&mut plain, 32));
         assert_eq!(read(&mut chosen, 8), 3u64.to_le_bytes());
         assert!(!chosen.draw_pending());
         // Unchosen, the draw reads the stream, as without the announcement;
@@ -491,6 +517,55 @@ mod tests {
         chosen.choose_draw(0x1234);
         assert_eq!(read(&mut chosen, 1), [0x34]);
         assert_eq!((chosen.stats().draws, chosen.stats().chosen_draws), (2, 2));
+    }
+
+    /// The answer to a question is taken by `ANSWER` (or a `RANDOM` of at
+    /// most 8 bytes) right after it, and by nothing later: another reader's
+    /// bytes come from the stream, and the answer is dropped and counted.
+    #[test]
+    fn an_answer_is_offered_to_the_next_command_only() {
+        let take = |h: &mut Hypercall| -> Option<u64> {
+            cmd(h, hc::op::ANSWER, 0).unwrap();
+            let mut status = [0; 4];
+            h.pio_read(hc::CMD, &mut status, Vtime(0)).unwrap();
+            (u32::from_le_bytes(status) == 8).then(|| {
+                let mut b = [0; 8];
+                h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+                u64::from_le_bytes(b)
+            })
+        };
+        let random8 = |h: &mut Hypercall| {
+            cmd(h, hc::op::RANDOM, 8).unwrap();
+            let mut b = [0; 8];
+            h.pio_read(hc::DATA, &mut b, Vtime(0)).unwrap();
+            u64::from_le_bytes(b)
+        };
+        let mut h = Hypercall::new(5, RAM);
+        // A message that asked nothing has no answer.
+        assert_eq!(take(&mut h), None);
+        h.answer(0xAB);
+        assert_eq!(take(&mut h), Some(0xAB));
+        assert_eq!(take(&mut h), None, "taken once");
+        // Another command between the question and its taking drops it:
+        // the reader gets the stream's bytes, not the answer.
+        h.answer(0xCD);
+        cmd(&mut h, hc::op::EVENT, 0).unwrap();
+        h.pio_read(hc::DATA, &mut [0; 4], Vtime(0)).unwrap();
+        assert_eq!(take(&mut h), None);
+        h.answer(0xEF);
+        assert_eq!(random8(&mut h), 0xEF, "a RANDOM right after the question takes it");
+        h.answer(0x12);
+        cmd(&mut h, hc::op::RANDOM, 32).unwrap();
+        h.pio_read(hc::DATA, &mut [0; 32], Vtime(0)).unwrap();
+        assert_eq!(take(&mut h), None, "a larger read is not an answer and drops it");
+        assert_eq!(h.stats().unanswered, 2);
+        // An unchosen draw's answer is the stream's next 8 bytes.
+        let (mut drawn, mut plain) = (Hypercall::new(6, RAM), Hypercall::new(6, RAM));
+        drawn.announce_draw();
+        assert_eq!(take(&mut drawn), Some(random8(&mut plain)));
+        // ANSWER with bytes still unread is a protocol error.
+        cmd(&mut h, hc::op::RANDOM, 4).unwrap();
+        assert!(cmd(&mut h, hc::op::ANSWER, 0).is_err());
     }
 
     #[test]
