@@ -103,8 +103,8 @@ impl Failure {
             story_took: telling.elapsed(),
             at: point(m),
             fingerprint: Fingerprint::of(m),
-            console_tail: bug::console_tail(m.console()),
-            console_bytes: m.console().len(),
+            console_tail: bug::console_tail(&m.console()),
+            console_bytes: m.console_len(),
             outside_seed: m.state().nonreplayable.clone(),
             faults: m.state().devices.virtio.struck(),
             composer: Composition::of(m.messages()),
@@ -382,7 +382,7 @@ pub(crate) fn run(
     );
     let first_failure = failed_at.is_none() && crash.is_none();
     let violation = violation.map(|v| (v, first_failure.then(|| Failure::of(machine, &rules.nodes))));
-    let console_after = failed_at.map(|from| bug::console_after(machine.console(), from)).unwrap_or_default();
+    let console_after = failed_at.map(|from| bug::console_tail(&machine.console_from(from))).unwrap_or_default();
     let mut faults = FaultTally::default();
     faults.add(&before, machine);
     let composer_took =

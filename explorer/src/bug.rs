@@ -436,12 +436,6 @@ pub fn console_tail(console: &[u8]) -> Vec<String> {
     lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].iter().map(|l| (*l).to_owned()).collect()
 }
 
-/// The console's lines after the first `from` bytes (the console when a
-/// bug showed), the last [`CONSOLE_TAIL_LINES`] of them.
-pub(crate) fn console_after(console: &[u8], from: usize) -> Vec<String> {
-    console_tail(console.get(from..).unwrap_or_default())
-}
-
 // A bug's likelihood over its own timeline, as its record keeps it
 // (estimated by `likelihood.rs`).
 

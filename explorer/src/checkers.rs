@@ -77,7 +77,7 @@ pub fn run(specs: &[CheckerSpec], histories: &Histories) -> (Vec<Checked>, Optio
 
 /// Whether `spec` finds the history in `messages` invalid, and its
 /// summary: what a replay observes at a checker bug's point.
-pub fn observe(spec: &CheckerSpec, messages: &[Message]) -> Option<String> {
+pub fn observe<'a>(spec: &CheckerSpec, messages: impl IntoIterator<Item = &'a Message>) -> Option<String> {
     let (_, violation) = run(std::slice::from_ref(spec), &crate::sdk::histories(messages));
     violation.map(|v| v.judgement.summary)
 }

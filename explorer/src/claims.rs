@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use hvsim_vmm::append_log::AppendLog;
 use hvsim_vmm::faults::schedule::{DrawnKind, Episode};
 use hvsim_vmm::machine::Message;
 use hvsim_vmm::End;
@@ -253,7 +254,7 @@ pub struct TimelineClaims {
 /// A timeline at its end, as the claims see it.
 pub struct TimelineEnd<'a> {
     /// Its messages, from power-on (its whole line of descent).
-    pub messages: &'a [Message],
+    pub messages: &'a AppendLog<Message>,
     /// Its histories (empty without checkers).
     pub histories: &'a Histories,
     /// The drawn faults that struck in it.
@@ -773,7 +774,8 @@ mod tests {
     #[test]
     fn a_fault_lands_while_exercised_only_if_it_touched_something_in_the_window() {
         let c = claim(&["ok"], &[], &[DrawnKind::Partition]);
-        let messages = [hit(100, "ok", true), hit(200, "other", true), hit(300, "ok", true)];
+        let messages: AppendLog<Message> =
+            [hit(100, "ok", true), hit(200, "other", true), hit(300, "ok", true)].into_iter().collect();
         let faults = [partition(10, 50, 4), partition(250, 400, 0), partition(290, 310, 2), partition(301, 500, 9)];
         let histories = Histories::new();
         let end = |faults, end, failed_ns| TimelineEnd {
@@ -817,7 +819,7 @@ mod tests {
                 &[],
                 &[],
                 &TimelineEnd {
-                    messages: &[],
+                    messages: &AppendLog::new(),
                     histories: &histories,
                     faults: &[],
                     checked: &[],

@@ -158,7 +158,7 @@ pub struct Composition {
 impl Composition {
     /// The composition in a timeline's messages (all of them, from power-on);
     /// `None` without Test Composer.
-    pub fn of(messages: &[Message]) -> Option<Composition> {
+    pub fn of<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Option<Composition> {
         let mut c: Option<Composition> = None;
         for m in messages {
             match ComposerEvent::of(&m.bytes) {

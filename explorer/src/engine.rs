@@ -116,9 +116,10 @@ pub fn run(
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
     state.phases.snapshot_ms += ms_f(taken.elapsed());
-    state.tree.root_bytes = tree.memory_bytes() as u64;
-    state.tree.bytes = state.tree.root_bytes;
-    state.tree.peak_bytes = state.tree.root_bytes;
+    state.tree.bytes = tree.memory_bytes() as u64;
+    state.tree.state_bytes = tree.state_bytes() as u64;
+    state.tree.root_bytes = state.tree.bytes - state.tree.state_bytes;
+    state.tree.peak_bytes = state.tree.bytes;
     let shared = Shared {
         tree: RwLock::new(tree),
         rules: Rules {

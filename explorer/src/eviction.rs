@@ -27,4 +27,5 @@ pub(crate) fn evict(state: &mut State, shared: &Shared) {
         }
     }
     state.tree.bytes = tree.memory_bytes() as u64;
+    state.tree.state_bytes = tree.state_bytes() as u64;
 }

@@ -310,13 +310,17 @@ pub struct TimelineEnds {
     pub at_limit: u64,
 }
 
-/// The snapshot tree's page memory.
+/// The snapshot tree's memory: pages and machine states.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct TreeMemory {
     /// The root's copy of guest RAM (part of `bytes`).
     #[serde(default)]
     pub root_bytes: u64,
     pub bytes: u64,
+    /// Of `bytes`, the snapshots' machine states (console, messages, disk
+    /// sectors, registers), what their lines of descent share counted once.
+    #[serde(default)]
+    pub state_bytes: u64,
     pub peak_bytes: u64,
     pub budget_bytes: u64,
     /// Snapshots evicted to stay within the budget.

@@ -203,6 +203,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         let t = &mut out.tree;
         add(&mut t.root_bytes, e.tree.root_bytes);
         add(&mut t.bytes, e.tree.bytes);
+        add(&mut t.state_bytes, e.tree.state_bytes);
         add(&mut t.peak_bytes, e.tree.peak_bytes);
         add(&mut t.evicted, e.tree.evicted);
         add(&mut out.draws.points, e.draws.points);

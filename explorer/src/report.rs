@@ -423,8 +423,9 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     );
     let _ = writeln!(
         m,
-        "- snapshot tree: {} MiB now, {} MiB at most, budget {} MiB; {} snapshots evicted",
+        "- snapshot tree: {} MiB now ({} MiB of it machine state), {} MiB at most, budget {} MiB; {} snapshots evicted",
         s.tree.bytes >> 20,
+        s.tree.state_bytes >> 20,
         s.tree.peak_bytes >> 20,
         s.tree.budget_bytes >> 20,
         s.tree.evicted

@@ -347,7 +347,7 @@ fn parse_guidance(body: &Value) -> SdkMessage {
 /// Every history recorded in `messages` (a machine's whole run), by name,
 /// each event stamped with its message's virtual time and numbered from 1
 /// in its history (the `line` the checkers' explanations cite).
-pub fn histories(messages: &[Message]) -> Histories {
+pub fn histories<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Histories {
     let mut out = Histories::new();
     for m in messages {
         // Cheap test first: most messages are not history events.

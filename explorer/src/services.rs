@@ -87,7 +87,7 @@ impl Services {
         let mut out = Vec::new();
         let first = self.lines;
         for (i, (vtime_ns, bytes)) in m.console_lines_from(first).enumerate() {
-            let e = story::output_entry(vtime_ns, &String::from_utf8_lossy(bytes));
+            let e = story::output_entry(vtime_ns, &String::from_utf8_lossy(&bytes));
             match e.what {
                 What::Output if self.last.contains_key(&e.source) || self.last.len() < SERVICES => {
                     let lines = self.last.entry(e.source).or_default();

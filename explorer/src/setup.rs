@@ -134,7 +134,7 @@ pub(crate) fn root(
 /// that landed before it.
 fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
     state.known.new_coverage(machine);
-    let messages = machine.messages()[saved.first_message..].to_vec();
+    let messages: Vec<_> = machine.messages().iter_from(saved.first_message).cloned().collect();
     for msg in messages {
         let o = state.known.process(&msg.bytes);
         assert!(o.bug.is_none(), "only roots reached without a bug are saved");

@@ -80,10 +80,10 @@ impl Narrator {
     pub fn next(&mut self, m: &Machine, name: &dyn Fn(u16) -> String) -> Vec<Entry> {
         let mut out = Vec::new();
         for (vtime_ns, bytes) in m.console_lines_from(self.lines) {
-            out.push(output_entry(vtime_ns, &String::from_utf8_lossy(bytes)));
+            out.push(output_entry(vtime_ns, &String::from_utf8_lossy(&bytes)));
         }
         self.lines = self.lines.max(m.console_complete_lines());
-        for msg in &m.messages()[self.messages.min(m.messages().len())..] {
+        for msg in m.messages().iter_from(self.messages) {
             if let Some((source, text)) = sdk_text(&msg.bytes) {
                 out.push(Entry { vtime_ns: msg.vtime.nanos(), what: What::Sdk, source, text });
             }

@@ -63,7 +63,7 @@ fn boot(config: &MachineConfig, boots: &AtomicUsize) -> hvsim_guest_image::Resul
 fn run(mut m: Machine, seed: u64, work: &[u8]) -> (String, [u8; 32], String) {
     m.begin_run(RunInputs { seed, inbox: work.to_vec(), ..RunInputs::default() }).unwrap();
     assert_eq!(m.run_until(Vtime::from_secs(1)).unwrap(), Stop::Ended(End::Exit { status: 0 }));
-    (m.trace_state().hash_hex(), m.ram().hash(), String::from_utf8_lossy(m.console()).into_owned())
+    (m.trace_state().hash_hex(), m.ram().hash(), String::from_utf8_lossy(&m.console()).into_owned())
 }
 
 #[test]

@@ -19,10 +19,14 @@
 //! A node keeps only the pages whose contents differ from its parent's
 //! (`insert` drops the rest of a delta: a page the dirty log reported but
 //! that holds what it held), so what the tree holds is a function of the
-//! snapshots' contents, not of how the machines got there: its size
-//! ([`SnapshotTree::memory_bytes`]) can decide what to keep. A leaf can be
-//! evicted: its pages and machine state go, and only the numbers of its
-//! pages stay, for machines that derive from it to reset from.
+//! snapshots' contents and lines of descent, not of how the machines got
+//! there: its size ([`SnapshotTree::memory_bytes`]) can decide what to keep.
+//! The size counts everything a node holds: its pages, and its machine
+//! state, whose console, messages and disk sectors are shared along a
+//! line of descent and counted once however many nodes hold them
+//! ([`MachineSnapshot::holdings`]). A leaf can be evicted: its pages and
+//! machine state go, and only the numbers of its pages stay, for machines
+//! that derive from it to reset from.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -57,6 +61,11 @@ pub struct SnapshotTree {
     /// RAM at the root.
     base: Vec<u8>,
     nodes: Vec<Node>,
+    /// Allocations the live nodes' machine states share: identity -> (how
+    /// many hold it, its bytes).
+    shared: HashMap<usize, (usize, usize)>,
+    /// Bytes of the live nodes' machine states, shared ones counted once.
+    state_bytes: usize,
 }
 
 /// Where one machine stands: the node its state derives from, and the
@@ -100,18 +109,49 @@ impl SnapshotTree {
     pub fn new(machine: &mut Machine) -> hvsim_vmm::Result<(SnapshotTree, Cursor)> {
         machine.enable_dirty_log()?;
         let snap = machine.capture()?;
-        let tree = SnapshotTree {
+        let mut tree = SnapshotTree {
             base: machine.ram().as_slice().to_vec(),
-            nodes: vec![Node {
-                parent: None,
-                depth: 0,
-                pages: HashMap::new(),
-                machine: Some(snap),
-                evicted_pages: Vec::new(),
-                children: 0,
-            }],
+            nodes: Vec::new(),
+            shared: HashMap::new(),
+            state_bytes: 0,
         };
+        tree.hold(&snap);
+        tree.nodes.push(Node {
+            parent: None,
+            depth: 0,
+            pages: HashMap::new(),
+            machine: Some(snap),
+            evicted_pages: Vec::new(),
+            children: 0,
+        });
         Ok((tree, Cursor { node: 0, pending: BTreeSet::new() }))
+    }
+
+    /// Counts what a node's machine state holds.
+    fn hold(&mut self, snap: &MachineSnapshot) {
+        let holdings = snap.holdings();
+        self.state_bytes += holdings.own;
+        for (id, bytes) in holdings.shared {
+            let (holders, _) = self.shared.entry(id).or_insert((0, bytes));
+            if *holders == 0 {
+                self.state_bytes += bytes;
+            }
+            *holders += 1;
+        }
+    }
+
+    /// Stops counting what an evicted node's machine state held.
+    fn release(&mut self, snap: &MachineSnapshot) {
+        let holdings = snap.holdings();
+        self.state_bytes -= holdings.own;
+        for (id, _) in holdings.shared {
+            let (holders, bytes) = self.shared.get_mut(&id).expect("held when the node was added");
+            *holders -= 1;
+            if *holders == 0 {
+                self.state_bytes -= *bytes;
+                self.shared.remove(&id);
+            }
+        }
     }
 
     /// Another machine, in the root's state, run with `host`'s settings.
@@ -159,9 +199,10 @@ impl SnapshotTree {
         let node = &mut self.nodes[id];
         node.evicted_pages = node.pages.drain().map(|(p, _)| p).collect();
         node.evicted_pages.sort_unstable();
-        node.machine = None;
+        let snap = node.machine.take().expect("a leaf is live");
         let parent = node.parent.expect("a non-root node has a parent");
         self.nodes[parent].children -= 1;
+        self.release(&snap);
         tracing::debug!(node = id, "snapshot evicted");
     }
 
@@ -169,10 +210,15 @@ impl SnapshotTree {
         self.nodes[id].parent
     }
 
-    /// Bytes of page contents the tree holds (root copy included): a
-    /// function of the snapshots' contents (see the module's comment).
+    /// Bytes the tree holds: page contents (root copy included) and the
+    /// live nodes' machine states (see the module's comment).
     pub fn memory_bytes(&self) -> usize {
-        self.base.len() + self.nodes.iter().map(|n| n.pages.len() * PAGE_SIZE).sum::<usize>()
+        self.base.len() + self.nodes.iter().map(|n| n.pages.len() * PAGE_SIZE).sum::<usize>() + self.state_bytes
+    }
+
+    /// Of [`SnapshotTree::memory_bytes`], the machine states' share.
+    pub fn state_bytes(&self) -> usize {
+        self.state_bytes
     }
 
     /// Snapshots the machine as a child of the node it derives from; the
@@ -208,6 +254,7 @@ impl SnapshotTree {
         pages.retain(|&p, bytes| self.page(parent, p) != &bytes[..]);
         tracing::debug!(node = id, parent, pages = pages.len(), "snapshot taken");
         self.nodes[parent].children += 1;
+        self.hold(&machine);
         self.nodes.push(Node {
             parent: Some(parent),
             depth,

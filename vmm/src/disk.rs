@@ -81,6 +81,19 @@ pub struct Disk {
 }
 
 impl Disk {
+    /// The sectors' contents it holds, each as (an identity every copy of
+    /// the disk that holds the same contents shares, its bytes).
+    pub fn shared_sectors(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let held = self.durable.values().chain(self.volatile.iter().map(|(_, s)| s));
+        held.map(|s| (Arc::as_ptr(s) as *const u8 as usize, s.len()))
+    }
+
+    /// What a copy of the disk copies rather than shares: its maps.
+    pub fn map_bytes(&self) -> usize {
+        // A B-tree entry costs about its key, its value and a share of its node.
+        (self.durable.len() + self.allocated.len()) * 48 + self.volatile.len() * 24
+    }
+
     pub fn new(node: u16, capacity: u64, base: Option<Base>, faults: DiskFaults, seed: u64) -> Disk {
         Disk {
             node,

@@ -16,6 +16,7 @@
 //! - [`host`]: what this host can do (`hvsim doctor`).
 //! - [`files`]: reading the files users name, refusing what is not one.
 
+pub mod append_log;
 pub mod bench;
 pub mod boot;
 pub mod clock;

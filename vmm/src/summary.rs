@@ -146,7 +146,7 @@ impl Summary {
             replayable: if state.nonreplayable.is_empty() { Replayable::Expected } else { Replayable::No },
             replayable_reasons: state.nonreplayable.clone(),
             host_limits: Vec::new(),
-            console: String::from_utf8_lossy(devices.serial.console()).into_owned(),
+            console: String::from_utf8_lossy(&devices.serial.console()).into_owned(),
             console_dropped_bytes: devices.serial.dropped(),
             messages: machine.messages().iter().map(|m| String::from_utf8_lossy(&m.bytes).into_owned()).collect(),
             counters: state.counters.clone(),

@@ -217,7 +217,7 @@ fn run_command<'a>(m: &mut Machine, node: u16, command: &'a str, limit: Duration
     let mut told = m.console_complete_lines();
     let mut tell = |m: &Machine| {
         for (_, line) in m.console_lines_from(told) {
-            if let Some(out) = String::from_utf8_lossy(line).strip_prefix(&prefix) {
+            if let Some(out) = String::from_utf8_lossy(&line).strip_prefix(&prefix) {
                 if print {
                     println!("{out}");
                 } else {

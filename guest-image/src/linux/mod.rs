@@ -199,7 +199,7 @@ pub fn boot_to_ready(config: &MachineConfig) -> Result<Machine> {
         Some(Stop::Deadline) => format!("still booting after {BOOT_VTIME_LIMIT} of virtual time"),
         Some(Stop::Message) => "stopped at a message".to_owned(),
     };
-    let console = String::from_utf8_lossy(m.console()).into_owned();
+    let console = String::from_utf8_lossy(&m.console()).into_owned();
     let tail: Vec<&str> = console.lines().rev().take(8).collect();
     Err(ImageError::Setup(format!(
         "the Linux guest never became ready for its run ({why}); last console lines:\n  {}",

@@ -10,7 +10,11 @@
 //! a bug record can put the guest's output on one line with its SDK messages
 //! and faults (`explorer/src/story.rs`).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+
+use crate::append_log::AppendLog;
 
 /// Console bytes kept per run; beyond this they are counted, not stored.
 pub const CONSOLE_LIMIT: usize = 16 << 20;
@@ -39,12 +43,13 @@ pub struct Serial {
     thr_pending: bool,
     /// A byte looped back in loopback mode, waiting to be read.
     rbr: Option<u8>,
-    console: Vec<u8>,
+    /// Shared along a line of snapshots, as is its index (`append_log.rs`).
+    console: AppendLog<u8>,
     /// Where each line of `console` starts, and the virtual time (ns) of
     /// its first byte: ascending in both. (Empty in snapshots from before
     /// lines were stamped: their lines are then not told.)
     #[serde(default)]
-    line_starts: Vec<(u64, u64)>,
+    line_starts: AppendLog<(u64, u64)>,
     dropped: u64,
 }
 
@@ -53,20 +58,35 @@ impl Serial {
         (hvsim_abi::port::COM1..hvsim_abi::port::COM1 + 8).contains(&port)
     }
 
-    pub fn console(&self) -> &[u8] {
-        &self.console
+    /// The console so far (borrowed when it is one part of its log).
+    pub fn console(&self) -> Cow<'_, [u8]> {
+        self.console_from(0)
+    }
+
+    /// The console after its first `from` bytes.
+    pub fn console_from(&self, from: usize) -> Cow<'_, [u8]> {
+        self.console.slice(from..self.console.len())
+    }
+
+    pub fn console_len(&self) -> usize {
+        self.console.len()
+    }
+
+    /// The console's logs, for counting what snapshots share.
+    pub fn logs(&self) -> (&AppendLog<u8>, &AppendLog<(u64, u64)>) {
+        (&self.console, &self.line_starts)
     }
 
     /// The console's complete lines from line `first` on (an unfinished
     /// last line waits for its end), each with the virtual time (ns) its
     /// first byte was written. Indexed, so that reading what came since the
     /// last call costs only the new lines.
-    pub fn lines_from(&self, first: usize) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+    pub fn lines_from(&self, first: usize) -> impl Iterator<Item = (u64, Cow<'_, [u8]>)> + '_ {
         (first.min(self.complete_lines())..self.complete_lines()).map(|i| {
-            let (start, vtime) = self.line_starts[i];
+            let (start, vtime) = *self.line_starts.get(i).expect("a complete line");
             let end = self.line_starts.get(i + 1).map_or(self.console.len(), |&(next, _)| next as usize);
-            let line = &self.console[start as usize..end];
-            (vtime, line.strip_suffix(b"\n").unwrap_or(line))
+            let end = if end > start as usize && self.console.get(end - 1) == Some(&b'\n') { end - 1 } else { end };
+            (vtime, self.console.slice(start as usize..end))
         })
     }
 
@@ -177,7 +197,7 @@ mod tests {
             assert_ne!(s.pio_read(COM1 + 5) & LSR_THRE, 0);
             s.pio_write(COM1, *b, 0);
         }
-        assert_eq!(s.console(), b"hi\n");
+        assert_eq!(&s.console()[..], b"hi\n");
     }
 
     #[test]
@@ -186,11 +206,34 @@ mod tests {
         for (t, b) in b"ab\ncd\ne".iter().enumerate() {
             s.pio_write(COM1, *b, t as u64 * 10);
         }
-        let lines: Vec<(u64, &[u8])> = s.lines_from(0).collect();
-        assert_eq!(lines, vec![(0, &b"ab"[..]), (30, &b"cd"[..])], "the unfinished \"e\" waits");
-        assert_eq!(s.lines_from(1).collect::<Vec<_>>(), vec![(30, &b"cd"[..])]);
+        assert_eq!(lines(&s, 0), [(0, b"ab".to_vec()), (30, b"cd".to_vec())], "the unfinished \"e\" waits");
+        assert_eq!(lines(&s, 1), [(30, b"cd".to_vec())]);
         s.pio_write(COM1, b'\n', 70);
-        assert_eq!(s.lines_from(2).collect::<Vec<_>>(), vec![(60, &b"e"[..])]);
+        assert_eq!(lines(&s, 2), [(60, b"e".to_vec())]);
+    }
+
+    fn lines(s: &Serial, first: usize) -> Vec<(u64, Vec<u8>)> {
+        s.lines_from(first).map(|(t, l)| (t, l.into_owned())).collect()
+    }
+
+    /// Lines read the same whether or not they cross a chunk of the
+    /// console's log, and a clone taken on the way shares its chunks.
+    #[test]
+    fn long_consoles_read_the_same_across_chunks() {
+        let mut s = Serial::default();
+        let mut written = Vec::new();
+        for i in 0..20_000u64 {
+            let line = format!("line {i} {}\n", "x".repeat((i % 37) as usize));
+            for b in line.bytes() {
+                s.pio_write(COM1, b, i);
+            }
+            written.push((i, line.strip_suffix('\n').unwrap().as_bytes().to_vec()));
+        }
+        let copy = s.clone();
+        assert!(s.logs().0.shared().count() > 5);
+        assert!(lines(&s, 0) == written, "every line as written");
+        assert!(lines(&s, 12_345) == written[12_345..], "every line from the 12,345th");
+        assert_eq!(copy.logs().0.shared().collect::<Vec<_>>(), s.logs().0.shared().collect::<Vec<_>>());
     }
 
     #[test]

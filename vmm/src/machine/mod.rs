@@ -8,6 +8,7 @@ mod profile;
 mod run;
 mod snapshot;
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use kvm_ioctls::{Kvm, VmFd};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::append_log::{AppendLog, Weigh};
 use crate::boot::linux::{self, LinuxImage, RNG_SEED_LEN};
 use crate::boot::raw::{self, RawImage};
 use crate::clock::{Clock, Vtime};
@@ -37,7 +39,7 @@ use crate::{cpuid, msr};
 pub use inputs::RunInputs;
 pub use profile::{Stretch, WallProfile};
 pub use run::Stop;
-pub use snapshot::MachineSnapshot;
+pub use snapshot::{Holdings, MachineSnapshot};
 
 /// Default guest RAM for raw guests.
 pub const DEFAULT_RAW_RAM: usize = 32 << 20;
@@ -221,6 +223,12 @@ pub struct Message {
     pub bytes: Vec<u8>,
 }
 
+impl Weigh for Message {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Message>() + self.bytes.len()
+    }
+}
+
 /// The guest's interrupt-pending flag (`hc::op::IRQ_FLAG`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IrqFlag {
@@ -239,8 +247,9 @@ pub struct Counters {
 /// Everything about the machine that is neither RAM nor vCPU registers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MachineState {
-    /// Every message the guest sent, in order.
-    pub messages: Vec<Message>,
+    /// Every message the guest sent, in order (shared along a line of
+    /// snapshots, see `append_log.rs`).
+    pub messages: AppendLog<Message>,
     pub clock: Clock,
     pub devices: Devices,
     /// The guest executed HLT and waits for an interrupt.
@@ -272,7 +281,7 @@ impl MachineState {
         }
         let virtio = Virtio::new(&spec.virtio, &config.faults, config.seed).map_err(Error::Config)?;
         Ok(MachineState {
-            messages: Vec::new(),
+            messages: AppendLog::new(),
             clock: Clock::new(spec.perturb_timing.then_some(config.seed)),
             devices: Devices::new(
                 config.seed,
@@ -471,7 +480,7 @@ impl Machine {
 
     /// Messages received since the last call.
     pub fn take_messages(&mut self) -> Vec<Message> {
-        let new = self.state.messages[self.messages_taken..].to_vec();
+        let new = self.state.messages.iter_from(self.messages_taken).cloned().collect();
         self.messages_taken = self.state.messages.len();
         new
     }
@@ -484,12 +493,23 @@ impl Machine {
     }
 
     /// Every message of the run so far (including before a restored snapshot).
-    pub fn messages(&self) -> &[Message] {
+    pub fn messages(&self) -> &AppendLog<Message> {
         &self.state.messages
     }
 
-    pub fn console(&self) -> &[u8] {
-        self.state.devices.serial.console()
+    /// The console so far (borrowed when it is one part of its log).
+    pub fn console(&self) -> Cow<'_, [u8]> {
+        self.console_from(0)
+    }
+
+    /// The console after its first `from` bytes.
+    pub fn console_from(&self, from: usize) -> Cow<'_, [u8]> {
+        self.state.devices.serial.console_from(from)
+    }
+
+    /// The console's length in bytes.
+    pub fn console_len(&self) -> usize {
+        self.state.devices.serial.console_len()
     }
 
     /// Takes back decisions from now on (`faults::Vetoes`).
@@ -511,7 +531,7 @@ impl Machine {
 
     /// The console's complete lines from line `first` on, each with the
     /// virtual time (ns) it began.
-    pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+    pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, Cow<'_, [u8]>)> + '_ {
         self.state.devices.serial.lines_from(first)
     }
 

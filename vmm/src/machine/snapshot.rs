@@ -21,6 +21,40 @@ pub struct MachineSnapshot {
     pub trace: TraceState,
 }
 
+/// What a snapshot holds besides RAM, for a memory budget: the
+/// allocations it may share with other snapshots of its line (chunks of
+/// the console and message logs, disk sectors), each as (an identity
+/// every holder shares, its bytes), and the bytes it holds alone.
+pub struct Holdings {
+    pub shared: Vec<(usize, usize)>,
+    pub own: usize,
+}
+
+/// Device registers, queues and packets in flight, which are not counted
+/// one by one: a generous estimate.
+const DEVICE_STATE_BYTES: usize = 16 << 10;
+
+impl MachineSnapshot {
+    pub fn holdings(&self) -> Holdings {
+        let state = &self.state;
+        let (console, lines) = state.devices.serial.logs();
+        let mut shared: Vec<(usize, usize)> =
+            state.messages.shared().chain(console.shared()).chain(lines.shared()).collect();
+        let mut own = std::mem::size_of::<MachineSnapshot>()
+            + DEVICE_STATE_BYTES
+            + state.messages.unshared_weight()
+            + console.unshared_weight()
+            + lines.unshared_weight()
+            + self.vcpu.xsave.as_ref().map_or(0, |x| x.len() * 4)
+            + self.vcpu.msrs.len() * std::mem::size_of::<kvm_bindings::kvm_msr_entry>();
+        for disk in state.devices.virtio.disks() {
+            shared.extend(disk.shared_sectors());
+            own += disk.map_bytes();
+        }
+        Holdings { shared, own }
+    }
+}
+
 impl Machine {
     /// Completes an exit's pending port or MMIO input without running the
     /// guest (`KVM_RUN` with `immediate_exit`): until then part of that

@@ -63,7 +63,7 @@ fn run(host: &Host, plan: Option<String>) -> Result<(f64, u64)> {
         Stop::Ended(End::Exit { status: 0 }) => {}
         other => bail!(
             "the benchmark guest stopped with {other:?}: {}",
-            String::from_utf8_lossy(m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
+            String::from_utf8_lossy(&m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
         ),
     }
     Ok((started.elapsed().as_secs_f64(), m.state().devices.virtio.struck().len() as u64))

@@ -180,7 +180,7 @@ fn marked_spans(mut m: Machine, abouts: &[&str]) -> Result<Vec<(f64, u64)>> {
             Stop::Ended(end) => bail!(
                 "the benchmark guest ended with {}: {}",
                 end.detail(),
-                String::from_utf8_lossy(m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
+                String::from_utf8_lossy(&m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
             ),
             Stop::Deadline => unreachable!("no deadline was set"),
         }

@@ -97,7 +97,7 @@ fn first_service_output() -> Result<(f64, Vtime)> {
         let now = machine.now();
         let until = Vtime(now.0 + step.as_nanos() as u64);
         let stop = machine.run_until(until)?;
-        let console = String::from_utf8_lossy(machine.console());
+        let console = String::from_utf8_lossy(&machine.console()).into_owned();
         if console.lines().any(|l| l.starts_with("primary | ")) {
             return Ok((ms(t), machine.now()));
         }

@@ -102,7 +102,7 @@ pub fn bench_net(bytes: u64, json: bool) -> Result<ExitCode> {
             Stop::Ended(end) => bail!(
                 "the benchmark guest ended with {}: {}",
                 end.detail(),
-                String::from_utf8_lossy(m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
+                String::from_utf8_lossy(&m.console()).lines().rev().take(10).collect::<Vec<_>>().join(" | ")
             ),
             Stop::Deadline => unreachable!("no deadline was set"),
         }

@@ -173,6 +173,14 @@ fn schedule_of(plan: &FaultPlan, nodes: u16, seed: u64) -> Schedule {
 
 impl Virtio {
     /// The devices of `spec`, with the faults of `plan`, seeded from `seed`.
+    /// Every disk of the machine, nodes' and images'.
+    pub fn disks(&self) -> impl Iterator<Item = &crate::disk::Disk> + '_ {
+        self.devices.iter().filter_map(|d| match &d.kind {
+            Kind::Blk(b) => Some(&b.disk),
+            _ => None,
+        })
+    }
+
     pub fn new(spec: &VirtioSpec, plan: &FaultPlan, seed: u64) -> Result<Virtio, String> {
         spec.check()?;
         let mut kinds = Vec::new();
