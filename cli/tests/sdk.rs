@@ -503,7 +503,7 @@ fn children_peak_rss() -> u64 {
 
 /// Memory stays inside `--snapshot-memory` (issue 47): a program that
 /// sends about 860 KB of SDK messages and then logs and draws for a second
-/// (`tests/guest/chatty.c`), explored with a snapshot every 10 ms of
+/// (`guest-sdk/c/chatty.c`, what `hvsim bench memory` measures), explored with a snapshot every 10 ms of
 /// virtual time (hundreds of snapshots, each with that log behind it). The
 /// tree counts the snapshots' machine states (console and messages shared
 /// along a line of descent, counted once) and evicts between rounds to
@@ -518,7 +518,8 @@ fn a_chatty_program_explored_stays_within_its_snapshot_memory() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let program = c_program(dir.path(), "chatty", "/bin/chatty");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/c/chatty.c");
+    let program = c_program_from(dir.path(), &source, "/bin/chatty");
     let target = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/chatty"];
     let (run, code) = run_json(&target);
     assert_eq!(code, 0, "{}", run["console"]);

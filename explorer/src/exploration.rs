@@ -45,6 +45,34 @@ pub struct Instrumentation {
     pub coverage_modules: BTreeMap<String, (u64, u64)>,
 }
 
+/// Messages whose key was new to a table already holding
+/// [`MAX_GUEST_KEYS`] keys: counted, not kept. Guest programs name
+/// assertions, guidance and events; a program that makes up names without
+/// end (a counter in an assertion's id) would otherwise grow the
+/// explorer's memory without bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Dropped {
+    pub assertions: u64,
+    pub guidance: u64,
+    pub events: u64,
+}
+
+impl Dropped {
+    /// A sentence for the reports, if anything was dropped.
+    pub fn describe(&self) -> Option<String> {
+        (*self != Dropped::default()).then(|| {
+            format!(
+                "messages ignored because their name was one of more than {MAX_GUEST_KEYS}: {} assertions, {} guidance, {} events",
+                self.assertions, self.guidance, self.events
+            )
+        })
+    }
+}
+
+/// The most keys a table named by guest programs holds (assertion ids,
+/// guidance ids, event names).
+pub const MAX_GUEST_KEYS: usize = 10_000;
+
 /// Garbage on the SDK channel: counted, a few kept as examples.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Garbage {
@@ -173,6 +201,9 @@ pub struct Exploration {
     #[serde(default)]
     pub host_limits: Vec<String>,
     pub garbage: Garbage,
+    /// Messages whose assertion, guidance or event name was one too many.
+    #[serde(default)]
+    pub dropped: Dropped,
     pub faults: FaultTally,
     pub coverage_edges: usize,
     pub instrumentation: Instrumentation,
@@ -231,6 +262,7 @@ impl Exploration {
             harness: HarnessTally::default(),
             host_limits: Vec::new(),
             garbage: Garbage::default(),
+            dropped: Dropped::default(),
             faults: FaultTally::default(),
             coverage_edges: 0,
             instrumentation: Instrumentation::default(),

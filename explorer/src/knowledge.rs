@@ -12,7 +12,7 @@ use crate::assertions::Assertions;
 use crate::bug::BugKind;
 use crate::composer::ComposerTally;
 use crate::coverage::{Coverage, FreshBits};
-use crate::exploration::{Garbage, Instrumentation};
+use crate::exploration::{Dropped, Garbage, Instrumentation, MAX_GUEST_KEYS};
 use crate::sdk::{self, Demand, SdkMessage};
 
 /// What was learned from messages, across every timeline.
@@ -29,6 +29,17 @@ pub(crate) struct Signals {
     pub(crate) total: u64,
 }
 
+impl Signals {
+    /// How many guidance ids are known.
+    fn guidance(&self) -> usize {
+        self.numeric.len() + self.boolean.len() + self.json.len()
+    }
+
+    fn has_guidance(&self, id: &str) -> bool {
+        self.numeric.contains_key(id) || self.boolean.contains_key(id) || self.json.contains_key(id)
+    }
+}
+
 /// Distinct values of one JSON guidance that count as progress.
 const MAX_JSON_VALUES: usize = 1000;
 
@@ -42,7 +53,18 @@ pub(crate) struct Knowledge {
     pub(crate) events: BTreeMap<String, u64>,
     pub(crate) composer: ComposerTally,
     pub(crate) garbage: Garbage,
+    pub(crate) dropped: Dropped,
     pub(crate) instrumentation: Instrumentation,
+}
+
+/// Whether a table of `len` keys that lacks the key takes it; if not, the
+/// message is counted in `dropped` instead.
+fn admits(len: usize, has: bool, dropped: &mut u64) -> bool {
+    let admitted = has || len < MAX_GUEST_KEYS;
+    if !admitted {
+        *dropped += 1;
+    }
+    admitted
 }
 
 /// What one message meant.
@@ -74,6 +96,10 @@ impl Knowledge {
         let assertion = matches!(message, SdkMessage::Assert(_));
         match message {
             SdkMessage::Assert(a) => {
+                let (len, has) = (self.assertions.by_id.len(), self.assertions.by_id.contains_key(&a.id));
+                if !admits(len, has, &mut self.dropped.assertions) {
+                    return o;
+                }
                 let seen = self.assertions.observe(&a);
                 o.new_signals += u64::from(seen.new_state);
                 o.progress = seen.new_state && (a.condition || a.kind.demand() != Demand::Some);
@@ -87,6 +113,8 @@ impl Knowledge {
                     }
                 }
             }
+            SdkMessage::Numeric { id, .. } | SdkMessage::Boolean { id, .. } | SdkMessage::Json { id, .. }
+                if !admits(self.signals.guidance(), self.signals.has_guidance(&id), &mut self.dropped.guidance) => {}
             SdkMessage::Numeric { id, value, maximize } => {
                 let better = |old: f64| if maximize { value > old } else { value < old };
                 o.reached = Some(format!("guidance {id}"));
@@ -135,7 +163,11 @@ impl Knowledge {
             SdkMessage::Draw { options } => o.draw = Some(options),
             // Counted from the machine's table (`faults.rs`).
             SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
-            SdkMessage::Event { name, .. } => *self.events.entry(name).or_insert(0) += 1,
+            SdkMessage::Event { name, .. } => {
+                if admits(self.events.len(), self.events.contains_key(&name), &mut self.dropped.events) {
+                    *self.events.entry(name).or_insert(0) += 1;
+                }
+            }
             // Checked at the timeline's end (`checkers.rs`); counted here.
             SdkMessage::History(_) => *self.events.entry(crate::history::KEY.to_owned()).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
@@ -170,5 +202,43 @@ impl Knowledge {
         let new = self.signals.coverage.merge_bits(fresh);
         self.signals.total += new;
         new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that makes up a new assertion id, guidance id and event
+    /// name in every message fills each table to its bound and no further:
+    /// the rest is counted, and keys already known still count.
+    #[test]
+    fn names_made_up_without_end_fill_each_table_to_its_bound() {
+        let mut k = Knowledge::default();
+        let assertion = |id: &str| {
+            format!(
+                r#"{{"antithesis_assert":{{"id":"{id}","message":"{id}","condition":true,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{{"file":"a.c","function":"f","class":"","begin_line":1,"begin_column":0}},"details":null}}}}"#
+            )
+        };
+        let guidance = |id: &str, left: u64| {
+            format!(
+                r#"{{"antithesis_guidance":{{"id":"{id}","message":"{id}","guidance_type":"numeric","maximize":true,"hit":true,"guidance_data":{{"left":{left},"right":0}}}}}}"#
+            )
+        };
+        let extra = 25;
+        for i in 0..MAX_GUEST_KEYS + extra {
+            k.process(assertion(&format!("a{i}")).as_bytes());
+            k.process(guidance(&format!("g{i}"), 1).as_bytes());
+            k.process(format!(r#"{{"e{i}":{{}}}}"#).as_bytes());
+        }
+        assert_eq!(k.assertions.by_id.len(), MAX_GUEST_KEYS);
+        assert_eq!(k.signals.guidance(), MAX_GUEST_KEYS);
+        assert_eq!(k.events.len(), MAX_GUEST_KEYS);
+        let extra = extra as u64;
+        assert_eq!(k.dropped, Dropped { assertions: extra, guidance: extra, events: extra });
+        // Known keys are still judged: a better watermark is new.
+        assert_eq!(k.process(guidance("g0", 2).as_bytes()).new_signals, 1);
+        assert_eq!(k.process(assertion("a0").as_bytes()).new_signals, 0);
+        assert_eq!(k.dropped.guidance, extra);
     }
 }

@@ -284,6 +284,9 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         }
         out.host_limits = union(std::mem::take(&mut out.host_limits), e.host_limits, usize::MAX);
         add(&mut out.garbage.count, e.garbage.count);
+        add(&mut out.dropped.assertions, e.dropped.assertions);
+        add(&mut out.dropped.guidance, e.dropped.guidance);
+        add(&mut out.dropped.events, e.dropped.events);
         out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), e.garbage.examples, GARBAGE_EXAMPLES);
         out.faults.merge(&e.faults);
         coverage.merge_bits(&e.coverage);

@@ -142,6 +142,9 @@ pub struct Summary {
     pub first_bug: Option<(u64, u64)>,
     pub verdicts: BTreeMap<String, usize>,
     pub garbage: Garbage,
+    /// Messages whose assertion, guidance or event name was one too many.
+    #[serde(default)]
+    pub dropped: crate::exploration::Dropped,
     /// Where the wall time went.
     pub phases: Phases,
     /// Which shards of the exploration this report holds (docs/scale.md).
@@ -330,6 +333,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             first_bug: exp.first_bug,
             verdicts,
             garbage: exp.garbage.clone(),
+            dropped: exp.dropped.clone(),
             phases: exp.phases,
             shards: exp.shards.clone(),
         },
@@ -461,6 +465,9 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     if s.garbage.count > 0 {
         let _ =
             writeln!(m, "- {} malformed SDK messages ignored, e.g. {:?}", s.garbage.count, s.garbage.examples.first());
+    }
+    if let Some(line) = s.dropped.describe() {
+        let _ = writeln!(m, "- {line}");
     }
     if !r.claims.is_empty() {
         let _ = writeln!(m, "\n## Claims\n");

@@ -136,6 +136,7 @@ impl State {
             harness: self.harness.clone(),
             host_limits: self.host_limits.clone(),
             garbage: self.known.garbage.clone(),
+            dropped: self.known.dropped.clone(),
             faults: self.faults.clone(),
             series: self.series.clone(),
             first_bug: self.first_bug,

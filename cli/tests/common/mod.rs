@@ -269,17 +269,21 @@ pub fn redis_image() -> (String, String) {
 
 /// Builds a C program from `cli/tests/guest/` statically; returns HOST:GUEST.
 pub fn c_program(dir: &Path, name: &str, guest: &str) -> String {
+    c_program_from(dir, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest").join(format!("{name}.c")), guest)
+}
+
+/// [`c_program`] of the C source at `src`.
+pub fn c_program_from(dir: &Path, src: &Path, guest: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("tests/guest").join(format!("{name}.c"));
-    let bin = dir.join(name);
+    let bin = dir.join(src.file_stem().expect("a source file's name"));
     let out = std::process::Command::new("gcc")
         .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-static", "-s", "-pthread", "-I"])
         .arg(root.join("../guest-sdk/c"))
         .arg("-o")
         .arg(&bin)
-        .arg(&src)
+        .arg(src)
         .output()
         .expect("gcc runs");
-    assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "gcc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
     format!("{}:{guest}", bin.display())
 }

@@ -211,7 +211,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                 }
                 h2 { "Where the wall time went" }
                 (phases(r))
-                @if !r.events.is_empty() || !r.instrumentation.sdks.is_empty() || s.garbage.count > 0 {
+                @if !r.events.is_empty() || !r.instrumentation.sdks.is_empty() || s.garbage.count > 0 || s.dropped.describe().is_some() {
                     h2 { "The guest's SDKs and events" }
                     @for sdk in &r.instrumentation.sdks { p { "SDK: " code { (sdk.to_string()) } } }
                     @for (name, n) in &r.events { p { "event " code { (name) } ": " (n) } }
@@ -219,6 +219,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         p.warn { (s.garbage.count) " malformed SDK message(s) ignored, for example:" }
                         @for g in &s.garbage.examples { pre { (g) } }
                     }
+                    @if let Some(line) = s.dropped.describe() { p.warn { (line) } }
                 }
             }
         }

@@ -21,6 +21,7 @@ mod explore;
 mod faults;
 mod guest;
 mod image;
+mod memory;
 mod net;
 mod roots;
 mod shards;
@@ -103,6 +104,19 @@ enum What {
         linux_args: crate::linux_args::LinuxArgs,
         /// Branches each exploration runs after its root.
         #[arg(long, default_value = "4", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        branches: u64,
+    },
+    /// The explorer's peak resident memory against --snapshot-memory, on a
+    /// program that sends many SDK messages while it is snapshotted every
+    /// 10 ms (guest-sdk/c/chatty.c, built with gcc), against one run of it;
+    /// each in a process of its own.
+    Memory {
+        /// The --snapshot-memory budgets to measure.
+        #[arg(long, value_delimiter = ',', default_value = "160M,4G")]
+        budgets: Vec<String>,
+        /// Branches each exploration runs (in rounds of 4: the tree is
+        /// evicted to its budget between rounds).
+        #[arg(long, default_value = "8", value_parser = clap::value_parser!(u64).range(1..=10_000))]
         branches: u64,
     },
     /// The linearizability checker on generated register, compare-and-set
@@ -188,6 +202,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
             let target = if linux || linux_args.implies_linux() { Some(linux_args.target(false)?) } else { None };
             roots::bench_roots(target, branches, json)
         }
+        What::Memory { budgets, branches } => memory::bench_memory(&budgets, branches, json),
         What::Net { bytes } => net::bench_net(bytes, json),
         What::Faults { repeat } => faults::bench_faults(repeat.max(1), json),
         What::Checkers { step_limit } => checkers::bench_checkers(step_limit, json),

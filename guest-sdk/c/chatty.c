@@ -1,4 +1,5 @@
-/* A chatty service, for memory budgets: after setup complete it sends
+/* A chatty service, for memory budgets (`hvsim bench memory`, and the
+ * test that an exploration stays within --snapshot-memory): after setup complete it sends
  * EVENTS SDK events with DETAILS bytes of details each (its message log
  * grows to about EVENTS * DETAILS bytes), then runs STEPS steps of 5 ms of
  * virtual time, each logging a console line and drawing. An exploration
