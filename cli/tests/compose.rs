@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{explore_json, linux_available, output, redis_image, run_json, user_rdtsc_leaks};
+use std::path::Path;
+
+use common::{explore_json, latest, linux_available, output, redis_image, run_json, user_rdtsc_leaks};
 use serde_json::Value;
 
 fn inspect(name: &str) -> Value {
@@ -181,9 +183,11 @@ fn two_workers_find_the_replica_staleness_and_it_replays() {
 
 /// A client that fails its always-assertion and then exits 1: the
 /// exploration finds one bug, the assertion, with the guest's power-off
-/// (status 1) as what followed it, not as a second bug. The script comes
-/// into the container as a bind mount; the exploration keeps a copy, so
-/// the record replays from another directory after the script is gone.
+/// (status 1) as what followed it, not as a second bug. The script and
+/// what it reads come into the container as a bind-mounted directory;
+/// the exploration keeps a copy, and so does a merge of it, so the merged
+/// record replays from another directory after the project and the
+/// exploration are gone (issue 47).
 #[test]
 fn a_client_exiting_1_after_its_failed_assertion_is_one_bug_that_replays_from_anywhere() {
     if !linux_available() {
@@ -191,22 +195,25 @@ fn a_client_exiting_1_after_its_failed_assertion_is_one_bug_that_replays_from_an
     }
     redis_image();
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("check.sh");
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join("app/data")).unwrap();
+    std::fs::write(project.join("app/data/answer"), "41\n").unwrap();
     std::fs::write(
-        &script,
+        project.join("app/check.sh"),
         r#"echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
 sleep 0.1
-echo '{"antithesis_assert":{"id":"the answer is 42","message":"the answer is 42","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}' > $HVSIM_SDK_OUTPUT
-echo "check: the answer was 41"
+answer=$(cat /app/data/answer)
+echo '{"antithesis_assert":{"id":"the answer is 42","message":"the answer is 42","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":{"answer":'"$answer"'}}}' > $HVSIM_SDK_OUTPUT
+echo "check: the answer was $answer"
 exit 1
 "#,
     )
     .unwrap();
-    let compose = dir.path().join("compose.yaml");
+    let compose = project.join("compose.yaml");
     std::fs::write(
         &compose,
-        "services:\n  client:\n    image: hvsim-test/redis:bookworm\n    entrypoint: [\"sh\", \"/check.sh\"]\n    \
-         volumes:\n      - ./check.sh:/check.sh:ro\n",
+        "services:\n  client:\n    image: hvsim-test/redis:bookworm\n    entrypoint: [\"sh\", \"/app/check.sh\"]\n    \
+         volumes:\n      - ./app:/app:ro\n",
     )
     .unwrap();
     let out = dir.path().join("out");
@@ -219,16 +226,26 @@ exit 1
     assert_eq!(bug["reproduction"], "reproduced 1/1", "{bug}");
     let after: Vec<&str> = bug["after"].as_array().unwrap().iter().map(|l| l["what"].as_str().unwrap()).collect();
     assert_eq!(after, ["guest crashed: guest powered off with status 1"], "{bug}");
-    let file = bug["file"].as_str().unwrap();
+    let file = Path::new(bug["file"].as_str().unwrap());
     let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     let console_after = record["console_after"].to_string();
     assert!(console_after.contains("client | check: the answer was 41"), "{console_after}");
-    // From another directory, the script gone: the run's copy serves.
-    std::fs::remove_file(&script).unwrap();
+    // The exploration merged on its own, as a shard's would be.
+    let merged = dir.path().join("merged");
+    let o = common::hvsim().arg("merge").arg(latest(&out)).arg("--out").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(8), "a merge with a bug: {}", String::from_utf8_lossy(&o.stderr));
+    let merged_record = merged.join("bugs").join(file.file_name().unwrap());
+    assert!(merged_record.is_file(), "the merge keeps the record");
+    // From another directory, the project and the exploration gone: the
+    // merge's copy of the mounted directory serves (without the answer
+    // file, the assertion's details would be garbage and nothing would
+    // fail).
+    std::fs::remove_dir_all(&project).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let o = common::hvsim()
         .current_dir(elsewhere.path())
-        .args(["replay", &std::fs::canonicalize(file).unwrap().display().to_string(), "--json"])
+        .args(["replay", &merged_record.display().to_string(), "--json"])
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout)
