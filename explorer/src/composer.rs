@@ -270,10 +270,26 @@ impl ComposerTally {
         }
     }
 
-    /// Command `command` ran `ns` in a timeline.
+    /// Command `command` ran `ns` in a timeline (a new command only while
+    /// the table has room: see [`ComposerTally::holds`]).
     pub fn took(&mut self, command: &str, ns: u64) {
+        if !self.commands.contains_key(command) && self.commands.len() >= crate::exploration::MAX_GUEST_KEYS {
+            return;
+        }
         let t = self.commands.entry(command.to_owned()).or_default();
         t.longest_ns = t.longest_ns.max(ns);
+    }
+
+    /// The size of the table `e` would add to, and whether it names a key
+    /// the table has (for the bound on guest-named tables).
+    pub fn holds(&self, e: &ComposerEvent) -> (usize, bool) {
+        match e {
+            ComposerEvent::Template { template } => (self.templates.len(), self.templates.contains_key(template)),
+            ComposerEvent::Start { command, .. } | ComposerEvent::Exit { command, .. } => {
+                (self.commands.len(), self.commands.contains_key(command))
+            }
+            ComposerEvent::WindDown => (0, true),
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -55,6 +55,12 @@ pub struct Dropped {
     pub assertions: u64,
     pub guidance: u64,
     pub events: u64,
+    /// Test Composer templates and commands.
+    #[serde(default)]
+    pub composer: u64,
+    /// SDKs and coverage modules announced.
+    #[serde(default)]
+    pub instrumentation: u64,
 }
 
 impl Dropped {
@@ -62,8 +68,8 @@ impl Dropped {
     pub fn describe(&self) -> Option<String> {
         (*self != Dropped::default()).then(|| {
             format!(
-                "messages ignored because their name was one of more than {MAX_GUEST_KEYS}: {} assertions, {} guidance, {} events",
-                self.assertions, self.guidance, self.events
+                "messages ignored because their name was one of more than {MAX_GUEST_KEYS}: {} assertions, {} guidance, {} events, {} composer, {} instrumentation",
+                self.assertions, self.guidance, self.events, self.composer, self.instrumentation
             )
         })
     }

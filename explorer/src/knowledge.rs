@@ -57,10 +57,17 @@ pub(crate) struct Knowledge {
     pub(crate) instrumentation: Instrumentation,
 }
 
+/// SDKs a program may announce (a list, searched as it is).
+const MAX_SDKS: usize = 100;
+
 /// Whether a table of `len` keys that lacks the key takes it; if not, the
 /// message is counted in `dropped` instead.
 fn admits(len: usize, has: bool, dropped: &mut u64) -> bool {
-    let admitted = has || len < MAX_GUEST_KEYS;
+    admits_within(len, has, MAX_GUEST_KEYS, dropped)
+}
+
+fn admits_within(len: usize, has: bool, max: usize, dropped: &mut u64) -> bool {
+    let admitted = has || len < max;
     if !admitted {
         *dropped += 1;
     }
@@ -156,10 +163,18 @@ impl Knowledge {
                 o.new_signals += o.new_edges;
             }
             SdkMessage::CoverageModule { name, edges, base } => {
-                self.instrumentation.coverage_modules.insert(name, (edges, base));
+                let modules = &mut self.instrumentation.coverage_modules;
+                if admits(modules.len(), modules.contains_key(&name), &mut self.dropped.instrumentation) {
+                    modules.insert(name, (edges, base));
+                }
             }
             SdkMessage::SetupComplete { .. } => o.setup_complete = true,
-            SdkMessage::Composer(e) => self.composer.add(e),
+            SdkMessage::Composer(e) => {
+                let (len, has) = self.composer.holds(&e);
+                if admits(len, has, &mut self.dropped.composer) {
+                    self.composer.add(e);
+                }
+            }
             SdkMessage::Draw { options } => o.draw = Some(options),
             // Counted from the machine's table (`faults.rs`).
             SdkMessage::Buggify { .. } | SdkMessage::Machine => {}
@@ -171,8 +186,10 @@ impl Knowledge {
             // Checked at the timeline's end (`checkers.rs`); counted here.
             SdkMessage::History(_) => *self.events.entry(crate::history::KEY.to_owned()).or_insert(0) += 1,
             SdkMessage::SdkInfo(info) => {
-                if !self.instrumentation.sdks.contains(&info) {
-                    self.instrumentation.sdks.push(info);
+                let sdks = &mut self.instrumentation.sdks;
+                let has = sdks.contains(&info);
+                if admits_within(sdks.len(), has, MAX_SDKS, &mut self.dropped.instrumentation) && !has {
+                    sdks.push(info);
                 }
             }
             SdkMessage::Garbage(why) => {
@@ -230,12 +247,20 @@ mod tests {
             k.process(assertion(&format!("a{i}")).as_bytes());
             k.process(guidance(&format!("g{i}"), 1).as_bytes());
             k.process(format!(r#"{{"e{i}":{{}}}}"#).as_bytes());
+            k.process(format!(r#"{{"hvsim_composer":{{"event":"template","template":"t{i}"}}}}"#).as_bytes());
+        }
+        for i in 0..MAX_SDKS + extra {
+            k.process(format!(r#"{{"antithesis_sdk":{{"language":{{"name":"C{i}","version":""}},"sdk_version":"0","protocol_version":"1.0.0"}}}}"#).as_bytes());
         }
         assert_eq!(k.assertions.by_id.len(), MAX_GUEST_KEYS);
         assert_eq!(k.signals.guidance(), MAX_GUEST_KEYS);
         assert_eq!(k.events.len(), MAX_GUEST_KEYS);
+        assert_eq!(k.composer.templates.len(), MAX_GUEST_KEYS);
+        assert_eq!(k.instrumentation.sdks.len(), MAX_SDKS);
         let extra = extra as u64;
-        assert_eq!(k.dropped, Dropped { assertions: extra, guidance: extra, events: extra });
+        let all =
+            Dropped { assertions: extra, guidance: extra, events: extra, composer: extra, instrumentation: extra };
+        assert_eq!(k.dropped, all);
         // Known keys are still judged: a better watermark is new.
         assert_eq!(k.process(guidance("g0", 2).as_bytes()).new_signals, 1);
         assert_eq!(k.process(assertion("a0").as_bytes()).new_signals, 0);

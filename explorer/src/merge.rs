@@ -287,6 +287,8 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut out.dropped.assertions, e.dropped.assertions);
         add(&mut out.dropped.guidance, e.dropped.guidance);
         add(&mut out.dropped.events, e.dropped.events);
+        add(&mut out.dropped.composer, e.dropped.composer);
+        add(&mut out.dropped.instrumentation, e.dropped.instrumentation);
         out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), e.garbage.examples, GARBAGE_EXAMPLES);
         out.faults.merge(&e.faults);
         coverage.merge_bits(&e.coverage);
