@@ -206,6 +206,14 @@ impl Knowledge {
         o
     }
 
+    /// Test Composer's command `command` ran `ns` in a timeline.
+    pub(crate) fn composer_took(&mut self, command: &str, ns: u64) {
+        let commands = &self.composer.commands;
+        if admits(commands.len(), commands.contains_key(command), &mut self.dropped.composer) {
+            self.composer.took(command, ns);
+        }
+    }
+
     /// Edges the guest's coverage map shows that no timeline reached before
     /// (counted as signals).
     pub(crate) fn new_coverage(&mut self, m: &Machine) -> FreshBits {

@@ -103,7 +103,7 @@ fn merge(
     let BranchJob { branch, seed, tree_id, base, draw, winddown, .. } = run.job;
     let base = base.winding_down(winddown);
     for (command, ns) in &run.composer_took {
-        known.composer.took(command, *ns);
+        known.composer_took(command, *ns);
     }
     let segment = |until| Segment { seed, draw, until };
     let mut new_edges = 0;
