@@ -160,10 +160,14 @@ impl Session {
     /// pipe) stops the printing, not the run.
     fn show_console(&mut self, all: bool) -> Result<()> {
         use std::io::Write;
-        let console = self.machine.console();
-        let new = &console[self.shown.min(console.len())..];
+        if !self.live {
+            return Ok(());
+        }
+        // Only what is new: the console is a chunked log, and a copy of all
+        // of it at every call would cost the whole console each time.
+        let new = self.machine.console_from(self.shown);
         let take = if all { new.len() } else { new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
-        if take == 0 || !self.live {
+        if take == 0 {
             return Ok(());
         }
         let mut out = std::io::stdout().lock();

@@ -103,7 +103,7 @@ impl Failure {
             story_took: telling.elapsed(),
             at: point(m),
             fingerprint: Fingerprint::of(m),
-            console_tail: bug::console_tail(&m.console()),
+            console_tail: bug::console_tail(&m.console_last_lines(bug::CONSOLE_TAIL_LINES)),
             console_bytes: m.console_len(),
             outside_seed: m.state().nonreplayable.clone(),
             faults: m.state().devices.virtio.struck(),

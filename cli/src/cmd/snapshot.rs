@@ -74,7 +74,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         memory_compressed_bytes: loaded.compressed_memory_bytes(),
         halted: m.state.halted,
         ended: m.state.ended.as_ref().map(|e| e.name().to_owned()),
-        console_bytes: m.state.devices.serial.console().len(),
+        console_bytes: m.state.devices.serial.console_len(),
         messages: m.state.messages.len(),
     };
     if json {

@@ -72,6 +72,13 @@ impl Serial {
         self.console.len()
     }
 
+    /// The console from the start of its `n`th line from the end (an
+    /// unfinished last line counts), without copying what comes before.
+    pub fn last_lines(&self, n: usize) -> Cow<'_, [u8]> {
+        let first = self.line_starts.len().saturating_sub(n);
+        self.console_from(self.line_starts.get(first).map_or(0, |&(start, _)| start as usize))
+    }
+
     /// The console's logs, for counting what snapshots share.
     pub fn logs(&self) -> (&AppendLog<u8>, &AppendLog<(u64, u64)>) {
         (&self.console, &self.line_starts)
@@ -233,6 +240,9 @@ mod tests {
         assert!(s.logs().0.shared().count() > 5);
         assert!(lines(&s, 0) == written, "every line as written");
         assert!(lines(&s, 12_345) == written[12_345..], "every line from the 12,345th");
+        let last: Vec<u8> = written[written.len() - 3..].iter().flat_map(|(_, l)| [&l[..], b"\n"].concat()).collect();
+        assert!(s.last_lines(3)[..] == last[..], "the last three lines");
+        assert!(s.last_lines(usize::MAX)[..] == s.console()[..]);
         assert_eq!(copy.logs().0.shared().collect::<Vec<_>>(), s.logs().0.shared().collect::<Vec<_>>());
     }
 

@@ -507,6 +507,11 @@ impl Machine {
         self.state.devices.serial.console_from(from)
     }
 
+    /// The console from the start of its `n`th line from the end.
+    pub fn console_last_lines(&self, n: usize) -> Cow<'_, [u8]> {
+        self.state.devices.serial.last_lines(n)
+    }
+
     /// The console's length in bytes.
     pub fn console_len(&self) -> usize {
         self.state.devices.serial.console_len()

@@ -5,7 +5,6 @@
 //! same program. Each measurement is a child `hvsim` process, so that its
 //! peak resident set is its own.
 
-use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -41,29 +40,12 @@ fn measured(args: &[&str]) -> Result<(Value, u64)> {
     Ok((json, usage.ru_maxrss as u64 * 1024))
 }
 
-fn chatty(dir: &Path) -> Result<String> {
-    const SDK: &str = include_str!("../../../../guest-sdk/c/hvsim_sdk.h");
-    const CHATTY: &str = include_str!("../../../../guest-sdk/c/chatty.c");
-    std::fs::write(dir.join("hvsim_sdk.h"), SDK)?;
-    std::fs::write(dir.join("chatty.c"), CHATTY)?;
-    let binary = dir.join("chatty");
-    let out = Command::new("gcc")
-        .args(["-std=gnu11", "-O1", "-static", "-s", "-o"])
-        .arg(&binary)
-        .arg(dir.join("chatty.c"))
-        .output()
-        .map_err(|e| anyhow::anyhow!("cannot run gcc to build the chatty program: {e}"))?;
-    if !out.status.success() {
-        bail!("gcc could not build the chatty program: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(format!("{}:/bin/chatty", binary.display()))
-}
-
 const MIB: f64 = (1 << 20) as f64;
 
 pub fn bench_memory(budgets: &[String], branches: u64, json: bool) -> Result<ExitCode> {
     let dir = tempfile::tempdir()?;
-    let program = chatty(dir.path())?;
+    let binary = super::c_sdk_program(dir.path(), "chatty", include_str!("../../../../guest-sdk/c/chatty.c"))?;
+    let program = format!("{}:/bin/chatty", binary.display());
     let target = ["--linux", "--guest-file", &program, "--init-cmd", "/bin/chatty"];
     hvsim_guest_image::note!(
         "hvsim: bench memory: one run, then {} explorations of {branches} branches (minutes each here)",

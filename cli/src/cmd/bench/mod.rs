@@ -367,21 +367,26 @@ fn bench_snapshot(repeat: usize, json: bool) -> Result<ExitCode> {
 /// The C vault (`guest-sdk/c/vault.c`, four 1-in-8 choices) of `bench
 /// workers --linux` and `bench roots`, built for the guest.
 fn linux_vault(dir: &std::path::Path) -> Result<Target> {
+    vault_target(&c_sdk_program(dir, "vault", include_str!("../../../../guest-sdk/c/vault.c"))?)
+}
+
+/// A program of hvsim's C SDK (`source`, a file of guest-sdk/c/) built
+/// statically with gcc in `dir`, for the guest; its path.
+fn c_sdk_program(dir: &std::path::Path, name: &str, source: &str) -> Result<std::path::PathBuf> {
     const SDK: &str = include_str!("../../../../guest-sdk/c/hvsim_sdk.h");
-    const VAULT: &str = include_str!("../../../../guest-sdk/c/vault.c");
     std::fs::write(dir.join("hvsim_sdk.h"), SDK)?;
-    std::fs::write(dir.join("vault.c"), VAULT)?;
-    let binary = dir.join("vault");
+    let (src, binary) = (dir.join(format!("{name}.c")), dir.join(name));
+    std::fs::write(&src, source)?;
     let out = std::process::Command::new("gcc")
         .args(["-std=gnu11", "-O1", "-static", "-s", "-o"])
         .arg(&binary)
-        .arg(dir.join("vault.c"))
+        .arg(&src)
         .output()
-        .map_err(|e| anyhow::anyhow!("cannot run gcc to build the vault: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot run gcc to build {name}.c: {e}"))?;
     if !out.status.success() {
-        bail!("gcc could not build the vault: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("gcc could not build {name}.c: {}", String::from_utf8_lossy(&out.stderr));
     }
-    vault_target(&binary)
+    Ok(binary)
 }
 
 /// A vault program built for the guest, run as /bin/vault.
