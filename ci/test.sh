@@ -48,25 +48,29 @@ trap cleanup EXIT
 # (docs/architecture.md).
 cargo fmt --all --check
 python3 ci/circles.py
-# What the tests use is made in the background while the workspace builds
-# and clippy lints: the guest kernel (about 5 minutes the first time on a
+# What the tests use is made in the background while clippy lints and the
+# tests build: the guest kernel (about 5 minutes the first time on a
 # machine), the Debian images the default suite runs (about a minute
 # each) and shellcheck for the example scripts. Each is a no-op when
 # cached and logs its progress (printed when it is done). The hvsim binary
 # that makes them is built first, alone, so that on a fresh machine the
-# kernel's build and the images' downloads overlap the workspace's; it runs
-# from a copy, which the workspace's build cannot relink under it. The
+# kernel's build and the images' downloads overlap the rest; it runs from
+# a copy, which the tests' build cannot relink under it. The
 # first Linux test then measures itself, not the machine's set-up.
 prep_log="$tmp/prepare.log"
 if [ "$mode" != quick ]; then
   cargo build --workspace --bin hvsim
+  stamp "built hvsim"
   hvsim="$tmp/hvsim"
   cp "$target/debug/hvsim" "$hvsim"
   (
     set -e
-    "$hvsim" kernel build
+    # The kernel compiles while the images download and unpack.
+    "$hvsim" kernel build &
+    kernel=$!
     "$hvsim" image debian --redis >/dev/null
     "$hvsim" image debian --python-antithesis >/dev/null
+    wait "$kernel"
     if ! command -v shellcheck >/dev/null; then
       if [ "$(id -u)" = 0 ]; then
         apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; }
@@ -78,11 +82,13 @@ if [ "$mode" != quick ]; then
   prep_pid=$!
   echo "ci/test.sh: making the guest kernel and images in the background (log: $prep_log)" >&2
 fi
-cargo build --workspace --all-targets
-stamp "built"
 # Lints: warnings are errors, in every target (tests and benches too).
 cargo clippy --workspace --all-targets -- -D warnings
 stamp "linted"
+# The test binaries, as cargo-nextest builds them, while the kernel and
+# images may still be in the making.
+cargo test --workspace --no-run
+stamp "built"
 if [ -n "$prep_pid" ]; then
   prep_status=0
   wait "$prep_pid" || prep_status=$?

@@ -299,6 +299,9 @@ pub mod container {
         /// The service's name (its node's name), shown on its output lines.
         pub const NAME: &str = "name";
         pub const HOSTNAME: &str = "hostname";
+        /// Which image disk holds the container's image (`hvsim-image<k>`):
+        /// containers of one image share one.
+        pub const IMAGE_DISK: &str = "image_disk";
         /// One argument of the command (entrypoint and cmd, resolved).
         pub const ARG: &str = "arg";
         /// One `NAME=VALUE` of the environment.

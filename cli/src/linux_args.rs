@@ -155,11 +155,21 @@ impl LinuxArgs {
             // that names the file.
             system.faults(0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
-        let mem = self.mem.unwrap_or_else(|| default_mem(system.containers.len()));
+        let mem = self.mem.unwrap_or_else(|| default_mem(&system));
         hvsim_vmm::memory::check_size(mem).map_err(|e| anyhow::anyhow!("--mem: {e}"))?;
+        hvsim_vmm::host::ensure_memory_for(mem, 1, self.mem_said()).map_err(|e| anyhow::anyhow!(e))?;
         system.virtio_spec().check().map_err(|e| anyhow::anyhow!("--disk-size: {e}"))?;
         let command = self.init_cmd.clone().unwrap_or_else(|| "true".into());
         Ok(Target::Linux { command, mem, files, system, verbose_boot })
+    }
+
+    /// Where the guest's RAM size comes from, for an error about it.
+    pub fn mem_said(&self) -> &'static str {
+        if self.mem.is_some() {
+            "--mem"
+        } else {
+            "by default 128 MiB and 256 MiB per container"
+        }
     }
 
     pub fn start_options(&self, watchdog: Option<Option<std::time::Duration>>) -> StartOptions {

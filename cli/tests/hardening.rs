@@ -87,6 +87,18 @@ fn limits_are_checked_up_front_with_the_flag_the_value_and_the_range() {
     // Sizes: RAM and disks beyond what hvsim gives a machine.
     let err = one_line_error(&["run", "--linux", "--nodes", "1", "--disk-size", "1000G"], 1);
     assert!(err.contains("--disk-size") && err.contains("64 GiB"), "{err}");
+    // Guest RAM this host cannot hold is refused before anything boots:
+    // the most a machine may have, or 64 workers' machines of 8 GiB (a
+    // host that could hold them would boot them, so it is not asked).
+    let available = hvsim_vmm::host::available_memory().expect("MemAvailable");
+    if available < 64 << 30 {
+        let err = one_line_error(&["run", "--linux", "--mem", "64G", "--init-cmd", "true"], 1);
+        assert!(err.contains("--mem") && err.contains("available"), "{err}");
+    }
+    if (8 << 30..64 * (8 << 30)).contains(&available) {
+        let err = one_line_error(&["explore", "--linux", "--mem", "8G", "--workers", "64", "--branches", "1"], 1);
+        assert!(err.contains("64 machines of 8.0 GiB") && err.contains("--workers"), "{err}");
+    }
 }
 
 #[test]

@@ -199,8 +199,9 @@ impl Container {
     }
 
     /// The files init needs for this container on `node`: its description
-    /// and the contents of its bind mounts. `hosts` is /etc/hosts.
-    pub fn inbox_files(&self, node: u16, hosts: &str) -> Result<Vec<RunFile>> {
+    /// and the contents of its bind mounts. `image_disk` holds its image;
+    /// `hosts` is /etc/hosts.
+    pub fn inbox_files(&self, node: u16, image_disk: u16, hosts: &str) -> Result<Vec<RunFile>> {
         let mut files = Vec::new();
         let mut spec = Vec::new();
         let mut field = |k: &str, v: &str| {
@@ -212,6 +213,7 @@ impl Container {
         };
         field(key::NAME, &self.name);
         field(key::HOSTNAME, &self.hostname);
+        field(key::IMAGE_DISK, &image_disk.to_string());
         for a in &self.args {
             field(key::ARG, a);
         }

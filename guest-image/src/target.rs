@@ -28,6 +28,7 @@ use crate::linux::boot_cache::{BootCache, BootKind, BootReport, Shape, BOOT_SEED
 use crate::linux::{self, GuestFile, LinuxOptions, LinuxWork};
 use crate::oci::rootfs::{self, RootFs};
 use crate::oci::store::Store;
+use crate::oci::Digest;
 use crate::raw;
 
 // One target per run or exploration: the variants' sizes do not matter.
@@ -75,9 +76,9 @@ pub struct System {
     /// all exited.
     #[serde(default)]
     pub containers: Vec<Container>,
-    /// With containers: each node's image disk size (from the largest root
-    /// file system, rounded up to a power of two so that similar projects
-    /// share a machine shape).
+    /// With containers: each image disk's size (from the largest root file
+    /// system, rounded up to a power of two so that similar projects share
+    /// a machine shape). There is one image disk per image.
     #[serde(default)]
     pub image_bytes: u64,
     /// The Test Composer templates the containers hold (init runs them
@@ -112,7 +113,24 @@ impl System {
     /// The devices: part of the machine's shape.
     pub fn virtio_spec(&self) -> VirtioSpec {
         let image_bytes = if self.containers.is_empty() { 0 } else { self.image_bytes };
-        VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, image_bytes, rng: true }
+        let image_disks = self.image_disks().iter().max().map_or(0, |&k| k + 1);
+        VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, image_bytes, image_disks, rng: true }
+    }
+
+    /// Each container's image disk: one per image, numbered in the order
+    /// the containers first name them.
+    fn image_disks(&self) -> Vec<u16> {
+        let mut images: Vec<&Digest> = Vec::new();
+        self.containers
+            .iter()
+            .map(|c| {
+                let k = images.iter().position(|&i| *i == c.image_id).unwrap_or_else(|| {
+                    images.push(&c.image_id);
+                    images.len() - 1
+                });
+                u16::try_from(k).expect("at most MAX_NODES containers")
+            })
+            .collect()
     }
 
     /// What the nodes' disks and containers need at the start of a run.
@@ -126,26 +144,19 @@ impl System {
         let hosts = crate::container::hosts(&self.containers);
         let mut images = Vec::new();
         let mut files = Vec::new();
-        // Services of one image share its bytes: each is read and hashed once.
-        let mut loaded: std::collections::HashMap<PathBuf, Base> = std::collections::HashMap::new();
-        for (node, c) in self.containers.iter().enumerate() {
-            let fs = container_rootfs(&store, c)?;
-            if fs.fs_bytes > self.image_bytes {
-                return Err(ImageError::Setup(format!(
-                    "the root file system of {} ({} bytes) outgrew its disk ({} bytes)",
-                    c.image, fs.fs_bytes, self.image_bytes
-                )));
-            }
-            let base = match loaded.get(&fs.path) {
-                Some(b) => b.clone(),
-                None => {
-                    let b = Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?;
-                    loaded.insert(fs.path.clone(), b.clone());
-                    b
+        // Services of one image share its disk: it is read and hashed once.
+        for ((node, c), k) in self.containers.iter().enumerate().zip(self.image_disks()) {
+            if usize::from(k) == images.len() {
+                let fs = container_rootfs(&store, c)?;
+                if fs.fs_bytes > self.image_bytes {
+                    return Err(ImageError::Setup(format!(
+                        "the root file system of {} ({} bytes) outgrew its disk ({} bytes)",
+                        c.image, fs.fs_bytes, self.image_bytes
+                    )));
                 }
-            };
-            images.push(Some(base));
-            files.extend(c.inbox_files(node as u16, &hosts)?);
+                images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
+            }
+            files.extend(c.inbox_files(node as u16, k, &hosts)?);
         }
         if !self.composer.is_empty() {
             files.push(self.composer.run_file());
@@ -335,8 +346,8 @@ pub fn linux_boot(
 
 /// Guest RAM of a Linux target unless the user says: enough for hvsim's
 /// init, and 256 MiB more for each container (a Debian-based service).
-pub fn default_mem(containers: usize) -> usize {
-    (128 << 20) + (256 << 20) * containers
+pub fn default_mem(system: &System) -> usize {
+    (128 << 20) + (256 << 20) * system.containers.len()
 }
 
 /// Images whose root file systems are smaller share this image disk size.
@@ -394,6 +405,41 @@ mod tests {
         };
         let back: Target = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
         assert_eq!(back, with, "the fault plan's text travels with a bug record");
+    }
+
+    /// Containers of one image share its disk: the machine has one image
+    /// disk per image, numbered in the order the containers name them.
+    #[test]
+    fn containers_of_one_image_share_its_disk() {
+        let container = |name: &str, image: &str| Container {
+            name: name.into(),
+            image: image.into(),
+            image_id: Digest::of(image.as_bytes()),
+            hostname: name.into(),
+            aliases: vec![],
+            args: vec!["true".into()],
+            env: vec![],
+            workdir: "/".into(),
+            user: String::new(),
+            restart: Default::default(),
+            init: false,
+            mounts: vec![],
+            depends: vec![],
+            health: None,
+        };
+        let images = ["redis", "app", "redis", "redis", "proxy"];
+        let system = System {
+            nodes: images.len() as u16,
+            disk_bytes: 1 << 20,
+            containers: images.iter().enumerate().map(|(i, im)| container(&format!("s{i}"), im)).collect(),
+            image_bytes: 1 << 20,
+            ..System::default()
+        };
+        assert_eq!(system.image_disks(), [0, 1, 0, 0, 2]);
+        let spec = system.virtio_spec();
+        assert_eq!((spec.image_disks, spec.devices()), (3, 2 * 5 + 3 + 1));
+        spec.check().unwrap();
+        assert_eq!(System { nodes: 2, ..System::default() }.virtio_spec().image_disks, 0);
     }
 
     #[test]

@@ -40,13 +40,13 @@ pub fn disk_link(node: u16) -> String {
     format!("/dev/hvsim-disk{node}")
 }
 
-/// Node `node`'s image disk (a container image's root file system), if
-/// the machine has image disks.
-pub fn image_link(node: u16) -> String {
-    format!("/dev/hvsim-image{node}")
+/// Image disk `k` (a container image's root file system), if the machine
+/// has image disks.
+pub fn image_link(k: u16) -> String {
+    format!("/dev/hvsim-image{k}")
 }
 
-/// Node `node`'s address (hvsim supports at most 64 nodes).
+/// Node `node`'s address (hvsim supports at most 128 nodes).
 pub fn address(node: u16) -> [u8; 4] {
     [10, 0, 0, u8::try_from(node + 1).expect("at most 254 nodes")]
 }
@@ -81,7 +81,8 @@ pub fn setup(count: u16) -> io::Result<()> {
         setns(&own_net, libc::CLONE_NEWNET)?;
         configured?;
         let disk = link_disk(&format!("hvsim-node{node}"), &disk_link(node))?;
-        // Image disks exist only on machines made for containers.
+        // Image disks exist only on machines made for containers, at most
+        // one per node.
         let _ = link_disk(&format!("hvsim-image{node}"), &image_link(node));
         let [a, b, c, d] = address(node);
         hosts.push_str(&format!("{a}.{b}.{c}.{d} node{node}\n"));

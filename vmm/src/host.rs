@@ -198,3 +198,58 @@ fn detect_pmu() -> PmuStatus {
     unsafe { libc::close(fd as i32) };
     PmuStatus::Available
 }
+
+/// Bytes of memory this host can give without swapping (`MemAvailable` of
+/// /proc/meminfo), if it says.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 =
+        info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib << 10)
+}
+
+/// Refuses, before anything boots, guest RAM this host cannot hold: `machines`
+/// machines of `ram` bytes each. A guest touches its RAM lazily, but its
+/// kernel fills what it has with page cache as it runs, so a machine that
+/// does not fit would be killed by the host's OOM killer midway, its results
+/// lost. `what` names where the size came from, for the error.
+pub fn ensure_memory_for(ram: usize, machines: usize, what: &str) -> std::result::Result<(), String> {
+    match available_memory() {
+        Some(available) => memory_fits(ram, machines, what, available),
+        None => Ok(()),
+    }
+}
+
+fn memory_fits(ram: usize, machines: usize, what: &str, available: u64) -> std::result::Result<(), String> {
+    let asked = ram as u64 * machines as u64;
+    if asked <= available {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / f64::from(1 << 30);
+    let machines_said =
+        if machines > 1 { format!("{machines} machines of {:.1} GiB, ", gib(ram as u64)) } else { String::new() };
+    Err(format!(
+        "the guest RAM asked ({machines_said}{:.1} GiB in all, {what}) is more than this host has available ({:.1} GiB, \
+         MemAvailable in /proc/meminfo): give --mem less{}",
+        gib(asked),
+        gib(available),
+        if machines > 1 { " or --workers fewer" } else { "" }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_ram_the_host_cannot_hold_is_refused_with_what_to_change() {
+        let gib = 1usize << 30;
+        assert!(memory_fits(4 * gib, 2, "--mem", 8 << 30).is_ok());
+        let one = memory_fits(13 * gib, 1, "by default", 8 << 30).unwrap_err();
+        assert!(one.contains("13.0 GiB in all") && one.contains("8.0 GiB") && one.contains("--mem"), "{one}");
+        assert!(!one.contains("--workers"), "{one}");
+        let many = memory_fits(3 * gib, 4, "--mem", 8 << 30).unwrap_err();
+        assert!(many.contains("4 machines of 3.0 GiB") && many.contains("--workers"), "{many}");
+        assert!(available_memory().is_some_and(|b| b > 0), "/proc/meminfo says MemAvailable on Linux");
+    }
+}

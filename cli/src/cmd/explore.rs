@@ -364,6 +364,11 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let profiling = args.guest_profile.start(linux)?;
     start.profiler = profiling.as_ref().map(|p| p.config);
     start.interrupt = Some(crate::signals::interrupt_on_signals()?);
+    if let Target::Linux { mem, .. } = &target {
+        // Every worker has a machine of its own.
+        hvsim_vmm::host::ensure_memory_for(*mem, usize::from(args.workers), args.linux_args.mem_said())
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
     let mut host = Host::open()?;
     // Shards that share a host pin their vCPUs to CPUs of their own.
     host.cpu_offset = args.shard.map_or(0, |s| s.index as usize * usize::from(args.workers));

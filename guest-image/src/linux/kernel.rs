@@ -47,6 +47,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0007-x86-hvsim-a-question-and-its-answer-in-one-exchange.patch",
         include_str!("../../kernel/patches/0007-x86-hvsim-a-question-and-its-answer-in-one-exchange.patch"),
     ),
+    (
+        "0008-x86-a-32-KiB-kernel-command-line.patch",
+        include_str!("../../kernel/patches/0008-x86-a-32-KiB-kernel-command-line.patch"),
+    ),
 ];
 
 const SOURCE_PACKAGE: &str = "linux-source-6.1";

@@ -195,6 +195,7 @@ mod tests {
         let mut b = Vec::new();
         field(&mut b, key::NAME, "db");
         field(&mut b, key::HOSTNAME, "db1");
+        field(&mut b, key::IMAGE_DISK, "0");
         field(&mut b, key::ARG, "x");
         field(&mut b, key::ENV, "PATH=/opt/bin");
         field(&mut b, key::ENV, "HOME=/srv");

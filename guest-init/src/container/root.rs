@@ -31,7 +31,9 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     for d in [&lower, &disk, &root] {
         std::fs::create_dir_all(d)?;
     }
-    mount_raw(Some(&nodes::image_link(node)), &lower, Some("ext4"), libc::MS_RDONLY, None)
+    // Containers of one image mount its one disk: the kernel gives them one
+    // superblock, so they share its page cache too.
+    mount_raw(Some(&nodes::image_link(spec.image_disk)), &lower, Some("ext4"), libc::MS_RDONLY, None)
         .map_err(ctx("mounting the image"))?;
     mount_raw(Some(&nodes::disk_link(node)), &disk, Some("ext4"), 0, Some("noinit_itable"))
         .map_err(ctx("mounting the node's disk"))?;

@@ -52,6 +52,7 @@ pub(super) struct Health {
 pub(super) struct Spec {
     pub(super) name: String,
     pub(super) hostname: String,
+    pub(super) image_disk: u16,
     pub(super) args: Vec<String>,
     pub(super) env: Vec<String>,
     pub(super) workdir: String,
@@ -69,6 +70,7 @@ impl Spec {
         let mut s = Spec {
             name: String::new(),
             hostname: String::new(),
+            image_disk: u16::MAX,
             args: Vec::new(),
             env: Vec::new(),
             workdir: "/".into(),
@@ -88,6 +90,7 @@ impl Spec {
             match k {
                 key::NAME => s.name = v.into(),
                 key::HOSTNAME => s.hostname = v.into(),
+                key::IMAGE_DISK => s.image_disk = v.parse().map_err(|_| bad(format!("image disk {v:?}")))?,
                 key::ARG => s.args.push(v.into()),
                 key::ENV => s.env.push(v.into()),
                 key::WORKDIR => s.workdir = v.into(),
@@ -135,8 +138,8 @@ impl Spec {
                 _ => return Err(bad(format!("unknown field {k:?}"))),
             }
         }
-        if s.name.is_empty() || s.args.is_empty() {
-            return Err(bad("a container without a name or a command".into()));
+        if s.name.is_empty() || s.args.is_empty() || s.image_disk == u16::MAX {
+            return Err(bad("a container without a name, an image disk or a command".into()));
         }
         if s.health.as_ref().is_some_and(|h| h.args.is_empty()) {
             return Err(bad("a health check without a command".into()));
@@ -164,6 +167,7 @@ pub(super) mod tests {
     fn specs_parse() {
         let mut b = Vec::new();
         field(&mut b, key::NAME, "db");
+        field(&mut b, key::IMAGE_DISK, "3");
         field(&mut b, key::ARG, "redis-server");
         field(&mut b, key::ARG, "--appendonly yes");
         field(&mut b, key::RESTART, "on-failure");
@@ -173,6 +177,7 @@ pub(super) mod tests {
         field(&mut b, key::HEALTH_INTERVAL_MS, "500");
         let s = Spec::parse(&b).unwrap();
         assert_eq!(s.args, ["redis-server", "--appendonly yes"]);
+        assert_eq!(s.image_disk, 3);
         assert_eq!(s.restart, Restart::OnFailure);
         assert_eq!(
             s.mounts[0],
@@ -185,6 +190,13 @@ pub(super) mod tests {
         assert!(Spec::parse(&unknown).unwrap_err().to_string().contains("colour"));
         let mut no_cmd = Vec::new();
         field(&mut no_cmd, key::NAME, "x");
+        field(&mut no_cmd, key::IMAGE_DISK, "0");
         assert!(Spec::parse(&no_cmd).is_err());
+        let mut no_disk = Vec::new();
+        field(&mut no_disk, key::NAME, "x");
+        field(&mut no_disk, key::ARG, "true");
+        assert!(Spec::parse(&no_disk).is_err());
+        field(&mut no_disk, key::IMAGE_DISK, "0");
+        assert!(Spec::parse(&no_disk).is_ok());
     }
 }

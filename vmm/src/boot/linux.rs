@@ -26,8 +26,14 @@ const ZERO_PAGE: u64 = 0x7000;
 const SETUP_DATA: u64 = 0x6000;
 const BOOT_STACK_TOP: u64 = 0x8FF0;
 const CMDLINE_ADDR: u64 = 0x2_0000;
-/// `COMMAND_LINE_SIZE` of x86 Linux.
-pub const CMDLINE_MAX: usize = 2048;
+/// `COMMAND_LINE_SIZE` of upstream x86 Linux: what a kernel that does not
+/// say otherwise takes, the terminating NUL included. hvsim's own kernel
+/// takes [`HVSIM_CMDLINE_SIZE`].
+pub const LINUX_CMDLINE_SIZE: usize = 2048;
+/// `COMMAND_LINE_SIZE` of hvsim's kernel (patch 0008): every device of
+/// [`MAX_NODES`](crate::devices::virtio::MAX_NODES) nodes is announced on
+/// it (docs/machine.md, "Devices").
+pub const HVSIM_CMDLINE_SIZE: usize = 32 << 10;
 const HIMEM_START: u64 = 0x10_0000;
 const EBDA_START: u64 = mptable::MPTABLE_ADDR;
 const E820_RAM: u32 = 1;
@@ -61,21 +67,31 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     let kernel_err = |what: &str, e: &dyn std::fmt::Display| {
         Error::Config(format!("kernel {}: {what}: {e}", image.kernel.display()))
     };
-    let mut file = crate::files::open_regular(&image.kernel).map_err(|e| kernel_err("cannot open", &e))?;
-    let mut magic = [0u8; 4];
-    file.read_exact(&mut magic).map_err(|e| kernel_err("cannot read", &e))?;
+    // Read once: the loaders and the symbol lookup below all need it.
+    let mut bytes = Vec::new();
+    crate::files::open_regular(&image.kernel)
+        .map_err(|e| kernel_err("cannot open", &e))?
+        .read_to_end(&mut bytes)
+        .map_err(|e| kernel_err("cannot read", &e))?;
+    let mut file = std::io::Cursor::new(&bytes[..]);
     let mem = ram.mem();
-    let (entry, kernel_end, mut params) = if magic == *b"\x7fELF" {
+    let (entry, kernel_end, mut params, cmdline_size) = if bytes.starts_with(b"\x7fELF") {
         let r = Elf::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("not a loadable ELF vmlinux", &e))?;
-        (r.kernel_load.0, r.kernel_end, boot_params::default())
+        (r.kernel_load.0, r.kernel_end, boot_params::default(), elf_cmdline_size(&bytes))
     } else {
         let r = BzImage::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("neither an ELF vmlinux nor a bzImage", &e))?;
         let hdr = r.setup_header.ok_or_else(|| kernel_err("bzImage", &"no setup header"))?;
+        // Boot protocol 2.06 and later say the most they take (without the
+        // NUL); earlier ones took 255 bytes.
+        let cmdline_size = match hdr.cmdline_size {
+            0 => 256,
+            n => n as usize + 1,
+        };
         let params = boot_params { hdr, ..boot_params::default() };
         // The 64-bit entry point sits 0x200 bytes into the protected-mode code.
-        (r.kernel_load.0 + 0x200, r.kernel_end, params)
+        (r.kernel_load.0 + 0x200, r.kernel_end, params, cmdline_size)
     };
 
     // Initramfs at the top of RAM, below where the kernel may address it.
@@ -99,11 +115,16 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
         cmdline.push(b' ');
         cmdline.extend_from_slice(devices.as_bytes());
     }
-    if cmdline.len() >= CMDLINE_MAX {
+    // A longer line would be cut short where the kernel copies it, and
+    // the devices announced last would be missing without a word.
+    let cmdline_size = cmdline_size.min(CMDLINE_ROOM);
+    if cmdline.len() >= cmdline_size {
         return Err(Error::Config(format!(
-            "kernel command line is {} bytes; Linux takes at most {}",
+            "kernel command line is {} bytes (each node's devices are announced on it); kernel {} takes \
+             at most {}: boot hvsim's own kernel (`hvsim kernel build`), or give fewer nodes",
             cmdline.len(),
-            CMDLINE_MAX - 1
+            image.kernel.display(),
+            cmdline_size - 1
         )));
     }
     let cmdline_len = cmdline.len() as u32;
@@ -143,11 +164,47 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     Ok(Entry { regs: kvm_regs { rip: entry, rsi: ZERO_PAGE, rsp: BOOT_STACK_TOP, rflags: 0x2, ..Default::default() } })
 }
 
+/// Where the command line may reach: up to the MP table.
+const CMDLINE_ROOM: usize = (EBDA_START - CMDLINE_ADDR) as usize;
+
+/// The most command line an ELF kernel takes, its NUL included: the size
+/// of its `boot_command_line` (`COMMAND_LINE_SIZE`), if its symbol table
+/// says; else upstream's.
+fn elf_cmdline_size(elf: &[u8]) -> usize {
+    use object::{Object, ObjectSymbol};
+    let Ok(file) = object::File::parse(elf) else {
+        return LINUX_CMDLINE_SIZE;
+    };
+    file.symbols()
+        .find(|s| s.name() == Ok("boot_command_line"))
+        .and_then(|s| usize::try_from(s.size()).ok())
+        .filter(|&size| size > 0)
+        .unwrap_or(LINUX_CMDLINE_SIZE)
+}
+
 // The boot structures must not overlap each other or the long-mode tables.
 const _: () = {
     assert!(SETUP_DATA + 0x1000 <= ZERO_PAGE);
     assert!(ZERO_PAGE + 0x1000 <= BOOT_STACK_TOP);
     assert!(BOOT_STACK_TOP < layout::PAGE_TABLES_ADDR);
     assert!(layout::PAGE_TABLES_ADDR + 3 * 0x1000 <= CMDLINE_ADDR);
-    assert!(CMDLINE_ADDR + CMDLINE_MAX as u64 <= EBDA_START);
+    assert!(CMDLINE_ADDR + HVSIM_CMDLINE_SIZE as u64 <= EBDA_START);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What this test program's ELF says, as a kernel's would.
+    #[allow(non_upper_case_globals)]
+    #[used]
+    #[no_mangle]
+    static boot_command_line: [u8; 12288] = [0; 12288];
+
+    #[test]
+    fn the_command_line_limit_is_the_kernels_own() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(elf_cmdline_size(&me), 12288, "the size of the ELF's boot_command_line");
+        assert_eq!(elf_cmdline_size(b"not an ELF"), LINUX_CMDLINE_SIZE);
+    }
+}

@@ -30,8 +30,7 @@ pub struct RunInputs {
     pub faults: FaultPlan,
     /// The read-only image under every node's disk.
     pub disk_base: Option<Base>,
-    /// Each node's image disk's contents (by node; a machine with
-    /// `VirtioSpec::image_bytes`).
+    /// Each image disk's contents (`VirtioSpec::image_disks`), in order.
     pub images: Vec<Option<Base>>,
     /// Tell the guest when it reports setup complete
     /// (`hc::event::SETUP`: init then runs Test Composer templates).

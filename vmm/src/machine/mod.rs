@@ -22,7 +22,7 @@ use crate::boot::linux::{self, LinuxImage, RNG_SEED_LEN};
 use crate::boot::raw::{self, RawImage};
 use crate::clock::{Clock, Vtime};
 use crate::devices::rtc::DEFAULT_EPOCH;
-use crate::devices::virtio::{Virtio, VirtioSpec, MMIO_BASE};
+use crate::devices::virtio::{Virtio, VirtioSpec};
 use crate::devices::{Devices, UnclaimedPolicy};
 use crate::entropy::Stream;
 use crate::error::{Error, KvmResultExt, Result};
@@ -273,12 +273,6 @@ pub struct MachineState {
 impl MachineState {
     fn new(config: &MachineConfig) -> Result<MachineState> {
         let spec = &config.spec;
-        if spec.virtio.devices() > 0 && spec.ram_size as u64 > MMIO_BASE {
-            return Err(Error::Config(format!(
-                "{} bytes of RAM overlap the virtio devices at {MMIO_BASE:#x}; give the guest less",
-                spec.ram_size
-            )));
-        }
         let virtio = Virtio::new(&spec.virtio, &config.faults, config.seed).map_err(Error::Config)?;
         Ok(MachineState {
             messages: AppendLog::new(),

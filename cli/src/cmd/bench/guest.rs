@@ -230,7 +230,7 @@ fn redis_guest(requests: u64, host: &Host) -> Result<(f64, f64)> {
     let mark = "echo bench mark > $HVSIM_SDK_OUTPUT";
     let command = vec!["sh".to_owned(), "-c".to_owned(), redis_script(requests, 6379, mark)];
     let system = image_system(&image.name, Some(command), 64 << 20, None)?;
-    let mem = default_mem(system.containers.len());
+    let mem = default_mem(&system);
     let target = Target::Linux { command: "true".into(), mem, files: Vec::new(), system, verbose_boot: false };
     let m = target.start(0, host, &StartOptions::default()).context("cannot start the Redis guest")?.machine;
     let spans = marked_spans(m, &["a short redis-benchmark", REDIS_ABOUT])?;

@@ -85,7 +85,7 @@ fn first_service_output() -> Result<(f64, Vtime)> {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compose/redis/compose.yaml");
     let (project, _) = compose::load(&file, &[])?;
     let system = System::with_containers(project.containers(&Store::open()?)?, 64 << 20, None)?;
-    let mem = default_mem(system.containers.len());
+    let mem = default_mem(&system);
     let target = Target::Linux { command: "true".into(), mem, files: vec![], system, verbose_boot: false };
     let host = Host::open()?;
     // A first start boots and fills the cache; the measured one restores.

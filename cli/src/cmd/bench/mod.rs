@@ -24,6 +24,7 @@ mod image;
 mod memory;
 mod net;
 mod roots;
+mod scale;
 mod shards;
 mod workers;
 
@@ -176,6 +177,16 @@ enum What {
         #[arg(long, default_value = "5", value_parser = repeat_range)]
         repeat: usize,
     },
+    /// How a run's cost grows with its nodes: for each node count a cold
+    /// boot to ready, the RAM it touched, its root's file, then a ring of
+    /// pings (every node the next) in wall seconds per virtual second and
+    /// the snapshot it leaves; each row against half its nodes.
+    Scale {
+        /// Node counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "8,16,32,64",
+              value_parser = clap::value_parser!(u16).range(1..=i64::from(hvsim_vmm::devices::virtio::MAX_NODES)))]
+        nodes: Vec<u16>,
+    },
     /// Snapshot capture to a file, restore from a file, and in-process reset
     /// (snapshot tree) by number of dirty pages, against a full copy of RAM.
     Snapshot {
@@ -209,6 +220,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         What::Guest { scale } => guest::bench_guest(scale, json),
         What::Boot { mem, nodes, repeat } => boot::bench_boot(mem, nodes, repeat.max(1), json),
         What::Image { repeat, compose } => image::bench_image(repeat.max(1), compose, json),
+        What::Scale { nodes } => scale::bench_scale(&nodes, json),
     }
 }
 

@@ -320,7 +320,13 @@ pub struct Bench<'a> {
 impl Bench<'_> {
     /// A bench on the setup's RAM number `ram` (0 or 1), which is zero.
     pub fn new(setup: &Setup, ram: usize) -> Bench<'_> {
-        let spec = VirtioSpec { nodes: u16::from(NODES), disk_bytes: DISK_BYTES, image_bytes: BASE_BYTES, rng: true };
+        let spec = VirtioSpec {
+            nodes: u16::from(NODES),
+            disk_bytes: DISK_BYTES,
+            image_bytes: BASE_BYTES,
+            image_disks: u16::from(NODES),
+            rng: true,
+        };
         let (plan, bases) = (&setup.plan, &setup.bases);
         let mut virtio = Virtio::new(&spec, plan, SEED).expect("the bench's devices");
         let images = [Some(bases[1].clone()), Some(bases[2].clone())];

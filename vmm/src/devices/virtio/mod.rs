@@ -1,14 +1,15 @@
-//! Virtio devices over MMIO: one NIC and one disk per node, optionally a
-//! read-only image disk per node (a container image's root file system),
-//! and an entropy source, all served synchronously on the vCPU thread and completed on
-//! the virtual clock.
+//! Virtio devices over MMIO: one NIC and one disk per node, optionally
+//! read-only image disks (a container image's root file system each,
+//! shared by the containers of that image), and an entropy source, all
+//! served synchronously on the vCPU thread and completed on the virtual
+//! clock.
 //!
 //! Layout: device `i` has the 4 KiB register window at
 //! `MMIO_BASE + i * 0x1000` and IRQ line `IRQS[i % IRQS.len()]` (lines are
 //! shared once there are more devices than lines; Linux's virtio-mmio
 //! driver requests its interrupt shared). The guest learns the layout from
 //! the kernel command line ([`Virtio::cmdline`]). The order is fixed: every
-//! node's NIC, then every node's disk, then every node's image disk, then
+//! node's NIC, then every node's disk, then every image disk, then
 //! the entropy source.
 //!
 //! Whatever the guest puts in a queue is untrusted: a malformed ring or
@@ -46,14 +47,19 @@ use mmio::{Mmio, Request, WINDOW};
 use net::Net;
 use rng::Rng;
 
-/// Where the first device's registers are: above any RAM size hvsim allows.
-pub const MMIO_BASE: u64 = 0xd000_0000;
+/// Where the first device's registers are: right above the most RAM hvsim
+/// allows, so that RAM is one range from address 0 whatever its size (a
+/// hole below 4 GiB would have capped a machine with devices at 3.25 GiB,
+/// twelve containers). Needs 37 physical address bits; every x86-64 CPU
+/// that runs KVM has at least 39.
+pub const MMIO_BASE: u64 = crate::memory::MAX_RAM as u64;
 /// IRQ lines for virtio devices: those no legacy device of this machine
 /// uses (0 PIT, 2 cascade, 4 COM1, 8 hvsim alarm) and not the 8259's
 /// spurious lines 7 and 15.
 pub const IRQS: [u8; 8] = [5, 6, 9, 10, 11, 12, 14, 3];
-/// Nodes a run can have (each takes two devices' windows).
-pub const MAX_NODES: u16 = 64;
+/// Nodes a run can have (each takes two or three devices' windows, and
+/// their announcements on the kernel command line: docs/machine.md).
+pub const MAX_NODES: u16 = 128;
 
 /// The virtio hardware of a machine: part of what the guest sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -62,24 +68,34 @@ pub struct VirtioSpec {
     pub nodes: u16,
     /// Each node's disk size in bytes (a multiple of 512).
     pub disk_bytes: u64,
-    /// Each node's read-only image disk, in bytes (a multiple of 512); none
-    /// if 0. What it holds comes with each run (`RunInputs::images`), so
-    /// its size is fixed here: the guest reads it when it boots.
+    /// Each image disk's size in bytes (a multiple of 512). What they hold
+    /// comes with each run (`RunInputs::images`), so their size is fixed
+    /// here: the guest reads them when it boots.
     #[serde(default)]
     pub image_bytes: u64,
+    /// Read-only image disks (a container image's root file system each):
+    /// one per image, whatever the containers that run it, so that they
+    /// share its bytes and the guest's page cache of them.
+    #[serde(default)]
+    pub image_disks: u16,
     /// An entropy source (virtio-rng) fed from the run's seed.
     pub rng: bool,
 }
 
 impl VirtioSpec {
     pub fn devices(&self) -> usize {
-        let per_node = if self.image_bytes > 0 { 3 } else { 2 };
-        per_node * usize::from(self.nodes) + usize::from(self.rng)
+        2 * usize::from(self.nodes) + usize::from(self.image_disks) + usize::from(self.rng)
     }
 
     pub fn check(&self) -> Result<(), String> {
         if self.nodes > MAX_NODES {
             return Err(format!("{} nodes requested; hvsim supports at most {MAX_NODES}", self.nodes));
+        }
+        if self.image_disks > self.nodes.max(1) {
+            return Err(format!("{} image disks for {} nodes", self.image_disks, self.nodes));
+        }
+        if self.image_disks > 0 && self.image_bytes == 0 {
+            return Err("image disks of 0 bytes".to_owned());
         }
         if self.nodes > 0 && (self.disk_bytes == 0 || !self.disk_bytes.is_multiple_of(crate::disk::SECTOR as u64)) {
             return Err(format!("disk size {} is not a positive multiple of 512 bytes", self.disk_bytes));
@@ -191,11 +207,9 @@ impl Virtio {
             let disk = Disk::new(node, spec.disk_bytes, None, plan.disk.clone(), seed);
             kinds.push((format!("blk{node}"), Kind::Blk(Blk::new(disk, Role::Node))));
         }
-        if spec.image_bytes > 0 {
-            for node in 0..spec.nodes {
-                let disk = Disk::new(node, spec.image_bytes, None, DiskFaults::default(), seed);
-                kinds.push((format!("img{node}"), Kind::Blk(Blk::new(disk, Role::Image))));
-            }
+        for image in 0..spec.image_disks {
+            let disk = Disk::new(image, spec.image_bytes, None, DiskFaults::default(), seed);
+            kinds.push((format!("img{image}"), Kind::Blk(Blk::new(disk, Role::Image))));
         }
         if spec.rng {
             kinds.push(("rng".to_owned(), Kind::Rng(Rng::new(seed))));
@@ -235,7 +249,7 @@ impl Virtio {
     /// Re-reads base images after a snapshot was deserialized (their bytes
     /// are not part of the snapshot, only their path and hash).
     /// Gives a booted machine its run's faults, the base image under every
-    /// node's disk and each node's image (see `Machine::begin_run`): the
+    /// node's disk and each image disk's image (see `Machine::begin_run`): the
     /// guest must not have read the disks yet, or must drop what it cached
     /// of them.
     pub fn begin_run(
@@ -249,7 +263,7 @@ impl Virtio {
         let image_disks =
             self.devices.iter().filter(|d| matches!(&d.kind, Kind::Blk(b) if b.role == Role::Image)).count();
         if images.len() > image_disks {
-            return Err(format!("{} node images for a machine with {image_disks} image disks", images.len()));
+            return Err(format!("{} images for a machine with {image_disks} image disks", images.len()));
         }
         for d in &mut self.devices {
             let Kind::Blk(b) = &mut d.kind else { continue };
@@ -846,7 +860,7 @@ mod tests {
     use super::*;
 
     fn machine(nodes: u16) -> (Virtio, GuestRam) {
-        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, image_bytes: 0, rng: true };
+        let spec = VirtioSpec { nodes, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: true };
         (Virtio::new(&spec, &FaultPlan::default(), 1).unwrap(), GuestRam::new(4 << 20).unwrap())
     }
 
@@ -865,12 +879,37 @@ mod tests {
         );
         assert_eq!(
             v.cmdline(),
-            "virtio_mmio.device=4K@0xd0000000:5 virtio_mmio.device=4K@0xd0001000:6 \
-             virtio_mmio.device=4K@0xd0002000:9 virtio_mmio.device=4K@0xd0003000:10 \
-             virtio_mmio.device=4K@0xd0004000:11 hvsim_nodes=2"
+            "virtio_mmio.device=4K@0x1000000000:5 virtio_mmio.device=4K@0x1000001000:6 \
+             virtio_mmio.device=4K@0x1000002000:9 virtio_mmio.device=4K@0x1000003000:10 \
+             virtio_mmio.device=4K@0x1000004000:11 hvsim_nodes=2"
         );
         assert_eq!([reg(&mut v, 0, 8), reg(&mut v, 2, 8), reg(&mut v, 4, 8)], [1, 2, 4]);
         assert!(v.claims(MMIO_BASE + 4 * WINDOW) && !v.claims(MMIO_BASE + 5 * WINDOW) && !v.claims(0));
+    }
+
+    /// The most devices hvsim makes fit hvsim's kernel's command line with
+    /// room to spare for the boot's own parameters (about 200 bytes) and a
+    /// user's.
+    #[test]
+    fn the_most_nodes_announce_their_devices_within_hvsim_kernels_command_line() {
+        let spec = VirtioSpec {
+            nodes: MAX_NODES,
+            disk_bytes: 1 << 20,
+            image_bytes: 1 << 20,
+            image_disks: MAX_NODES,
+            rng: true,
+        };
+        let v = Virtio::new(&spec, &FaultPlan::default(), 1).unwrap();
+        assert_eq!(v.devices.len(), 3 * usize::from(MAX_NODES) + 1);
+        let line = v.cmdline();
+        assert!(line.len() + 4096 < crate::boot::linux::HVSIM_CMDLINE_SIZE, "{} bytes", line.len());
+        assert!(
+            line.len() > crate::boot::linux::LINUX_CMDLINE_SIZE,
+            "upstream's limit no longer binds: say so in docs/machine.md"
+        );
+        let last = v.devices.len() - 1;
+        assert!(line.contains(&format!("4K@{:#x}:", MMIO_BASE + last as u64 * WINDOW)));
+        assert!(VirtioSpec { nodes: MAX_NODES + 1, ..spec }.check().is_err());
     }
 
     #[test]
@@ -906,7 +945,7 @@ mod tests {
     fn breaking_a_disk_with_a_request_in_flight_leaves_nothing_due() {
         // Regression: the completion stayed due forever, and a halted guest
         // waiting for it hung the VMM.
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: false };
         let plan = FaultPlan::parse("[disk]\nlatency = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let (r, disk) = (Ring::new(1, 0), MMIO_BASE + WINDOW);
@@ -921,7 +960,7 @@ mod tests {
 
     #[test]
     fn a_crash_cuts_power_until_the_restart_and_tells_the_guest() {
-        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let spec = VirtioSpec { nodes: 1, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: false };
         let plan = FaultPlan::parse("[[crash]]\nnode = 0\nat = \"1ms\"\nrestart = \"1ms\"", 1, 1).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());
         let read = |v: &mut Virtio, now: u64| {
@@ -950,7 +989,7 @@ mod tests {
 
     #[test]
     fn drawn_pauses_and_kills_tell_the_guest_once_per_node_and_leave_power_alone() {
-        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: false };
         let plan = "[draw]\nbefore_setup = true\n[[draw.fault]]\nkind = \"pause\"\nevery = \"1ms\"\nduration = \"1500us\"\ntargets = [[1]]\n\
                     [[draw.fault]]\nkind = \"kill\"\nevery = \"10ms\"\nduration = \"1ms\"\ntargets = [[0]]\n";
         let plan = FaultPlan::parse(plan, 1, 2).unwrap();
@@ -975,7 +1014,7 @@ mod tests {
 
     #[test]
     fn a_hung_node_is_paused_and_its_frames_are_held_until_the_end() {
-        let spec = VirtioSpec { nodes: 3, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let spec = VirtioSpec { nodes: 3, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: false };
         let plan = "[draw]\nbefore_setup = true\n[[draw.fault]]\nkind = \"hang\"\nevery = \"1ms\"\nduration = \"500us\"\ntargets = [[2]]\n";
         let plan = FaultPlan::parse(plan, 1, 3).unwrap();
         let (mut v, ram) = (Virtio::new(&spec, &plan, 1).unwrap(), GuestRam::new(4 << 20).unwrap());

@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_frame_goes_from_one_node_to_the_other() {
-        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, rng: false };
+        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: false };
         let mut v = Virtio::new(&spec, &FaultPlan::default(), 1).unwrap();
         let ram = GuestRam::new(8 << 20).unwrap();
         for d in 0..2 {
@@ -201,7 +201,7 @@ mod tests {
     fn state_in_flight_survives_a_json_round_trip() {
         // Snapshot headers are JSON: tuple-keyed maps must serialize.
         let plan = FaultPlan::parse("[network]\nlatency = \"1ms\"\n[disk]\nlatency = \"1ms\"", 1, 2).unwrap();
-        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, rng: true };
+        let spec = VirtioSpec { nodes: 2, disk_bytes: 1 << 20, image_bytes: 0, image_disks: 0, rng: true };
         let mut v = Virtio::new(&spec, &plan, 1).unwrap();
         v.switch.send(0, &frame(0, 1, b"in flight"), Vtime(0));
         let json = serde_json::to_string(&v).unwrap();
