@@ -188,7 +188,7 @@ fn bad_fault_plans_fail_with_one_line_before_anything_boots() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(err.contains(needle) && err.contains(plan.to_str().unwrap()), "{needle}: {err}");
     }
-    let out = output(&["run", "--linux", "--nodes", "65"]);
+    let out = output(&["run", "--linux", "--nodes", "129"]);
     assert_eq!(out.status.code(), Some(2), "more nodes than hvsim supports is a usage error");
 }
 
