@@ -66,7 +66,8 @@ pub struct LinuxArgs {
     /// run (report through the SDK to explore it). Default: `true`.
     #[arg(long, requires = "linux")]
     pub init_cmd: Option<String>,
-    /// Guest RAM (e.g. 128M, 1G). Default: 128M, and 256M per container.
+    /// Guest RAM (e.g. 128M, 1G). Default: 128M (2M a node past 64 nodes),
+    /// and 64M per container or what its compose `mem_limit` says.
     #[arg(long, value_parser = util::parse_size, requires = "linux_target")]
     pub mem: Option<usize>,
     /// With --linux: copy a host file into the guest (repeatable).
@@ -168,7 +169,7 @@ impl LinuxArgs {
         if self.mem.is_some() {
             "--mem"
         } else {
-            "by default 128 MiB and 256 MiB per container"
+            "by default 128 MiB (2 MiB a node past 64), and 64 MiB per container or its compose `mem_limit`"
         }
     }
 

@@ -376,6 +376,45 @@ fn the_counter_example_loses_an_increment_only_under_drawn_partitions() {
 
 const FINALLY_FAILED: &str = "assertion failed: Test Composer: counter/finally_counter.sh exits 0";
 
+/// examples/compose/redis-tree: sixty-four services, Debian's Redis as a
+/// replication tree (a primary, three mids, 59 leaves) and a client, in
+/// one machine. Explored under the plan's drawn partitions among the
+/// servers: the partitions land, a leaf serves a read behind the primary
+/// in some timeline, no leaf ever goes back, and in every timeline all 62
+/// replicas reach the primary's offset once the faults stop.
+#[test]
+#[ignore = "slow: sixty-four containers boot in minutes here, and each timeline takes minutes (ci/test.sh --slow)"]
+fn the_redis_tree_of_sixty_four_services_converges_after_drawn_partitions() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compose/redis-tree");
+    let (compose, plan) = (example.join("compose.yaml"), example.join("partitions.toml"));
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--compose",
+        compose.to_str().unwrap(),
+        "--fault-plan",
+        plan.to_str().unwrap(),
+        "--branches",
+        "3",
+        "--timeline-limit",
+        "120s",
+    ];
+    let r = explore_json(&args, &dir.path().join("out"));
+    assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
+    let commands = &r["composer"]["commands"];
+    let timelines = r["summary"]["branches"].as_u64();
+    assert_eq!(commands["tree/finally_converged.sh"]["succeeded"].as_u64(), timelines, "{}", r["composer"]);
+    assert!(commands["tree/parallel_driver_read.sh"]["succeeded"].as_u64() > Some(0), "{}", r["composer"]);
+    let landed =
+        r["faults"].as_array().unwrap().iter().any(|f| f["kind"] == "partition" && f["landed"].as_u64() > Some(0));
+    assert!(landed, "no drawn partition touched a frame: {}", r["faults"]);
+    let behind = r["assertions"].as_array().unwrap().iter().find(|a| a["id"] == "a leaf serves a read behind r0");
+    assert_eq!(behind.map(|a| &a["verdict"]), Some(&Value::from("held")), "{}", r["assertions"]);
+}
+
 /// A drawn crash takes the service's node down while a driver runs in it:
 /// the driver's end is context (the tally's `by_fault`), not a failure; no
 /// command starts in a node that is down, and the finally command, with

@@ -120,6 +120,10 @@ pub struct Container {
     /// Nodes this one waits for, and for what.
     pub depends: Vec<(u16, Condition)>,
     pub health: Option<HealthCheck>,
+    /// What the container adds to the guest's RAM, as its compose service
+    /// says (`mem_limit`); none: 64 MiB (`target::CONTAINER_MEM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_bytes: Option<u64>,
 }
 
 /// What the user says over the image's config (`None`: the image's).
@@ -195,6 +199,7 @@ impl Container {
             mounts: o.mounts,
             depends: o.depends,
             health: o.health,
+            mem_bytes: None,
         })
     }
 

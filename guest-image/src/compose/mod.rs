@@ -48,6 +48,9 @@ pub struct Service {
     pub restart: Restart,
     pub init: bool,
     pub replicas: u16,
+    /// `mem_limit` or `deploy.resources.limits.memory`: what the service
+    /// adds to the guest's RAM, each replica.
+    pub mem_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -221,6 +224,7 @@ impl Project {
                     health: health.clone(),
                 };
                 let mut c = Container::resolve(store, &node_name, &s.image, o)?;
+                c.mem_bytes = s.mem_bytes;
                 // The service's name resolves to its first replica.
                 if s.replicas > 1 && node_name.ends_with("-1") {
                     c.aliases.push(s.name.clone());
@@ -286,6 +290,10 @@ services:
         condition: service_healthy
     deploy:
       replicas: 2
+      resources:
+        limits:
+          memory: 32m
+    mem_limit: 48mb
 volumes:
   data: {}
 "#,
@@ -304,8 +312,43 @@ volumes:
         assert!(matches!(&db.volumes[1], Volume::Bind { read_only: true, .. }));
         assert_eq!(db.restart, Restart::OnFailure);
         assert_eq!(p.services[1].depends_on, [("db".to_owned(), Condition::ServiceHealthy)]);
+        // The later key wins, as in the YAML a reader sees.
+        assert_eq!((db.mem_bytes, p.services[1].mem_bytes), (None, Some(48 << 20)));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].starts_with("line 19: services.db.ports: ignored"), "{warnings:?}");
+    }
+
+    /// examples/compose/redis-tree, the largest example: 64 services
+    /// (a Redis primary, three mids, 59 leaves, a client), each server's
+    /// share of RAM from its `mem_limit`, and a fault plan whose `among`
+    /// names every server and not the client.
+    #[test]
+    fn the_largest_example_is_sixty_four_services() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compose/redis-tree");
+        let path = dir.join("compose.yaml");
+        let (p, warnings) =
+            parse_checked(&std::fs::read_to_string(&path).unwrap(), &path, &Variables::default()).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let names = p.node_names();
+        assert_eq!(names.len(), 64);
+        let servers: Vec<&Service> = p.services.iter().filter(|s| s.name != "client").collect();
+        assert_eq!(servers.len(), 1 + 3 + 59);
+        assert!(servers.iter().all(|s| s.mem_bytes == Some(32 << 20)), "every server asks 32 MiB");
+        let leaf = |k: usize| p.services.iter().find(|s| s.name == format!("l{k:02}")).unwrap();
+        assert_eq!(leaf(1).depends_on, [("m1".to_owned(), Condition::ServiceStarted)]);
+        assert_eq!(leaf(59).depends_on, [("m2".to_owned(), Condition::ServiceStarted)]);
+        let plan = std::fs::read_to_string(dir.join("partitions.toml")).unwrap();
+        let among: Vec<String> = plan
+            .split("among = [")
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .unwrap()
+            .split(',')
+            .map(|n| n.trim().trim_matches('"').to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let server_names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+        assert_eq!(among, server_names, "the plan cuts among every server, and only them");
     }
 
     #[test]
@@ -319,6 +362,9 @@ volumes:
             ("services:\n  a:\n    image: x\n  b:\n    image: x\n    depends_on:\n      a: {condition: service_healthy}\n", "a has no healthcheck"),
             ("services:\n  a:\n    command: x\n", "services.a: no `image`"),
             ("version: '3'\n", "no `services`"),
+            ("services:\n  a:\n    image: x\n    mem_limit: lots\n", "line 4: services.a.mem_limit: `lots`: unknown size unit"),
+            ("services:\n  a:\n    image: x\n    mem_limit: 4k\n", "less than 1 MiB"),
+            ("services:\n  a:\n    image: x\n    deploy:\n      replicas: 129\n", "expected a number from 1 to 128"),
         ];
         for (yaml, want) in cases {
             let e = project(yaml).unwrap_err();

@@ -112,6 +112,16 @@ impl Parser<'_> {
         self.vars.resolve_bare(&entry).map_err(|e| self.err(path, e))
     }
 
+    /// A compose byte value (`64m`, `1g`, `512mb`, a number of bytes).
+    fn memory(&self, v: &Value, path: &str) -> R<u64> {
+        let text = self.string(v, path)?;
+        let bytes = hvsim_vmm::faults::parse_size(&text).map_err(|e| self.err(path, e))?;
+        if bytes < 1 << 20 {
+            return Err(self.err(path, format!("`{text}` is less than 1 MiB")));
+        }
+        Ok(bytes)
+    }
+
     fn map<'v>(&self, v: &'v Value, path: &str) -> R<&'v Mapping> {
         v.as_mapping().ok_or_else(|| self.err(path, "expected a mapping"))
     }
@@ -228,6 +238,9 @@ impl Parser<'_> {
                         s.volumes.push(self.volume(item, &format!("{at}[{i}]"), dir)?);
                     }
                 }
+                // Sizes the guest's RAM (`target::default_mem`); one kernel
+                // shares it, so it is not a limit the container is held to.
+                "mem_limit" => s.mem_bytes = Some(self.memory(v, &at)?),
                 "restart" => s.restart = Restart::parse(&self.string(v, &at)?).map_err(|e| self.err(&at, e))?,
                 "init" => s.init = v.as_bool().ok_or_else(|| self.err(&at, "expected true or false"))?,
                 "deploy" => {
@@ -236,8 +249,29 @@ impl Parser<'_> {
                         let dat = format!("{at}.{dk}");
                         match dk.as_str() {
                             "replicas" => {
-                                let n = dv.as_u64().filter(|n| (1..=64).contains(n));
-                                s.replicas = n.ok_or_else(|| self.err(&dat, "expected a number from 1 to 64"))? as u16;
+                                let max = hvsim_vmm::devices::virtio::MAX_NODES;
+                                let n = dv.as_u64().filter(|n| (1..=u64::from(max)).contains(n));
+                                s.replicas =
+                                    n.ok_or_else(|| self.err(&dat, format!("expected a number from 1 to {max}")))? as u16;
+                            }
+                            "resources" => {
+                                for (rk, rv) in self.map(dv, &dat)? {
+                                    let rk = self.string(rk, &dat)?;
+                                    let rat = format!("{dat}.{rk}");
+                                    match rk.as_str() {
+                                        "limits" => {
+                                            for (lk, lv) in self.map(rv, &rat)? {
+                                                let lk = self.string(lk, &rat)?;
+                                                let lat = format!("{rat}.{lk}");
+                                                match lk.as_str() {
+                                                    "memory" => s.mem_bytes = Some(self.memory(lv, &lat)?),
+                                                    _ => self.warn(&lat, "not supported; ignored"),
+                                                }
+                                            }
+                                        }
+                                        _ => self.warn(&rat, "not supported; ignored"),
+                                    }
+                                }
                             }
                             _ => self.warn(&dat, "not supported; ignored"),
                         }
@@ -249,7 +283,7 @@ impl Parser<'_> {
                 "ports" | "expose" => self.warn(&at, "ignored: services reach each other directly on hvsim's network, and nothing outside the guest can reach them"),
                 "networks" | "network_mode" => self.warn(&at, "ignored: every service is on one network, hvsim's switch"),
                 "stop_signal" | "stop_grace_period" | "labels" | "logging" | "tty" | "stdin_open" | "cap_add" | "cap_drop"
-                | "privileged" | "security_opt" | "ulimits" | "sysctls" | "mem_limit" | "cpus" | "platform" | "pull_policy" => {
+                | "privileged" | "security_opt" | "ulimits" | "sysctls" | "cpus" | "platform" | "pull_policy" => {
                     self.warn(&at, "not supported; ignored")
                 }
                 _ => self.warn(&at, "not supported; ignored"),

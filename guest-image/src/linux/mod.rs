@@ -200,9 +200,15 @@ pub fn boot_to_ready(config: &MachineConfig) -> Result<Machine> {
         Some(Stop::Message) => "stopped at a message".to_owned(),
     };
     let console = String::from_utf8_lossy(&m.console()).into_owned();
+    // A panic's last lines are its register dump: say its first line too.
+    let said = ["Out of memory", "BUG:", "Kernel panic"]
+        .iter()
+        .find_map(|what| console.lines().find(|l| l.contains(what)))
+        .map(|l| format!("; the guest kernel said: {}", l.trim()))
+        .unwrap_or_default();
     let tail: Vec<&str> = console.lines().rev().take(8).collect();
     Err(ImageError::Setup(format!(
-        "the Linux guest never became ready for its run ({why}); last console lines:\n  {}",
+        "the Linux guest never became ready for its run ({why}{said}); last console lines:\n  {}",
         tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
     )))
 }

@@ -65,7 +65,16 @@ pub fn bench_scale(counts: &[u16], json: bool) -> Result<ExitCode> {
     let mut rows: Vec<Row> = Vec::new();
     for &nodes in counts {
         hvsim_guest_image::note!("hvsim: bench scale: {nodes} nodes: a cold boot, then a ring of {nodes} pings");
-        rows.push(measure(nodes, &host, dir.path()).with_context(|| format!("{nodes} nodes"))?);
+        let row = measure(nodes, &host, dir.path()).with_context(|| format!("{nodes} nodes"))?;
+        // Each row as it lands: a larger count that fails (or is stopped)
+        // does not take the smaller ones' figures with it.
+        hvsim_guest_image::note!(
+            "hvsim: bench scale: {nodes} nodes: boot {:.1} s, touched {:.1} MiB, ring {:.1} s",
+            row.boot_ms as f64 / 1e3,
+            row.touched_bytes as f64 / f64::from(1 << 20),
+            row.ring_wall_s
+        );
+        rows.push(row);
     }
     // Each row against the one with half its nodes, where there is one.
     let growth = |row: &Row, f: fn(&Row) -> f64| -> Option<f64> {
