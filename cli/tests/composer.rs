@@ -398,9 +398,11 @@ fn the_redis_tree_of_sixty_four_services_converges_after_drawn_partitions() {
         "--fault-plan",
         plan.to_str().unwrap(),
         "--branches",
-        "3",
+        "1",
         "--timeline-limit",
-        "120s",
+        "30s",
+        "--composer-winddown",
+        "20s",
     ];
     let r = explore_json(&args, &dir.path().join("out"));
     assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
