@@ -331,7 +331,7 @@ fn sixty_four_nodes_boot_and_every_node_answers_its_neighbour() {
 /// Two cold boots of 64 nodes, then the ring: the same trace, memory,
 /// console and exits, to the nanosecond of virtual time.
 #[test]
-#[ignore = "slow: two cold boots of 64 nodes and their rings take about 8 minutes here (ci/test.sh --slow)"]
+#[ignore = "slow: two cold boots of 64 nodes and their rings take about 10 minutes here (ci/test.sh --slow)"]
 fn sixty_four_nodes_boot_and_ping_the_same_twice() {
     if !linux_available() {
         return;
