@@ -28,7 +28,7 @@ LAYERS = {
         # 3. triage on top of runs
         "likelihood minimize retest",
         # 4. outputs
-        "merge report report/dir report/findings report/html report/target report/unevaluated schema",
+        "merge report report/baseline report/dir report/findings report/github report/html report/junit report/target report/unevaluated schema",
     ],
 }
 

@@ -71,11 +71,22 @@ if [ "$mode" != quick ]; then
     "$hvsim" image debian --redis >/dev/null
     "$hvsim" image debian --python-antithesis >/dev/null
     wait "$kernel"
-    if ! command -v shellcheck >/dev/null; then
+    # Debian's tools the tests use: shellcheck for the example scripts; a
+    # registry (the CNCF distribution registry), skopeo to push to it, and
+    # htpasswd and openssl for its password and private CA (the registry
+    # tests); Slurm and munge, for a cluster of one node (the scale
+    # tests). After the kernel, whose build installs its own packages (one
+    # apt at a time).
+    tools="shellcheck:shellcheck docker-registry:docker-registry skopeo:skopeo htpasswd:apache2-utils openssl:openssl
+      slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge"
+    missing=$(for t in $tools; do command -v "${t%%:*}" >/dev/null || echo "${t#*:}"; done)
+    if [ -n "$missing" ]; then
       if [ "$(id -u)" = 0 ]; then
-        apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; }
+        # shellcheck disable=SC2086 # one package a word
+        apt-get install -y -q --no-install-recommends $missing >/dev/null 2>&1 \
+          || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $missing >/dev/null; }
       else
-        echo "ci/test.sh: shellcheck is not installed (Debian's shellcheck); the scripts' test will say so" >&2
+        echo "ci/test.sh: not installed: $missing (Debian's packages); the tests that use them will say so" >&2
       fi
     fi
   ) >"$prep_log" 2>&1 &

@@ -24,6 +24,7 @@ pub fn all() -> Vec<Entry> {
         entry::<cmd::cache::CacheCleared>(),
         entry::<cmd::image::ImagesLoaded>(),
         entry::<cmd::image::ImageList>(),
+        entry::<cmd::image::ImagePulled>(),
         entry::<cmd::image::ImagesRemoved>(),
         entry::<cmd::image::ImageInspect>(),
         entry::<cmd::kernel::KernelJson>(),

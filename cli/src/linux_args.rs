@@ -9,6 +9,7 @@ use hvsim_guest_image::compose;
 use hvsim_guest_image::container::{Container, Overrides};
 use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::linux::GuestFile;
+use hvsim_guest_image::oci::registry::{self, Access, PullPolicy};
 use hvsim_guest_image::oci::store::Store;
 use hvsim_guest_image::target::{default_mem, StartOptions, System, Target};
 use hvsim_vmm::devices::virtio::MAX_NODES;
@@ -77,8 +78,45 @@ pub struct LinuxArgs {
     /// there).
     #[arg(long, requires = "linux_target")]
     pub cold_boot: bool,
+    /// With --compose or --image: pull the images the store lacks
+    /// (`missing`), every image from its registry (`always`), or none
+    /// (`never`), as `docker compose --pull` does.
+    #[arg(long, value_name = "WHEN", default_value = "missing", value_parser = parse_pull)]
+    pub pull: PullPolicy,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     #[command(flatten)]
     pub nodes: NodeArgs,
+}
+
+fn parse_pull(s: &str) -> std::result::Result<PullPolicy, String> {
+    match s {
+        "missing" => Ok(PullPolicy::Missing),
+        "always" => Ok(PullPolicy::Always),
+        "never" => Ok(PullPolicy::Never),
+        _ => Err("missing, always or never".into()),
+    }
+}
+
+/// How hvsim reaches registries (`hvsim image pull`, and the pulls of
+/// --compose and --image). The environment variables serve `hvsim replay`,
+/// which pulls a recorded image by digest if the store lost it.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RegistryArgs {
+    /// A registry (`host[:port]`) spoken to in plain HTTP, not HTTPS
+    /// (repeatable).
+    #[arg(long, value_name = "HOST", env = registry::INSECURE_ENV, value_delimiter = ',')]
+    pub insecure_registry: Vec<String>,
+    /// A PEM file of certificate authorities to trust besides the system's,
+    /// for registries with a private CA.
+    #[arg(long, value_name = "FILE", env = registry::CA_ENV)]
+    pub registry_ca: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    pub fn access(&self) -> Access {
+        Access { insecure: self.insecure_registry.clone(), ca_file: self.registry_ca.clone() }
+    }
 }
 
 impl LinuxArgs {
@@ -101,6 +139,7 @@ impl LinuxArgs {
             ("--disk-size", n.disk_size != DEFAULT_DISK_BYTES),
             ("--disk-image", n.disk_image.is_some()),
             ("--node-cmd", n.node_cmd.is_some()),
+            ("--pull", self.pull != PullPolicy::Missing),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -135,12 +174,16 @@ impl LinuxArgs {
             for w in warnings {
                 eprintln!("hvsim: warning: {}: {w}", file.display());
             }
-            System::with_containers(project.containers(&Store::open()?)?, disk, self.nodes.fault_plan_text()?)?
+            let store = Store::open()?;
+            let images: Vec<String> = project.services.iter().map(|s| s.image.clone()).collect();
+            registry::ensure(&store, &images, self.pull, &self.registry.access())?;
+            System::with_containers(project.containers(&store)?, disk, self.nodes.fault_plan_text()?)?
         } else if let Some(image) = &self.image {
             let command = match &self.image_cmd {
                 None => None,
                 Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
             };
+            registry::ensure(&Store::open()?, std::slice::from_ref(image), self.pull, &self.registry.access())?;
             image_system(image, command, disk, self.nodes.fault_plan_text()?)?
         } else {
             self.nodes.system()?

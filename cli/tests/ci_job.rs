@@ -64,6 +64,157 @@ fn the_exit_status_says_whether_a_bug_was_found_and_the_example_ci_step_follows_
     assert_eq!(status(&[&quiet[..], &["--fail-on-unmet"]].concat(), &out), 0);
 }
 
+/// Findings from run to run: against `--baseline`, the demo's bug is new
+/// after an exploration that missed it, ongoing after one that found it,
+/// resolved when it is missed again; `--fail-on new` fails only the first.
+/// Every exploration directory has a junit.xml CI systems read; under
+/// GitHub Actions each new bug is an `::error` annotation and findings.md
+/// lands in the job summary.
+#[test]
+fn findings_against_a_baseline_say_new_ongoing_and_resolved_in_every_report_and_junit() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let bug = vault_bug_id();
+    let summary_file = dir.path().join("step-summary.md");
+    // (status, stderr, report) of an exploration of `args` against `baseline`.
+    let explore = |args: &[&str], baseline: Option<&Path>, fail_on: &str| {
+        let mut c = common::hvsim();
+        c.arg("explore").args(args).arg("--out").arg(&out).args(["--fail-on", fail_on, "--reexecute", "1"]);
+        c.args(["--likelihood-runs", "0"]).env("GITHUB_ACTIONS", "true").env("GITHUB_STEP_SUMMARY", &summary_file);
+        if let Some(b) = baseline {
+            c.arg("--baseline").arg(b);
+        }
+        let o = c.output().unwrap();
+        let run = std::fs::canonicalize(latest(&out)).unwrap();
+        let report: Value = serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), report, run)
+    };
+    let missed = ["--seed", "1", "--branches", "1"];
+    let found = ["--seed", "9", "--branches", "200"];
+    // Without a baseline every bug is new: annotated, and the job fails.
+    let (code, stderr, report, first) = explore(&found, None, "new");
+    assert_eq!(code, Some(8), "{stderr}");
+    assert!(report["changes"].is_null(), "{report}");
+    assert_eq!(stderr.matches("::error title=hvsim ").count(), 1, "{stderr}");
+    assert!(stderr.contains(&format!("::error title=hvsim {bug}::")), "{stderr}");
+    let summary = read(&summary_file);
+    assert!(summary.contains("# Findings: demo (seed 9)") && summary.contains(&bug), "{summary}");
+    // Against an exploration that missed it: new (so `--fail-on new` fails).
+    let (code, _, miss, missed_run) = explore(&missed, None, "any");
+    assert_eq!((code, miss["bugs"].as_array().map(Vec::len)), (Some(0), Some(0)));
+    let (code, stderr, report, _) = explore(&found, Some(&missed_run), "new");
+    assert_eq!(code, Some(8), "{stderr}");
+    let changes = &report["changes"];
+    assert_eq!(
+        changes["bugs"],
+        serde_json::json!([{"id": bug, "summary": "assertion failed: the vault stays closed", "status": "new"}])
+    );
+    assert!(changes["baseline"].as_str().unwrap().ends_with("report.json"), "{changes}");
+    assert!(stderr.contains("1 new, 0 ongoing, 0 resolved bug(s) against the baseline"), "{stderr}");
+    let changed: Vec<&str> =
+        changes["properties"].as_array().unwrap().iter().map(|p| p["property"].as_str().unwrap()).collect();
+    assert!(changed.contains(&"assertion: the vault stays closed"), "{changed:?}");
+    // Against one that found it (the --out directory: its `latest` is read
+    // before this exploration replaces it): ongoing, not annotated, and
+    // `--fail-on new` passes while `--fail-on any` would not.
+    let (code, stderr, report, run) = explore(&found, Some(&out), "new");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(report["changes"]["bugs"][0]["status"], "ongoing");
+    assert_eq!(report["changes"]["properties"], serde_json::json!([]), "the same verdicts: {report}");
+    assert!(!stderr.contains("::error"), "{stderr}");
+    for file in ["report.md", "findings.md"] {
+        let text = read(&run.join(file));
+        assert!(
+            text.contains("## Against the baseline") && text.contains(&format!("| {bug} | ongoing |")),
+            "{file}: {text}"
+        );
+    }
+    assert!(read(&run.join("report.html")).contains("Against the baseline"));
+    // Missed again: resolved, and the exploration passes.
+    let (code, stderr, report, run) = explore(&missed, Some(&first), "any");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(report["changes"]["bugs"][0]["status"], "resolved");
+    assert!(stderr.contains(&format!("{bug}: assertion failed: the vault stays closed (resolved")), "{stderr}");
+    // junit.xml: well-formed, the properties and the resolved bug as cases.
+    let junit = quick_junit::Report::deserialize_from_str(&read(&run.join("junit.xml"))).unwrap();
+    let cases = &junit.test_suites[0].test_cases;
+    let resolved = cases.iter().find(|c| c.name.as_str().starts_with(&bug)).expect("the resolved bug is a case");
+    assert!(matches!(resolved.status, quick_junit::TestCaseStatus::Success { .. }));
+    assert!(cases.iter().any(|c| c.classname.as_deref() == Some("properties")), "{cases:?}");
+    // Where the bug was found, it is a failure with its replay command.
+    let junit = quick_junit::Report::deserialize_from_str(&read(&first.join("junit.xml"))).unwrap();
+    let case = junit.test_suites[0].test_cases.iter().find(|c| c.classname.as_deref() == Some("bugs")).unwrap();
+    let quick_junit::TestCaseStatus::NonSuccess { kind, description, .. } = &case.status else { panic!("{case:?}") };
+    assert_eq!(*kind, quick_junit::NonSuccessKind::Failure);
+    assert!(description
+        .as_ref()
+        .unwrap()
+        .as_str()
+        .contains(&format!("replay: hvsim replay {}", first.join("bugs").join(format!("{bug}.json")).display())));
+    // A baseline that is not an exploration: one line, before anything runs.
+    let o = common::hvsim().args(["explore", "--baseline"]).arg(dir.path()).arg("--out").arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--baseline") && stderr.contains("no report.json there") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+/// The composite GitHub Action (examples/ci/github/action.yml): its
+/// exploring step, run twice as the runner runs it, fails on the demo's
+/// bug when it is new and passes when the kept baseline had it; the action
+/// wires that step's outputs to the artifact, the baseline's cache and the
+/// job's status.
+#[test]
+fn the_github_action_fails_on_new_bugs_only_and_keeps_the_next_baseline() {
+    if !kvm_available() {
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ci/github");
+    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&read(&here.join("action.yml"))).unwrap();
+    let steps = action["runs"]["steps"].as_sequence().unwrap();
+    let explore = steps.iter().find(|s| s["id"].as_str() == Some("explore")).expect("an explore step");
+    assert_eq!(explore["run"].as_str(), Some("$GITHUB_ACTION_PATH/explore-step.sh"));
+    for input in ["args", "fail-on", "out"] {
+        let used = format!("${{{{ inputs.{input} }}}}");
+        assert!(serde_yaml_ng::to_string(explore).unwrap().contains(&used), "the step takes {input}");
+    }
+    let last = steps.last().unwrap();
+    assert!(last["run"].as_str().unwrap().contains("exit \"${STATUS:-1}\""), "{last:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let outputs = dir.path().join("github-output");
+    let step = || {
+        std::fs::write(&outputs, "").unwrap();
+        let o = Command::new(here.join("explore-step.sh"))
+            .current_dir(dir.path())
+            .env("HVSIM", assert_cmd::cargo::cargo_bin("hvsim"))
+            .env(SCHEMA_CHECK, "1")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", &outputs)
+            .env("GITHUB_STEP_SUMMARY", dir.path().join("summary.md"))
+            .env("HVSIM_ARGS", "--seed 9 --branches 200 --reexecute 1 --likelihood-runs 0")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "the step itself passes: {}", String::from_utf8_lossy(&o.stderr));
+        let said = read(&outputs);
+        let get = |k: &str| said.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap().to_owned();
+        (get("status"), get("report"), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (status, report, stderr) = step();
+    assert_eq!(status, "8", "a new bug: {stderr}");
+    assert!(stderr.contains(&format!("::error title=hvsim {}::", vault_bug_id())), "{stderr}");
+    assert!(Path::new(&report).join("junit.xml").is_file());
+    assert!(dir.path().join("hvsim-baseline/report.json").is_file());
+    let (status, _, stderr) = step();
+    assert_eq!(status, "0", "the baseline had it: {stderr}");
+    assert!(!stderr.contains("::error") && stderr.contains("0 new, 1 ongoing, 0 resolved"), "{stderr}");
+}
+
 /// `hvsim explore ARGS --out OUT` in the background.
 fn spawn_explore(args: &[&str], out: &Path) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("hvsim"))

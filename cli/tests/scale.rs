@@ -5,7 +5,9 @@
 //! fails) and for what makes the shards one exploration; the workflow's
 //! matrix against its shard count; every script parses and passes
 //! shellcheck; and the scripts are run against a
-//! stand-in hvsim that records its arguments. No KVM, no cluster needed.
+//! stand-in hvsim that records its arguments. Then the Slurm scripts run on
+//! a real Slurm cluster of one node (Debian's slurmctld, slurmd and munge,
+//! started by the test on loopback) with the real hvsim.
 
 mod common;
 
@@ -250,6 +252,8 @@ fn scripts() -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     walk(&scale(), &mut out);
+    // The CI steps too (examples/ci: explore.sh, the GitHub Action's step).
+    walk(&scale().join("../ci"), &mut out);
     out.sort();
     out
 }
@@ -455,4 +459,160 @@ fn the_slurm_array_matches_its_shard_count() {
     for needle in ["--parsable", "--array=\"0-$((HVSIM_SHARDS - 1))\"", "afterok:$root", "afterany:$shards"] {
         assert!(submit.contains(needle), "submit.sh: {needle}");
     }
+}
+
+/// A Slurm cluster of one node on loopback: munged, slurmctld and slurmd
+/// with a configuration of their own (free ports, state in `dir`), ended
+/// on drop.
+struct Slurm {
+    daemons: Vec<std::process::Child>,
+    conf: PathBuf,
+}
+
+impl Slurm {
+    fn start(dir: &Path) -> Slurm {
+        use std::os::unix::fs::PermissionsExt;
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (ctld_port, slurmd_port) = (free(), free());
+        for sub in ["state", "spool"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let key = dir.join("munge.key");
+        std::fs::write(&key, (0..1024).map(|i| (i * 7 + 3) as u8).collect::<Vec<u8>>()).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let socket = dir.join("munge.sock");
+        let d = dir.display();
+        let conf = dir.join("slurm.conf");
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::fs::write(
+            &conf,
+            format!(
+                "ClusterName=hvsimtest\nSlurmctldHost=localhost\nSlurmctldPort={ctld_port}\nSlurmdPort={slurmd_port}\n\
+                 AuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
+                 StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/slurmctld.pid\n\
+                 SlurmdPidFile={d}/slurmd.pid\nSlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\n\
+                 ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n\
+                 SwitchType=switch/none\nMpiDefault=none\nReturnToService=2\nSchedulerType=sched/backfill\n\
+                 SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
+                 NodeName=localhost CPUs={cpus} State=UNKNOWN\n\
+                 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let spawn = |program: &str, args: &[String]| {
+            Command::new(program)
+                .args(args)
+                .env("SLURM_CONF", &conf)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(dir.join(format!("{program}.err"))).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{program}: {e}"))
+        };
+        let mut daemons = vec![spawn(
+            "munged",
+            &[
+                "--foreground".into(),
+                "--force".into(),
+                format!("--socket={}", socket.display()),
+                format!("--key-file={}", key.display()),
+                format!("--log-file={d}/munged.log"),
+                format!("--pid-file={d}/munged.pid"),
+                format!("--seed-file={d}/munged.seed"),
+            ],
+        )];
+        wait_until("munged's socket", || socket.exists());
+        daemons.push(spawn("slurmctld", &["-D".into(), "-i".into()]));
+        daemons.push(spawn("slurmd", &["-D".into(), "-N".into(), "localhost".into()]));
+        let slurm = Slurm { daemons, conf };
+        wait_until("the node to be idle", || {
+            let o = slurm.command("sinfo").args(["-h", "-o", "%T"]).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).trim() == "idle"
+        });
+        slurm
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", &self.conf);
+        c
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        for d in self.daemons.iter_mut().rev() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "waited 5 minutes for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// submit.sh on a real Slurm cluster (one node): the root step, an array of
+/// two shards after it and the merge after them run as Slurm schedules
+/// them, with the real hvsim on the demo; the merged report holds both
+/// shards' branches, and the merge job says what it found.
+#[test]
+fn a_real_slurm_cluster_runs_the_root_the_shard_array_and_the_merge() {
+    for tool in ["slurmctld", "slurmd", "sbatch", "munged"] {
+        if Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map_or(true, |o| !o.status.success())
+        {
+            common::skipping(
+                &format!("{tool} is not installed (Debian's slurmctld, slurmd, slurm-client, munge)"),
+                false,
+            );
+            return;
+        }
+    }
+    if !common::kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let slurm = Slurm::start(&dir.path().join("slurm"));
+    let results = dir.path().join("results");
+    let o = slurm
+        .command("sh")
+        .arg(scale().join("slurm/submit.sh"))
+        .env("HVSIM", assert_cmd::cargo::cargo_bin("hvsim"))
+        .env("HVSIM_RESULTS", &results)
+        .env("HVSIM_SHARDS", "2")
+        .env("HVSIM_SEED", "9")
+        .env("HVSIM_BRANCHES", "200")
+        .env(common::SCHEMA_CHECK, "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "submit.sh: {said}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(said.contains("root step: job") && said.contains("array job") && said.contains("merge: job"), "{said}");
+    wait_until("the jobs to end", || {
+        let o = slurm.command("squeue").args(["-h", "-o", "%i"]).output().unwrap();
+        o.status.success() && String::from_utf8_lossy(&o.stdout).trim().is_empty()
+    });
+    let outputs: Vec<PathBuf> = std::fs::read_dir(&results).unwrap().map(|e| e.unwrap().path()).collect();
+    let output_of = |prefix: &str| {
+        let files: Vec<&PathBuf> = outputs
+            .iter()
+            .filter(|p| p.is_file() && p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .collect();
+        files.iter().map(|p| read(p)).collect::<Vec<String>>()
+    };
+    assert_eq!(output_of("shard-").len(), 2, "two array tasks ran: {outputs:?}");
+    let report: Value = serde_json::from_str(&read(&results.join("merged/report.json"))).unwrap();
+    assert_eq!(report["summary"]["shards"], json!({"count": 2, "indices": [0, 1]}), "{}", report["summary"]);
+    assert_eq!(report["summary"]["branches"], json!(200));
+    // The merge job's verdict is the merged report's.
+    let merge = output_of("merge-").concat();
+    let verdict = match report["bugs"].as_array().unwrap().len() {
+        0 => "merge.sh: merged 2 shard(s), no bug",
+        _ => "merge.sh: merged 2 shard(s), bugs found (exit status 8)",
+    };
+    assert!(merge.contains(verdict), "{merge}");
 }

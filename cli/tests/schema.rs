@@ -10,7 +10,7 @@ use std::path::Path;
 use common::output;
 use serde_json::Value;
 
-const DOCUMENTS: [(&str, &str); 22] = [
+const DOCUMENTS: [(&str, &str); 23] = [
     ("report", "hvsim-report-v1"),
     ("bug", "hvsim-bug-v1"),
     ("summary", "hvsim-summary-v1"),
@@ -27,6 +27,7 @@ const DOCUMENTS: [(&str, &str); 22] = [
     ("cache-clear", "hvsim-cache-clear-v1"),
     ("image-load", "hvsim-image-load-v1"),
     ("image-ls", "hvsim-image-ls-v1"),
+    ("image-pull", "hvsim-image-pull-v1"),
     ("image-rm", "hvsim-image-rm-v1"),
     ("image-inspect", "hvsim-image-inspect-v1"),
     ("kernel", "hvsim-kernel-v1"),

@@ -15,6 +15,9 @@ pub enum ExploreError {
     Observer(String),
     #[error("bug file {}: {what}", path.display())]
     BugFile { path: std::path::PathBuf, what: String },
+    /// A `--baseline` that cannot be read (`report/baseline.rs`).
+    #[error("{0}")]
+    Baseline(String),
     /// Explorations that cannot be merged, and why (`merge.rs`).
     #[error("{0}")]
     Merge(String),

@@ -3,12 +3,16 @@
 //! published whole (see `hvsim_vmm::files::publish`) into the
 //! exploration's own directory ([`RunDir`]).
 
+mod baseline;
 mod dir;
 mod findings;
+pub mod github;
 mod html;
+mod junit;
 mod target;
 mod unevaluated;
 
+pub use baseline::{Baseline, BugChange, Changes, Status};
 pub use dir::{inputs_of_record, RunDir, LATEST};
 pub use findings::{BugFinding, Decision, Findings};
 pub use unevaluated::Unevaluated;
@@ -161,6 +165,9 @@ pub struct Report {
     /// The checks no timeline evaluated, and why: what a reader must see
     /// first (`report/unevaluated.rs`). Null when every check was.
     pub unevaluated: Option<Unevaluated>,
+    /// Against `--baseline`: each bug new, ongoing or resolved, and the
+    /// verdicts that changed (`report/baseline.rs`). Null without one.
+    pub changes: Option<Changes>,
     pub assertions: Vec<AssertionReport>,
     pub bugs: Vec<BugSummary>,
     pub events: BTreeMap<String, u64>,
@@ -309,6 +316,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
         schema: Tag::new(),
         invocation: invocation.clone(),
         unevaluated: unevaluated::unevaluated(exp),
+        changes: None,
         summary: Summary {
             target: exp.target.name(),
             seed: exp.seed,
@@ -473,6 +481,10 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(m, "\n## Claims\n");
         m += &claims::table(&r.claims);
         let _ = writeln!(m, "\nThe evidence behind each verdict is in findings.md.");
+    }
+    if let Some(c) = &r.changes {
+        m.push('\n');
+        m += &c.markdown();
     }
     let _ = writeln!(m, "\n## Bugs ({})\n", r.bugs.len());
     if r.bugs.is_empty() {

@@ -101,6 +101,10 @@ pub struct Container {
     /// The image as the user named it, and the image it resolved to.
     pub image: String,
     pub image_id: Digest,
+    /// A pulled image's `host/repo@sha256:…`: a replay on a machine whose
+    /// store lacks the image pulls exactly these bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_digest: Option<String>,
     pub hostname: String,
     /// More names that resolve to this node (a replicated service's name
     /// resolves to its first replica).
@@ -187,6 +191,7 @@ impl Container {
         Ok(Container {
             name: name.to_owned(),
             image: image.to_owned(),
+            repo_digest: record.repo_digest.clone(),
             image_id: record.id,
             hostname: o.hostname.clone().unwrap_or_else(|| name.to_owned()),
             aliases: Vec::new(),

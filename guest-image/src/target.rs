@@ -372,12 +372,26 @@ const MIN_IMAGE_DISK: u64 = 256 << 20;
 /// The root file system of a container's image (pinned by id), built if
 /// it is not cached.
 fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
-    let record = store.resolve(&c.image_id.to_string()).map_err(|_| {
-        ImageError::Setup(format!(
-            "image {} ({}) is not in the image store any more (`hvsim image load` it)",
-            c.image, c.image_id
-        ))
-    })?;
+    let record = match (store.resolve(&c.image_id.to_string()), &c.repo_digest) {
+        (Ok(record), _) => record,
+        // Pulled when the run was made: the same bytes, by digest.
+        (Err(_), Some(pinned)) => {
+            let pulled = crate::oci::registry::pull(store, pinned, &crate::oci::registry::Access::from_env())?;
+            if pulled.record.id != c.image_id {
+                return Err(ImageError::Setup(format!(
+                    "{pinned} is image {} now; the run used {}",
+                    pulled.record.id, c.image_id
+                )));
+            }
+            pulled.record
+        }
+        (Err(_), None) => {
+            return Err(ImageError::Setup(format!(
+                "image {} ({}) is not in the image store any more (`hvsim image load` it)",
+                c.image, c.image_id
+            )))
+        }
+    };
     if rootfs::path(store, &record.id).exists() {
         return rootfs::build(store, &record);
     }
@@ -428,6 +442,7 @@ mod tests {
     #[test]
     fn containers_of_one_image_share_its_disk() {
         let container = |name: &str, image: &str| Container {
+            repo_digest: None,
             name: name.into(),
             image: image.into(),
             image_id: Digest::of(image.as_bytes()),

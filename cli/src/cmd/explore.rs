@@ -14,7 +14,7 @@ use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::manifest::Manifest;
-use hvsim_explorer::report::{Report, RunDir};
+use hvsim_explorer::report::{github, Baseline, Report, RunDir, Status};
 use hvsim_explorer::services::ServiceExit;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::winddown::Winddown;
@@ -99,6 +99,18 @@ pub struct Args {
     /// checker that could not read its history); a bug still gives 8.
     #[arg(long)]
     fail_on_unmet: bool,
+    /// An earlier exploration to compare with: its directory, its
+    /// report.json, or an --out directory (its `latest`, read before this
+    /// exploration replaces it). Each bug is then new, ongoing or resolved,
+    /// and each changed verdict is listed (report.json, report.md and
+    /// .html, findings.md, junit.xml).
+    #[arg(long, value_name = "DIR|FILE")]
+    baseline: Option<PathBuf>,
+    /// Which bugs fail the exploration (exit status 8): `any`, or only
+    /// `new` ones (not found by --baseline; without a baseline every bug
+    /// is new).
+    #[arg(long, value_enum, default_value = "any")]
+    fail_on: FailOn,
     /// Start every branch from the root instead of from new snapshots (the
     /// baseline of `hvsim bench explore`).
     #[arg(long)]
@@ -372,7 +384,8 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     let mut host = Host::open()?;
     // Shards that share a host pin their vCPUs to CPUs of their own.
     host.cpu_offset = args.shard.map_or(0, |s| s.index as usize * usize::from(args.workers));
-    let run = RunDir::create(&args.out, &label(&args, &target))?;
+    let baseline = args.baseline.as_deref().map(Baseline::read).transpose()?;
+    let run = RunDir::create(&args.out, &label(&args, &target))?.with_baseline(baseline);
     inputs::save(&target, &run.inputs()).context("cannot keep the run's files with its records")?;
     // A project with templates gets time for a whole composition: drivers,
     // then its checks.
@@ -443,7 +456,21 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         crate::util::print_json(&report)?;
     }
     print_summary(&report, run.path());
-    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
+    if github::active() {
+        for line in github::annotations(&report) {
+            eprintln!("{line}");
+        }
+        let findings = std::fs::read_to_string(run.path().join("findings.md")).unwrap_or_default();
+        github::append_summary(&findings).context("cannot append the findings to $GITHUB_STEP_SUMMARY")?;
+    }
+    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet, args.fail_on)))
+}
+
+/// `--fail-on`: which bugs give exit status 8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FailOn {
+    Any,
+    New,
 }
 
 /// What the exploration (in `dir`) found, on stderr.
@@ -479,6 +506,9 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         );
         last_output(exit);
     }
+    if let Some(c) = &report.changes {
+        eprintln!("hvsim: {}", c.describe());
+    }
     if let Some(u) = &report.unevaluated {
         eprintln!("hvsim: warning: {} check(s) were never evaluated in any timeline:", u.properties.len());
         for p in &u.properties {
@@ -486,15 +516,23 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         }
         eprintln!("  why: {}", u.why);
     }
+    let status = |id: &str| {
+        let found = report.changes.as_ref().and_then(|c| c.bugs.iter().find(|b| b.id == id));
+        found.map(|b| format!("{}, ", b.status.name())).unwrap_or_default()
+    };
     for b in &report.bugs {
         eprintln!(
-            "  {}: {} ({}; blame: {})\n    replay: {}",
+            "  {}: {} ({}{}; blame: {})\n    replay: {}",
             b.id,
             b.summary,
+            status(&b.id),
             b.reproduction,
             b.blame.name(),
             b.replay_command
         );
+    }
+    for b in report.changes.iter().flat_map(|c| &c.bugs).filter(|b| b.status == Status::Resolved) {
+        eprintln!("  {}: {} (resolved: the baseline found it, this exploration did not)", b.id, b.summary);
     }
     for c in &report.claims {
         eprintln!("hvsim: claim {} {}: {}", c.id, c.verdict.name(), c.reason);
@@ -515,13 +553,17 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
 /// a bug wins over everything, then an error, an interruption, and with
 /// `fail_on_unmet` a property never satisfied or reached, a check no
 /// timeline evaluated, or a claim that did not pass.
-pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool) -> u8 {
+pub(crate) fn exit_status(report: &Report, fail_on_unmet: bool, fail_on: FailOn) -> u8 {
+    let failing = match (fail_on, &report.changes) {
+        (FailOn::New, Some(c)) => c.count(Status::New),
+        _ => report.bugs.len(),
+    };
     let unmet =
         report.assertions.iter().any(|a| matches!(a.verdict, Verdict::NeverReached | Verdict::SometimesNeverSatisfied))
             || report.unevaluated.is_some()
             || report.claims.iter().any(|c| c.verdict != ClaimVerdict::Pass);
     match &report.summary.ending {
-        _ if !report.bugs.is_empty() => util::EXIT_BUGS,
+        _ if failing > 0 => util::EXIT_BUGS,
         Ending::Failed { .. } => util::EXIT_ERROR,
         // The target never got going: a service failed before setup complete.
         _ if report.summary.setup_failed.is_some() => util::EXIT_ERROR,

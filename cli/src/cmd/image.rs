@@ -9,11 +9,13 @@ use hvsim_explorer::document::{Document, Tag};
 use hvsim_guest_image::oci::debian::{self, Built, DebianImage};
 use hvsim_guest_image::oci::load::{load, Loaded};
 use hvsim_guest_image::oci::pack::RunConfig;
+use hvsim_guest_image::oci::registry;
 use hvsim_guest_image::oci::store::{ImageRecord, Layer, Store};
 use hvsim_guest_image::oci::Digest;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::linux_args::RegistryArgs;
 use crate::util::print_json;
 
 #[derive(clap::Args)]
@@ -32,6 +34,15 @@ enum What {
         /// Name the image (the source must hold exactly one).
         #[arg(long)]
         tag: Option<String>,
+    },
+    /// Pull an image from a registry (OCI distribution API): by tag or
+    /// digest, the linux/amd64 image of an index, with the credentials of
+    /// `docker login` (docs/compose.md#registries).
+    Pull {
+        /// `redis:7`, `ghcr.io/org/app:1.4`, `host:5000/team/db@sha256:…`.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
     /// List the images in the store.
     Ls,
@@ -120,6 +131,26 @@ impl ImagesLoaded {
     }
 }
 
+/// What `hvsim image pull --json` prints.
+#[derive(Serialize, JsonSchema)]
+pub struct ImagePulled {
+    schema: Tag<ImagePulled>,
+    reference: String,
+    /// `host/repo@sha256:…`: what the reference named when pulled; runs
+    /// record it, and a replay pulls by it.
+    repo_digest: String,
+    image: ImageJson,
+    /// Blobs downloaded and their bytes (layers the store had are not).
+    blobs_fetched: usize,
+    bytes_fetched: u64,
+}
+
+impl Document for ImagePulled {
+    const NAME: &'static str = "image-pull";
+    const SCHEMA: &'static str = "hvsim-image-pull-v1";
+    const ABOUT: &'static str = "the image pulled: `hvsim image pull --json`";
+}
+
 /// What `hvsim image ls --json` prints.
 #[derive(Serialize, JsonSchema)]
 pub struct ImageList {
@@ -163,8 +194,11 @@ pub struct ImageInspect {
     schema: Tag<ImageInspect>,
     id: Digest,
     tags: Vec<String>,
-    /// Where it was loaded from.
+    /// Where it was loaded or pulled from.
     source: String,
+    /// A pulled image's `host/repo@sha256:…`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repo_digest: Option<String>,
     /// `os/architecture`.
     platform: String,
     created: Option<String>,
@@ -213,6 +247,29 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                     size(&l.record)
                 );
             }
+        }
+        What::Pull { reference, registry } => {
+            let p = registry::pull(&store, &reference, &registry.access())?;
+            if json {
+                print_json(&ImagePulled {
+                    schema: Tag::new(),
+                    reference,
+                    repo_digest: p.repo_digest,
+                    image: ImageJson::of(&p.record, &p.tags),
+                    blobs_fetched: p.blobs_fetched,
+                    bytes_fetched: p.bytes_fetched,
+                })?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "pulled {reference}: id {}, {} layers, {} ({} blobs, {:.1} MiB downloaded)\n  {}",
+                p.record.id.short(),
+                p.record.layers.len(),
+                size(&p.record),
+                p.blobs_fetched,
+                p.bytes_fetched as f64 / (1 << 20) as f64,
+                p.repo_digest
+            );
         }
         What::Ls => {
             let images = store.images()?;
@@ -264,6 +321,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                 id: r.id.clone(),
                 tags,
                 source: r.source.clone(),
+                repo_digest: r.repo_digest.clone(),
                 platform: format!("{}/{}", config.os(), config.architecture()),
                 created: config.created().clone(),
                 config: ImageConfig {

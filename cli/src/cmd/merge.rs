@@ -85,7 +85,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         eprintln!("hvsim: merge: warning: {}: the missing shards' branches are not in it", shards.describe());
     }
     print_summary(&report, &args.out);
-    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet)))
+    Ok(ExitCode::from(exit_status(&report, args.fail_on_unmet, super::explore::FailOn::Any)))
 }
 
 /// A new directory beside `out`, on its file system, for the rename.

@@ -7,6 +7,7 @@
 //! Inside: `bugs/BUG-<id>.json`, each published the moment the bug is found
 //! and again when confirmed; `report.json`, `report.md` and `report.html`,
 //! refreshed while the exploration runs and written last when it ends;
+//! `junit.xml`, the same as test results for CI (`junit.rs`);
 //! `inputs/`, copies of the host files the target reads, by content hash
 //! (see `hvsim_guest_image::inputs`), so that its records replay from
 //! anywhere; `exploration.json`, all of it, for `hvsim merge`.
@@ -14,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{io, markdown, report, Invocation, Report};
+use super::{io, markdown, report, Baseline, Invocation, Report};
 use crate::bug::BugRecord;
 use crate::document::{self, Document};
 use crate::error::{ExploreError, Result};
@@ -28,6 +29,8 @@ pub struct RunDir {
     named: PathBuf,
     /// Who made it, how and when: in every report written to it.
     invocation: Invocation,
+    /// What its reports compare with (`--baseline`).
+    baseline: Option<Baseline>,
 }
 
 /// The name of the link to the newest exploration.
@@ -60,7 +63,7 @@ impl RunDir {
         let bugs = path.join("bugs");
         std::fs::create_dir(&bugs).map_err(io("creating the output directory", &bugs))?;
         point_latest(out, path.file_name().expect("a name was just given"))?;
-        Ok(RunDir { named: path.clone(), path, invocation: Invocation::here() })
+        Ok(RunDir { named: path.clone(), path, invocation: Invocation::here(), baseline: None })
     }
 
     /// A directory written at `path` (which must not exist) that will be
@@ -69,7 +72,14 @@ impl RunDir {
         std::fs::create_dir(path).map_err(io("creating a directory", path))?;
         let bugs = path.join("bugs");
         std::fs::create_dir(&bugs).map_err(io("creating a directory", &bugs))?;
-        Ok(RunDir { path: path.to_owned(), named: named.to_owned(), invocation: Invocation::here() })
+        Ok(RunDir { path: path.to_owned(), named: named.to_owned(), invocation: Invocation::here(), baseline: None })
+    }
+
+    /// Its reports compare with `baseline` (read before the exploration
+    /// starts, so that a baseline of `latest` is the one before it).
+    pub fn with_baseline(mut self, baseline: Option<Baseline>) -> RunDir {
+        self.baseline = baseline;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -97,7 +107,8 @@ impl RunDir {
         for bug in &exp.bugs {
             self.write_bug(bug)?;
         }
-        let report = report(exp, &self.named.join("bugs"), &self.invocation);
+        let mut report = report(exp, &self.named.join("bugs"), &self.invocation);
+        report.changes = self.baseline.as_ref().map(|b| b.compare(&report));
         let publish = |name: &str, bytes: &[u8]| {
             let file = self.path.join(name);
             hvsim_vmm::files::publish(&file, bytes).map_err(io("writing the report", &file))
@@ -108,6 +119,7 @@ impl RunDir {
         let findings = super::Findings::of(&report);
         publish("findings.json", &document(&findings, &self.path.join("findings.json"))?)?;
         publish("findings.md", findings.markdown().as_bytes())?;
+        publish("junit.xml", super::junit::junit(&report).as_bytes())?;
         // Only whole: a shard killed after a checkpoint has no result to
         // merge, and the merge reports it missing.
         if exp.ending != crate::exploration::Ending::Running {

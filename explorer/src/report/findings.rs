@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{Invocation, Report, Unevaluated};
+use super::{Changes, Invocation, Report, Unevaluated};
 use crate::claims::{Blame, ClaimReport, ClaimVerdict, HarnessTally};
 use crate::document::Tag;
 use crate::services::ServiceExit;
@@ -81,6 +81,8 @@ pub struct Findings {
     pub setup_failed: Option<ServiceExit>,
     /// What this host lets reach the guest from outside the seed.
     pub host_limits: Vec<String>,
+    /// Against `--baseline` (null: none given).
+    pub changes: Option<Changes>,
 }
 
 impl Findings {
@@ -138,6 +140,7 @@ impl Findings {
             harness: r.harness.clone(),
             setup_failed: s.setup_failed.clone(),
             host_limits: r.host_limits.clone(),
+            changes: r.changes.clone(),
         }
     }
 
@@ -161,6 +164,9 @@ impl Findings {
             last_output(&mut m, "A service exited", &words, exit);
         }
         super::never_evaluated(&mut m, self.unevaluated.as_ref());
+        if let Some(c) = &self.changes {
+            m += &c.markdown();
+        }
         let _ = writeln!(m, "## Claims\n");
         if self.claims.is_empty() {
             let _ = writeln!(

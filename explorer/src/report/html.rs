@@ -101,6 +101,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     "Root: " (super::root_words(exp)) " at " (point(exp.root.point)) "."
                 }
                 @if !r.claims.is_empty() { (claims(r)) }
+                @if let Some(c) = &r.changes { (changes(c)) }
                 h2 { "Bugs (" (r.bugs.len()) ")" }
                 @if r.bugs.is_empty() { p { "None found." } }
                 @for (b, record) in r.bugs.iter().zip(&exp.bugs) {
@@ -232,6 +233,43 @@ fn point(p: Point) -> String {
 }
 
 /// Each claim's verdict, why, and what landed while it was exercised.
+/// Against `--baseline`: each bug's standing, and the verdicts that changed.
+fn changes(c: &super::Changes) -> Markup {
+    let class = |s: super::Status| match s {
+        super::Status::New => "bad",
+        super::Status::Ongoing => "warn",
+        super::Status::Resolved => "good",
+    };
+    html! {
+        h2 { "Against the baseline" }
+        p { (c.describe()) ". Baseline: " code { (c.baseline) } ", started " (c.baseline_started) "." }
+        @if !c.bugs.is_empty() {
+            div.scroll { table {
+                tr { th { "bug" } th { "status" } th { "summary" } }
+                @for b in &c.bugs {
+                    tr {
+                        td { @if b.status == super::Status::Resolved { (b.id) } @else { a href=(format!("#{}", b.id)) { (b.id) } } }
+                        td class=(class(b.status)) { (b.status.name()) }
+                        td { (b.summary) }
+                    }
+                }
+            } }
+        }
+        @if !c.properties.is_empty() {
+            div.scroll { table {
+                tr { th { "property" } th { "before" } th { "now" } }
+                @for p in &c.properties {
+                    tr {
+                        td { (p.property) }
+                        td { (p.before.as_deref().unwrap_or("(absent)")) }
+                        td { (p.after.as_deref().unwrap_or("(absent)")) }
+                    }
+                }
+            } }
+        }
+    }
+}
+
 fn claims(r: &Report) -> Markup {
     let class = |v: ClaimVerdict| match v {
         ClaimVerdict::Pass => "good",

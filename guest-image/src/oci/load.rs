@@ -89,10 +89,10 @@ pub fn load(store: &Store, source: &Path, tag: Option<&str>) -> Result<Vec<Loade
 /// A file of the source, hashed, in scratch space on the store's file
 /// system.
 #[derive(Clone, Debug)]
-struct Staged {
-    path: PathBuf,
-    digest: Digest,
-    size: u64,
+pub(super) struct Staged {
+    pub(super) path: PathBuf,
+    pub(super) digest: Digest,
+    pub(super) size: u64,
 }
 
 /// The regular files of an archive, copied out (and hashed) in one pass;
@@ -252,25 +252,30 @@ impl Files {
     }
 }
 
-/// An image found in a source, its blobs staged but not yet verified
-/// against the config.
-struct Found {
-    names: Vec<String>,
-    config: Staged,
-    layers: Vec<FoundLayer>,
+/// An image found in a source (or pulled: `registry`), its blobs staged
+/// but not yet verified against the config.
+pub(super) struct Found {
+    pub(super) names: Vec<String>,
+    pub(super) config: Staged,
+    pub(super) layers: Vec<FoundLayer>,
 }
 
-struct FoundLayer {
+pub(super) struct FoundLayer {
     /// Where it is in the source, for errors.
-    name: String,
-    staged: Staged,
+    pub(super) name: String,
+    pub(super) staged: Staged,
 }
 
 impl Found {
     /// Checks the config (platform, one diff_id per layer) and every layer
     /// (decompressed, hashed, compared with its diff_id), then moves the
     /// blobs into the store.
-    fn verify_and_store(&self, store: &Store, label: &str, bar: &indicatif::ProgressBar) -> Result<ImageRecord> {
+    pub(super) fn verify_and_store(
+        &self,
+        store: &Store,
+        label: &str,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<ImageRecord> {
         let config_bytes = read_document(&self.config.path)?;
         let config = ImageConfiguration::from_reader(&config_bytes[..])
             .map_err(|e| invalid(label, format!("config {}: not an image config: {e}", self.config.digest)))?;
@@ -321,7 +326,7 @@ impl Found {
             }
         }
         store.put_blob(&self.config.path, &self.config.digest)?;
-        Ok(ImageRecord { id: self.config.digest.clone(), layers, source: label.to_owned() })
+        Ok(ImageRecord { id: self.config.digest.clone(), layers, source: label.to_owned(), repo_digest: None })
     }
 }
 
@@ -371,7 +376,7 @@ fn push_found(found: &mut Vec<Found>, image: Found, label: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_layer_count(layers: usize, label: &str) -> Result<()> {
+pub(super) fn check_layer_count(layers: usize, label: &str) -> Result<()> {
     if layers > MAX_LAYERS {
         return Err(invalid(label, format!("an image of {layers} layers; hvsim takes at most {MAX_LAYERS}")));
     }

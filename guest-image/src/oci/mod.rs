@@ -4,6 +4,8 @@
 //!   `manifest.json` layout and the OCI layout newer Docker writes inside
 //!   the tar) and OCI image layout directories, verifies every digest, and
 //!   imports them into the store.
+//! - `registry`: pulls images from registries (the OCI distribution API)
+//!   through the same verification into the store.
 //! - `store`: the content-addressed local store (each blob once, images
 //!   by config digest, tags naming them).
 //! - `layers`: applies an image's layers to a directory, exactly (whiteouts,
@@ -20,6 +22,7 @@ pub mod debian;
 pub mod layers;
 pub mod load;
 pub mod pack;
+pub mod registry;
 pub mod rootfs;
 pub mod store;
 

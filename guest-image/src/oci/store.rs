@@ -30,8 +30,12 @@ pub struct ImageRecord {
     pub id: Digest,
     /// Bottom layer first.
     pub layers: Vec<Layer>,
-    /// Where it was loaded from, for `image inspect`.
+    /// Where it was loaded or pulled from, for `image inspect`.
     pub source: String,
+    /// For a pulled image, `host/repo@sha256:…`: the registry's name for
+    /// these bytes, which a replay pulls by if the store lost them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_digest: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
