@@ -33,6 +33,9 @@ struct Secured {
     tls: Option<(PathBuf, PathBuf)>,
     /// An htpasswd file: basic auth.
     htpasswd: Option<PathBuf>,
+    /// (realm URL, certificate bundle): Docker's token auth, the tokens
+    /// issued by the realm and signed by a key of the bundle's.
+    token: Option<(String, PathBuf)>,
 }
 
 impl Registry {
@@ -49,6 +52,12 @@ impl Registry {
         }
         if let Some(h) = &secured.htpasswd {
             config += &format!("auth:\n  htpasswd:\n    realm: hvsim-test\n    path: {}\n", h.display());
+        }
+        if let Some((realm, bundle)) = &secured.token {
+            config += &format!(
+                "auth:\n  token:\n    realm: {realm}\n    service: hvsim-test\n    issuer: hvsim-test-issuer\n    rootcertbundle: {}\n",
+                bundle.display()
+            );
         }
         let file = dir.join("registry.yml");
         std::fs::write(&file, config).unwrap();
@@ -343,7 +352,7 @@ fn a_private_registry_is_reached_with_its_ca_and_the_docker_login() {
     sh("htpasswd -Bbn tester s3cret > htpasswd");
     let reg = Registry::start(
         d,
-        Secured { tls: Some((d.join("reg.pem"), d.join("reg.key"))), htpasswd: Some(d.join("htpasswd")) },
+        Secured { tls: Some((d.join("reg.pem"), d.join("reg.key"))), htpasswd: Some(d.join("htpasswd")), token: None },
     );
     let r = &reg.addr;
     std::fs::create_dir_all(d.join("certs")).unwrap();
@@ -406,6 +415,87 @@ fn a_private_registry_is_reached_with_its_ca_and_the_docker_login() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(v["image"]["id"], json!(id));
     assert_eq!(v["blobs_fetched"], json!(v["image"]["layers"].as_u64().unwrap() + 1));
+}
+
+/// Docker's token authentication, as Docker Hub, GHCR and Harbor use it:
+/// the registry (its `auth.token`) answers 401 with a bearer challenge
+/// naming a token service; hvsim asks that service for a pull token with
+/// the user's `docker login` credentials and pulls with the token. The
+/// token service is tests/tools/token_server.py (PyJWT); the registry
+/// checks each token's signature, issuer, audience, expiry and scope.
+#[test]
+fn a_registry_with_token_auth_is_pulled_from_with_a_bearer_token() {
+    if !tools_available() {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let has_jwt =
+        Command::new(python).args(["-c", "import jwt, cryptography"]).output().is_ok_and(|o| o.status.success());
+    if !has_jwt {
+        skipping("Debian's python3-jwt and python3-cryptography are not installed", false);
+        return;
+    }
+    let (id, layout) = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "token.key", "-out", "token.pem"])
+        .args(["-days", "2", "-subj", "/CN=hvsim-test-token"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "openssl: {}", String::from_utf8_lossy(&o.stderr));
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let issued = d.join("issued.log");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/token_server.py");
+    let mut tokens = Command::new(python)
+        .arg(&server)
+        .arg(port.to_string())
+        .args([d.join("token.key"), d.join("token.pem")])
+        .args(["tester:s3cret", "hvsim-test-issuer"])
+        .arg(&issued)
+        .stderr(std::fs::File::create(d.join("token-server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the token service did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let realm = format!("http://127.0.0.1:{port}/token");
+    let reg = Registry::start(d, Secured { token: Some((realm, d.join("token.pem"))), ..Secured::default() });
+    let r = &reg.addr;
+    push(
+        &format!("oci:{}", layout.display()),
+        &format!("{r}/team/redis:7"),
+        &["--dest-tls-verify=false", "--dest-creds", "tester:s3cret"],
+    );
+    std::fs::write(&issued, "").unwrap();
+
+    let cache = d.join("cache");
+    let reference = format!("{r}/team/redis:7");
+    let pull = |docker_config: &Path| {
+        hvsim_in(
+            &cache,
+            &["image", "pull", "--json", &reference, "--insecure-registry", r],
+            &[("DOCKER_CONFIG", docker_config)],
+        )
+    };
+    let nobody = d.join("nobody");
+    std::fs::create_dir_all(&nobody).unwrap();
+    let (code, _, stderr) = pull(&nobody);
+    one_line_error(code, &stderr, &["docker login"]);
+    let login = d.join("login");
+    std::fs::create_dir_all(&login).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode("tester:s3cret");
+    std::fs::write(login.join("config.json"), json!({"auths": {r.as_str(): {"auth": auth}}}).to_string()).unwrap();
+    let (code, v, stderr) = pull(&login);
+    let _ = tokens.kill();
+    let _ = tokens.wait();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(v["image"]["id"], json!(id));
+    let log = common::read(&issued);
+    assert!(log.lines().any(|l| l == "tester repository:team/redis:pull"), "a pull token was issued: {log:?}");
 }
 
 /// A compose project whose image is in a registry: `hvsim explore` pulls
