@@ -98,9 +98,14 @@ fn compose_mistakes_are_one_line_errors_before_anything_boots() {
     assert_eq!(out.status.code(), Some(1));
     assert!(err.contains("services.db.depends_on: no service \"cache\""), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // An image the store lacks is pulled (registry.rs, against a registry
+    // on loopback); with pulls forbidden, it is named before anything boots.
     std::fs::write(&file, "services:\n  db:\n    image: no-such-image:1\n").unwrap();
-    let err = String::from_utf8_lossy(&output(&["run", "--compose", file.to_str().unwrap()]).stderr).into_owned();
-    assert!(err.contains("no image \"no-such-image:1\" in the store"), "{err}");
+    let o = output(&["run", "--compose", file.to_str().unwrap(), "--pull", "never"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("image no-such-image:1 is not in the image store") && err.contains("--pull never"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // Fault plans name services; a name that is not one is refused.
     redis_image();
     std::fs::write(&file, "services:\n  db:\n    image: hvsim-test/redis:bookworm\n").unwrap();
