@@ -96,10 +96,10 @@ if [ "$mode" != quick ]; then
     # registry (the CNCF distribution registry), skopeo to push to it, and
     # htpasswd and openssl for its password and private CA (the registry
     # tests); Slurm and munge, for a cluster of one node (the scale
-    # tests). After the kernel, whose build installs its own packages (one
-    # apt at a time).
+    # tests); xmllint, which validates JUnit reports. After the kernel,
+    # whose build installs its own packages (one apt at a time).
     tools="shellcheck:shellcheck docker-registry:docker-registry skopeo:skopeo htpasswd:apache2-utils openssl:openssl
-      slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge"
+      slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge xmllint:libxml2-utils"
     missing=$(for t in $tools; do command -v "${t%%:*}" >/dev/null || echo "${t#*:}"; done)
     if [ -n "$missing" ]; then
       if [ "$(id -u)" = 0 ]; then

@@ -138,7 +138,11 @@ fn findings_against_a_baseline_say_new_ongoing_and_resolved_in_every_report_and_
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(report["changes"]["bugs"][0]["status"], "resolved");
     assert!(stderr.contains(&format!("{bug}: assertion failed: the vault stays closed (resolved")), "{stderr}");
-    // junit.xml: well-formed, the properties and the resolved bug as cases.
+    // junit.xml: valid as CI systems read it, the properties and the
+    // resolved bug as cases.
+    for run in [&run, &first] {
+        valid_junit(&run.join("junit.xml"));
+    }
     let junit = quick_junit::Report::deserialize_from_str(&read(&run.join("junit.xml"))).unwrap();
     let cases = &junit.test_suites[0].test_cases;
     let resolved = cases.iter().find(|c| c.name.as_str().starts_with(&bug)).expect("the resolved bug is a case");
@@ -162,6 +166,24 @@ fn findings_against_a_baseline_say_new_ongoing_and_resolved_in_every_report_and_
         stderr.contains("--baseline") && stderr.contains("no report.json there") && stderr.lines().count() == 1,
         "{stderr}"
     );
+}
+
+/// Checks `file` against the JUnit schema CI systems validate reports
+/// with (cli/tests/data/junit.xsd), with Debian's xmllint; and that the
+/// schema refuses a report they would (a test case without a name).
+fn valid_junit(file: &Path) {
+    let xsd = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/junit.xsd");
+    let check = |file: &Path| Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd).arg(file).output();
+    let o = match check(file) {
+        Ok(o) => o,
+        Err(e) => return common::skipping(&format!("xmllint is not installed (Debian's libxml2-utils): {e}"), false),
+    };
+    assert!(o.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let bad = file.with_file_name("junit-without-a-name.xml");
+    std::fs::write(&bad, r#"<testsuites><testsuite name="s" tests="1"><testcase/></testsuite></testsuites>"#).unwrap();
+    let o = check(&bad).unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("'name'"), "{o:?}");
+    std::fs::remove_file(&bad).unwrap();
 }
 
 /// The composite GitHub Action (examples/ci/github/action.yml): its

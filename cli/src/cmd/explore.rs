@@ -14,7 +14,7 @@ use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::manifest::Manifest;
-use hvsim_explorer::report::{github, Baseline, Report, RunDir, Status};
+use hvsim_explorer::report::{github, Baseline, Changes, Report, RunDir, Status};
 use hvsim_explorer::services::ServiceExit;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::winddown::Winddown;
@@ -517,8 +517,8 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         eprintln!("  why: {}", u.why);
     }
     let status = |id: &str| {
-        let found = report.changes.as_ref().and_then(|c| c.bugs.iter().find(|b| b.id == id));
-        found.map(|b| format!("{}, ", b.status.name())).unwrap_or_default()
+        let found = report.changes.as_ref().and_then(|c| c.status_of(id));
+        found.map(|s| format!("{}, ", s.name())).unwrap_or_default()
     };
     for b in &report.bugs {
         eprintln!(
@@ -531,7 +531,7 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
             b.replay_command
         );
     }
-    for b in report.changes.iter().flat_map(|c| &c.bugs).filter(|b| b.status == Status::Resolved) {
+    for b in report.changes.iter().flat_map(Changes::resolved) {
         eprintln!("  {}: {} (resolved: the baseline found it, this exploration did not)", b.id, b.summary);
     }
     for c in &report.claims {

@@ -82,6 +82,16 @@ impl Changes {
         self.bugs.iter().filter(|b| b.status == status).count()
     }
 
+    /// What became of the bug `id` since the baseline.
+    pub fn status_of(&self, id: &str) -> Option<Status> {
+        self.bugs.iter().find(|b| b.id == id).map(|b| b.status)
+    }
+
+    /// The baseline's bugs this exploration did not find.
+    pub fn resolved(&self) -> impl Iterator<Item = &BugChange> {
+        self.bugs.iter().filter(|b| b.status == Status::Resolved)
+    }
+
     /// One line: "2 new, 1 ongoing, 0 resolved bugs; 3 verdicts changed".
     pub fn describe(&self) -> String {
         format!(

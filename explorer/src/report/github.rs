@@ -16,8 +16,7 @@ pub fn active() -> bool {
 
 /// The annotations for `report`: one line per new bug.
 pub fn annotations(report: &Report) -> Vec<String> {
-    let new =
-        |id: &str| report.changes.as_ref().is_none_or(|c| c.bugs.iter().any(|b| b.id == id && b.status == Status::New));
+    let new = |id: &str| report.changes.as_ref().is_none_or(|c| c.status_of(id) == Some(Status::New));
     report
         .bugs
         .iter()
