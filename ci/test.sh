@@ -69,15 +69,15 @@ if "$clippy_driver" rustc --edition 2021 --crate-type lib --emit metadata --out-
   echo "ci/test.sh: clippy's driver let clippy::ptr_arg through; the lints would not stop a build" >&2
   exit 1
 fi
-# What the tests use is made in the background while clippy lints and the
-# tests build: the guest kernel (about 5 minutes the first time on a
-# machine), the Debian images the default suite runs (about a minute
-# each) and shellcheck for the example scripts. Each is a no-op when
-# cached and logs its progress (printed when it is done). The hvsim binary
-# that makes them is built first, alone, so that on a fresh machine the
-# kernel's build and the images' downloads overlap the rest; it runs from
-# a copy, which the tests' build cannot relink under it. The
-# first Linux test then measures itself, not the machine's set-up.
+# What the tests use is made in the background while the workspace
+# builds: the guest kernel (about 5 minutes the first time on a machine),
+# the Debian images the default suite runs (about a minute each) and the
+# Debian tools the tests call. Each is a no-op when cached and logs its
+# progress (printed when it is done). The hvsim binary that makes them is
+# built first, alone, so that on a fresh machine the kernel's build and
+# the images' downloads overlap the rest; it runs from a copy, which the
+# tests' build cannot relink under it. The first Linux test then measures
+# itself, not the machine's set-up.
 prep_log="$tmp/prepare.log"
 if [ "$mode" != quick ]; then
   cargo build --workspace --bin hvsim
