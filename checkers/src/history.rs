@@ -16,7 +16,7 @@
 //! is taken as `info`. A process that saw `info` may not invoke again (a
 //! client that lost track of an operation starts over as a new process).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,8 @@ pub enum Outcome {
     Ok,
     /// It may have happened, at any time after its invocation.
     Unknown,
+    /// It did not happen.
+    Failed,
 }
 
 /// An operation: an invocation and how it completed.
@@ -93,6 +95,7 @@ impl Op {
         let outcome = match self.outcome {
             Outcome::Ok => "",
             Outcome::Unknown => " (outcome unknown)",
+            Outcome::Failed => " (failed)",
         };
         format!("process {} {}{key} {}{outcome}, line {}", self.process, self.f, self.value, self.line)
     }
@@ -115,11 +118,16 @@ pub fn parse(text: &str) -> Result<Vec<Event>> {
 /// Pairs each invocation with its completion. Failed operations did not
 /// happen and are left out.
 pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
+    Ok(all_operations(events)?.into_iter().filter(|o| o.outcome != Outcome::Failed).collect())
+}
+
+/// Pairs each invocation with its completion, failed operations too (a
+/// transactional checker must know what a read should never have seen).
+pub fn all_operations(events: &[Event]) -> Result<Vec<Op>> {
     let mut ops: Vec<Op> = Vec::new();
     // Per process: its outstanding operation, or that it saw `info`.
     let mut open: HashMap<u64, usize> = HashMap::new();
     let mut crashed: HashMap<u64, usize> = HashMap::new();
-    let mut failed = HashSet::new();
     for (i, e) in events.iter().enumerate() {
         let line = e.line;
         if let Some(&at) = crashed.get(&e.process) {
@@ -173,9 +181,7 @@ pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
                             op.value = e.value.clone();
                         }
                     }
-                    EventType::Fail => {
-                        failed.insert(o);
-                    }
+                    EventType::Fail => op.outcome = Outcome::Failed,
                     _ => {
                         crashed.insert(e.process, line);
                     }
@@ -183,6 +189,5 @@ pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
             }
         }
     }
-    // Failed operations did not happen.
-    Ok(ops.into_iter().enumerate().filter(|(i, _)| !failed.contains(i)).map(|(_, o)| o).collect())
+    Ok(ops)
 }

@@ -15,6 +15,7 @@ use crate::history::{self, Event};
 use crate::linearizable::{self, Limits, Verdict};
 use crate::queue::{self, QueueKey, QueueVerdict};
 use crate::set::{self, SetKey, SetVerdict};
+use crate::txn::{self, Consistency, TxnModel, TxnVerdict, Validity};
 
 /// What a history's objects are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -26,6 +27,12 @@ pub enum ModelKind {
     Set,
     /// A queue per key: `enqueue`, `dequeue`, and a final `drain`.
     Queue,
+    /// Transactions appending to and reading lists: isolation anomalies.
+    #[serde(rename = "list-append")]
+    ListAppend,
+    /// Transactions writing and reading registers: isolation anomalies.
+    #[serde(rename = "rw-register")]
+    RwRegister,
 }
 
 impl ModelKind {
@@ -34,7 +41,33 @@ impl ModelKind {
             ModelKind::Register => "register",
             ModelKind::Set => "set",
             ModelKind::Queue => "queue",
+            ModelKind::ListAppend => "list-append",
+            ModelKind::RwRegister => "rw-register",
         }
+    }
+
+    /// Its transactional model, if it is one.
+    pub fn transactional(self) -> Option<TxnModel> {
+        match self {
+            ModelKind::ListAppend => Some(TxnModel::ListAppend),
+            ModelKind::RwRegister => Some(TxnModel::RwRegister),
+            ModelKind::Register | ModelKind::Set | ModelKind::Queue => None,
+        }
+    }
+}
+
+/// What a check is bounded by and held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// The linearizability search's bounds.
+    pub limits: Limits,
+    /// The model a transactional history must satisfy.
+    pub consistency: Consistency,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { limits: Limits::default(), consistency: Consistency::Serializable }
     }
 }
 
@@ -60,12 +93,16 @@ pub struct Judgement {
     pub anomalies: BTreeSet<String>,
 }
 
-/// Checks `events` against `model`; `limits` bound a linearizability search.
-pub fn judge(model: ModelKind, events: &[Event], limits: Limits) -> Result<Judgement> {
+/// Checks `events` against `model`.
+pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Judgement> {
     match model {
         ModelKind::Register => {
-            let v = linearizable::check(&history::operations(events)?, limits)?;
+            let v = linearizable::check(&history::operations(events)?, options.limits)?;
             Ok(register(&v))
+        }
+        ModelKind::ListAppend | ModelKind::RwRegister => {
+            let model = model.transactional().expect("a transactional model");
+            Ok(transactional(&txn::check(model, events, options.consistency)?))
         }
         ModelKind::Set => Ok(set(&set::check(events)?)),
         ModelKind::Queue => Ok(queue(&queue::check(events)?)),
@@ -97,6 +134,19 @@ fn register(v: &Verdict) -> Judgement {
         ),
     };
     Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+fn transactional(v: &TxnVerdict) -> Judgement {
+    let status = match v.verdict {
+        Validity::Valid => Status::Valid,
+        Validity::Invalid => Status::Invalid,
+    };
+    Judgement {
+        status,
+        summary: v.summary(),
+        verdict: serde_json::to_value(v).expect("verdicts serialize"),
+        anomalies: v.violations().into_iter().map(|a| a.name().to_owned()).collect(),
+    }
 }
 
 /// `what key value` for each value.
@@ -174,7 +224,7 @@ mod tests {
     use crate::history::parse;
 
     fn judged(model: ModelKind, lines: &[&str]) -> Judgement {
-        judge(model, &parse(&lines.join("\n")).unwrap(), Limits::default()).unwrap()
+        judge(model, &parse(&lines.join("\n")).unwrap(), Options::default()).unwrap()
     }
 
     #[test]

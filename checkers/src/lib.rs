@@ -13,6 +13,8 @@
 //!   enqueue dequeued exactly once);
 //! - [`judge`]: one verdict over every model (valid, invalid, undecided),
 //!   with the anomalies named;
+//! - [`txn`]: transactions (list-append, read-write registers), checked
+//!   for isolation anomalies as Elle checks them;
 //! - [`shrink`]: the smallest violating sub-history (delta debugging);
 //! - [`generate`]: histories of real registers, for benchmarks and tests.
 //!
@@ -28,9 +30,10 @@ pub mod model;
 pub mod queue;
 pub mod set;
 pub mod shrink;
+pub mod txn;
 
 pub use error::{Error, Result};
-pub use judge::{judge, Judgement, ModelKind, Status};
+pub use judge::{judge, Judgement, ModelKind, Options, Status};
 pub use linearizable::{check, Limits, Verdict};
 
 /// The limits the `history` fuzz target checks with: small, so that each

@@ -17,8 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Event, EventType};
-use crate::judge::{judge, ModelKind, Status};
-use crate::linearizable::Limits;
+use crate::judge::{judge, ModelKind, Options, Status};
 
 /// A sub-history, and what finding it took.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -62,7 +61,7 @@ pub fn shrink(
     model: ModelKind,
     events: &[Event],
     anomalies: &BTreeSet<String>,
-    limits: Limits,
+    options: Options,
     max_checks: u32,
 ) -> Shrunk {
     assert!(!anomalies.is_empty(), "shrinking a history with nothing wrong");
@@ -83,7 +82,9 @@ pub fn shrink(
         if model == ModelKind::Register && !reads_are_written(&sub) {
             return Some(false);
         }
-        Some(judge(model, &sub, limits).is_ok_and(|j| j.status == Status::Invalid && anomalies.is_subset(&j.anomalies)))
+        Some(
+            judge(model, &sub, options).is_ok_and(|j| j.status == Status::Invalid && anomalies.is_subset(&j.anomalies)),
+        )
     };
     let (kept, minimal) = ddmin((0..count).collect(), &mut still_fails);
     Shrunk { events: sub_history(&kept), operations: count, kept: kept.len(), checks, minimal }
@@ -189,9 +190,9 @@ mod tests {
             }
         }
         let events = parse(&lines.join("\n")).unwrap();
-        let j = judge(ModelKind::Register, &events, Limits::default()).unwrap();
+        let j = judge(ModelKind::Register, &events, Options::default()).unwrap();
         assert_eq!(j.status, Status::Invalid, "{}", j.summary);
-        let s = shrink(ModelKind::Register, &events, &j.anomalies, Limits::default(), 1000);
+        let s = shrink(ModelKind::Register, &events, &j.anomalies, Options::default(), 1000);
         assert!(s.minimal);
         let kept: Vec<(String, serde_json::Value)> =
             s.events.iter().filter(|e| e.kind == EventType::Ok).map(|e| (e.f.clone(), e.value.clone())).collect();
@@ -212,8 +213,8 @@ mod tests {
         lines.push(r#"{"process":9,"type":"invoke","f":"read"}"#.into());
         lines.push(format!(r#"{{"process":9,"type":"ok","f":"read","value":{read:?}}}"#));
         let events = parse(&lines.join("\n")).unwrap();
-        let j = judge(ModelKind::Set, &events, Limits::default()).unwrap();
-        let s = shrink(ModelKind::Set, &events, &j.anomalies, Limits::default(), 1000);
+        let j = judge(ModelKind::Set, &events, Options::default()).unwrap();
+        let s = shrink(ModelKind::Set, &events, &j.anomalies, Options::default(), 1000);
         assert!(s.minimal);
         let fs: Vec<(&str, &serde_json::Value)> = s.events.iter().map(|e| (e.f.as_str(), &e.value)).collect();
         assert_eq!(fs.len(), 4, "{fs:?}");

@@ -17,6 +17,7 @@ pub fn all() -> Vec<Entry> {
         entry::<cmd::retest::RetestReport>(),
         entry::<cmd::debug::DebugLine>(),
         entry::<cmd::check::CheckReport>(),
+        entry::<cmd::check::TxnHistoryLine>(),
         entry::<cmd::doctor::DoctorReport>(),
         entry::<cmd::snapshot::SnapshotInfo>(),
         entry::<cmd::diff_log::LogDiff>(),

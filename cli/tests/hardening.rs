@@ -336,3 +336,45 @@ fn set_and_queue_histories_are_checked_with_what_went_missing() {
     let e = one_line_error(&["check", &lost, "--model", "queue"], 1);
     assert!(e.contains("lost.jsonl") && e.contains("line 1") && e.contains("not `add`"), "{e}");
 }
+
+/// `hvsim check --model list-append|rw-register --consistency MODEL`: a
+/// write skew is not serializable (exit 6, the cycle in the JSON) and is
+/// snapshot isolation (exit 0); `--consistency` on a model without
+/// transactions, or a model hvsim does not know, is one line.
+#[test]
+fn transactional_histories_are_checked_against_the_isolation_level_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let skew = dir.path().join("skew.jsonl");
+    std::fs::write(
+        &skew,
+        [
+            r#"{"process":0,"type":"invoke","f":"txn","value":[["r","x",null],["r","y",null],["append","x",1]]}"#,
+            r#"{"process":1,"type":"invoke","f":"txn","value":[["r","x",null],["r","y",null],["append","y",2]]}"#,
+            r#"{"process":0,"type":"ok","f":"txn","value":[["r","x",[]],["r","y",[]],["append","x",1]]}"#,
+            r#"{"process":1,"type":"ok","f":"txn","value":[["r","x",[]],["r","y",[]],["append","y",2]]}"#,
+            r#"{"process":2,"type":"invoke","f":"txn","value":[["r","x",null],["r","y",null]]}"#,
+            r#"{"process":2,"type":"ok","f":"txn","value":[["r","x",[1]],["r","y",[2]]]}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let skew = skew.to_str().unwrap();
+    let o = output(&["check", skew, "--model", "list-append"]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(6), "{said}");
+    assert!(said.contains("NOT serializable: 3 transactions (3 ok, 0 info, 0 failed); G2-item (1)"), "{said}");
+    assert!(said.contains("consistent with snapshot-isolation"), "{said}");
+    let o = output(&["check", skew, "--model", "list-append", "--consistency", "snapshot-isolation", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((o.status.code(), v["verdict"].as_str()), (Some(0), Some("valid")), "{v}");
+    assert_eq!(v["anomalies"][0]["what"], "T0 -rw-> T1 -rw-> T0");
+    let e = one_line_error(&["check", skew, "--model", "set", "--consistency", "snapshot-isolation"], 1);
+    assert!(e.contains("--consistency is for transactional models"), "{e}");
+    let o = output(&["check", skew, "--model", "rw-register"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("skew.jsonl: line 3: micro-operation [\"r\",\"x\",[]]: a value is"), "{e}");
+    let o = output(&["check", skew, "--model", "list-append", "--consistency", "linearizable"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown consistency model \"linearizable\""));
+}

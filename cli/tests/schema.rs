@@ -10,7 +10,7 @@ use std::path::Path;
 use common::output;
 use serde_json::Value;
 
-const DOCUMENTS: [(&str, &str); 23] = [
+const DOCUMENTS: [(&str, &str); 24] = [
     ("report", "hvsim-report-v1"),
     ("bug", "hvsim-bug-v1"),
     ("summary", "hvsim-summary-v1"),
@@ -20,6 +20,7 @@ const DOCUMENTS: [(&str, &str); 23] = [
     ("retest", "hvsim-retest-v1"),
     ("debug-line", "hvsim-debug-line-v1"),
     ("check", "hvsim-check-v1"),
+    ("txn-history", "hvsim-txn-history-v1"),
     ("doctor", "hvsim-doctor-v1"),
     ("snapshot-info", "hvsim-snapshot-info-v1"),
     ("diff-log", "hvsim-diff-log-v1"),

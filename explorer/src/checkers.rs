@@ -8,7 +8,8 @@
 
 use hvsim_checkers::history::Event;
 use hvsim_checkers::shrink::{self, Shrunk};
-use hvsim_checkers::{judge, Judgement, Limits, ModelKind, Status};
+use hvsim_checkers::txn::Consistency;
+use hvsim_checkers::{judge, Judgement, Limits, ModelKind, Options, Status};
 use hvsim_vmm::machine::Message;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,16 @@ pub struct CheckerSpec {
     /// events without one.
     #[serde(default)]
     pub history: Option<String>,
+    /// The isolation level a transactional model's history must keep
+    /// (`serializable` if not given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<Consistency>,
+}
+
+impl CheckerSpec {
+    fn options(&self) -> Options {
+        Options { limits: LIMITS, consistency: self.consistency.unwrap_or(Options::default().consistency) }
+    }
 }
 
 /// How far a linearizability search may go on one key at a timeline's
@@ -62,7 +73,7 @@ pub fn run(specs: &[CheckerSpec], histories: &Histories) -> (Vec<Checked>, Optio
     for spec in specs {
         let Some(events) = histories.get(&spec.history).filter(|e| !e.is_empty()) else { continue };
         let operations = events.iter().filter(|e| e.kind == hvsim_checkers::history::EventType::Invoke).count();
-        let judged = judge(spec.model, events, LIMITS);
+        let judged = judge(spec.model, events, spec.options());
         let status = judged.as_ref().map(|j| j.status).map_err(ToString::to_string);
         checked.push(Checked { checker: spec.name.clone(), status, operations: operations as u64 });
         match judged {
@@ -101,8 +112,13 @@ impl Violation {
     /// Shrinks the history to the smallest sub-history found that shows
     /// the same anomalies (`hvsim_checkers::shrink`).
     pub fn finding(&self) -> HistoryFinding {
-        let mut shrunk =
-            shrink::shrink(self.spec.model, &self.events, &self.judgement.anomalies, LIMITS, SHRINK_CHECKS);
+        let mut shrunk = shrink::shrink(
+            self.spec.model,
+            &self.events,
+            &self.judgement.anomalies,
+            self.spec.options(),
+            SHRINK_CHECKS,
+        );
         HistoryFinding {
             checker: self.spec.clone(),
             verdict: self.judgement.verdict.clone(),

@@ -845,7 +845,7 @@ mod tests {
     }
 
     fn set_spec() -> CheckerSpec {
-        CheckerSpec { name: "set".into(), model: hvsim_checkers::ModelKind::Set, history: None }
+        CheckerSpec { name: "set".into(), model: hvsim_checkers::ModelKind::Set, history: None, consistency: None }
     }
 
     fn judged(

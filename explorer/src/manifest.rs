@@ -5,7 +5,9 @@
 //!
 //! ```toml
 //! [[checker]]
-//! model = "set"          # register, set or queue
+//! model = "set"          # register, set, queue, list-append or rw-register
+//! consistency = "serializable" # list-append and rw-register: the isolation
+//!                        # level the history must keep (default serializable)
 //! history = "elements"   # optional: the events whose `history` is this
 //! name = "elements"      # optional: default the model, and the history
 //!
@@ -21,6 +23,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use hvsim_checkers::txn::Consistency;
 use hvsim_checkers::ModelKind;
 use serde::Deserialize;
 
@@ -65,6 +68,7 @@ struct Entry {
     name: Option<String>,
     model: ModelKind,
     history: Option<String>,
+    consistency: Option<Consistency>,
 }
 
 impl Manifest {
@@ -94,7 +98,13 @@ impl Manifest {
             if !names.insert(name.clone()) {
                 return Err(format!("two checkers are named {name:?}: give each its own `name`"));
             }
-            checkers.push(CheckerSpec { name, model: e.model, history: e.history });
+            if e.consistency.is_some() && e.model.transactional().is_none() {
+                return Err(format!(
+                    "checker {name:?}: `consistency` is for transactional models (list-append, rw-register), not {}",
+                    e.model.name()
+                ));
+            }
+            checkers.push(CheckerSpec { name, model: e.model, history: e.history, consistency: e.consistency });
         }
         let mut ids = BTreeSet::new();
         let mut claims = Vec::new();
@@ -153,6 +163,13 @@ mod tests {
         assert_eq!(m.checkers[1].history.as_deref(), Some("r"));
         let e = Manifest::parse("[[checker]]\nmodel = \"set\"\n[[checker]]\nmodel = \"set\"\n").unwrap_err();
         assert!(e.contains("two checkers are named \"set\""), "{e}");
+        let m =
+            Manifest::parse("[[checker]]\nmodel = \"list-append\"\nconsistency = \"snapshot-isolation\"\n").unwrap();
+        assert_eq!(m.checkers[0].consistency, Some(hvsim_checkers::txn::Consistency::SnapshotIsolation));
+        let e = Manifest::parse("[[checker]]\nmodel = \"set\"\nconsistency = \"serializable\"\n").unwrap_err();
+        assert!(e.contains("`consistency` is for transactional models"), "{e}");
+        let e = Manifest::parse("[[checker]]\nmodel = \"rw-register\"\nconsistency = \"linearizable\"\n").unwrap_err();
+        assert!(e.contains("unknown variant `linearizable`"), "{e}");
         let e = Manifest::parse("[[checker]]\nmodel = \"graph\"\n").unwrap_err();
         assert!(e.contains("unknown variant `graph`"), "{e}");
         let e = Manifest::parse("[[checkers]]\nmodel = \"set\"\n").unwrap_err();

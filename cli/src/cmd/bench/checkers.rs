@@ -1,7 +1,11 @@
 //! `hvsim bench checkers`: the linearizability checker on generated
 //! histories of real registers (always linearizable: the search must
 //! explore to the end), against the plain search in the same run: the
-//! history as one object (not split by key) and no memo.
+//! history as one object (not split by key) and no memo. Then the
+//! transactional checker on list-append and rw-register histories of a
+//! simulated serializable store (10k and 100k transactions), clean and with
+//! one write skew injected, side by side with the register search on a
+//! key-value history of as many operations.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -11,6 +15,8 @@ use anyhow::Result;
 use hvsim_checkers::generate::{history, Object};
 use hvsim_checkers::history::{operations, parse};
 use hvsim_checkers::linearizable::{check_costed, check_whole, Cost, Limits, Verdict};
+use hvsim_checkers::txn::generate::{self as txn_generate, Shape, Store};
+use hvsim_checkers::txn::{self, Consistency, TxnModel};
 
 /// One search's result: wall milliseconds, its cost, its verdict's name.
 fn measure(f: impl FnOnce() -> hvsim_checkers::Result<(Verdict, Cost)>) -> Result<(f64, Cost, &'static str)> {
@@ -57,10 +63,12 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
             })
         })
         .collect();
+    let transactional = transactional(steps)?;
     if json {
-        print_report(
-            serde_json::json!({"benchmark": "checkers", "step_limit": steps, "rows": rows, "growth": growth}),
-        )?;
+        print_report(serde_json::json!({
+            "benchmark": "checkers", "step_limit": steps, "rows": rows, "growth": growth,
+            "transactional": transactional,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("linearizability of generated histories (real registers: all linearizable), step limit {steps}:");
@@ -90,5 +98,67 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
             g["ms_10k_over_1k"].as_f64().unwrap_or_default()
         );
     }
+    println!(
+        "transactional histories of a simulated serializable store (8 processes, 8 keys at a time, 32 writes a key):"
+    );
+    println!("  baseline: the register search on a key-value history of as many operations, 5 clients");
+    println!("  model       |    txns | parse ms | check ms | edges   | clean | +write skew ms | found    | register ms | register verdict | check/register");
+    for r in &transactional {
+        println!(
+            "  {:<11} | {:>7} | {:>8.0} | {:>8.0} | {:>7} | {:<5} | {:>13.0} | {:<8} | {:>11.0} | {:<16} | {:>6.2}",
+            r["model"].as_str().unwrap_or_default(),
+            r["transactions"],
+            r["parse_ms"].as_f64().unwrap_or_default(),
+            r["check_ms"].as_f64().unwrap_or_default(),
+            r["edges"],
+            r["clean"],
+            r["skew_ms"].as_f64().unwrap_or_default(),
+            r["skew_found"].as_str().unwrap_or_default(),
+            r["register_ms"].as_f64().unwrap_or_default(),
+            r["register_verdict"].as_str().unwrap_or_default(),
+            r["check_over_register"].as_f64().unwrap_or_default(),
+        );
+    }
+    for pair in transactional.chunks(2) {
+        let ratio = pair[1]["check_ms"].as_f64().unwrap_or(0.0) / pair[0]["check_ms"].as_f64().unwrap_or(1.0).max(1e-6);
+        println!(
+            "  growth, {} 10k -> 100k transactions (check time): x{ratio:.1}",
+            pair[0]["model"].as_str().unwrap_or_default()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The transactional checker's rows: per model, 10k and 100k transactions.
+fn transactional(steps: u64) -> Result<Vec<serde_json::Value>> {
+    let mut rows = Vec::new();
+    for model in [TxnModel::ListAppend, TxnModel::RwRegister] {
+        for n in [10_000, 100_000] {
+            let events = txn_generate::history(model, Store::Serializable, Shape::new(n), 1);
+            let text: String =
+                events.iter().map(|e| serde_json::to_string(e).map(|l| l + "\n")).collect::<Result<_, _>>()?;
+            let t = Instant::now();
+            let events = parse(&text)?;
+            let parse_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let clean = txn::check(model, &events, Consistency::StrictSerializable)?;
+            let check_ms = t.elapsed().as_secs_f64() * 1e3;
+            let skewed = txn_generate::with_write_skew(model, events);
+            let t = Instant::now();
+            let skew = txn::check(model, &skewed, Consistency::Serializable)?;
+            let skew_ms = t.elapsed().as_secs_f64() * 1e3;
+            let found: Vec<&str> = skew.found.keys().map(|a| a.name()).collect();
+            let register = operations(&parse(&history(Object::Map, n, 5, 1))?)?;
+            let (register_ms, _, register_verdict) =
+                measure(|| check_costed(&register, Limits { steps, ..Limits::default() }))?;
+            rows.push(serde_json::json!({
+                "model": model.name(), "transactions": n, "parse_ms": parse_ms, "check_ms": check_ms,
+                "edges": clean.edges, "clean": clean.found.is_empty(),
+                "skew_ms": skew_ms, "skew_found": found.join(","),
+                "register_ms": register_ms, "register_verdict": register_verdict,
+                "check_over_register": check_ms / register_ms.max(1e-6),
+            }));
+        }
+    }
+    Ok(rows)
 }

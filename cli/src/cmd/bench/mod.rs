@@ -122,7 +122,9 @@ enum What {
     },
     /// The linearizability checker on generated register, compare-and-set
     /// and key-value histories (1k and 10k operations, 5 and 20 clients)
-    /// against the plain search (one object, no memo), time and memo size.
+    /// against the plain search (one object, no memo), time and memo size;
+    /// the transactional checker on list-append and rw-register histories
+    /// of 10k and 100k transactions.
     Checkers {
         /// Steps each search may take before it answers "undecided".
         #[arg(long, default_value = "2000000", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
