@@ -127,8 +127,9 @@ pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{operations, parse};
+    use crate::history::parse;
     use crate::linearizable::{check, check_whole, Limits, Verdict};
+    use crate::model::operations;
 
     #[test]
     fn generated_histories_are_linearizable_split_or_whole_memoized_or_not() {

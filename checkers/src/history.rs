@@ -181,7 +181,10 @@ pub fn all_operations(events: &[Event]) -> Result<Vec<Op>> {
                             op.value = e.value.clone();
                         }
                     }
-                    EventType::Fail => op.outcome = Outcome::Failed,
+                    EventType::Fail => {
+                        op.completed = Some(i);
+                        op.outcome = Outcome::Failed;
+                    }
                     _ => {
                         crashed.insert(e.process, line);
                     }

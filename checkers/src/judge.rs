@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::history::{self, Event};
+use crate::history::Event;
 use crate::linearizable::{self, Limits, Verdict};
+use crate::model;
 use crate::queue::{self, QueueKey, QueueVerdict};
 use crate::set::{self, SetKey, SetVerdict};
 use crate::txn::{self, Consistency, TxnModel, TxnVerdict, Validity};
@@ -97,7 +98,7 @@ pub struct Judgement {
 pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Judgement> {
     match model {
         ModelKind::Register => {
-            let v = linearizable::check(&history::operations(events)?, options.limits)?;
+            let v = linearizable::check(&model::operations(events)?, options.limits)?;
             Ok(register(&v))
         }
         ModelKind::ListAppend | ModelKind::RwRegister => {

@@ -38,12 +38,12 @@ pub use linearizable::{check, Limits, Verdict};
 
 /// The limits the `history` fuzz target checks with: small, so that each
 /// input takes milliseconds.
-pub const FUZZ_LIMITS: Limits = Limits { memo: true, steps: 20_000, memo_bytes: 1 << 20 };
+pub const FUZZ_LIMITS: Limits = Limits { memo: true, steps: 20_000, memo_bytes: 1 << 20, time: None };
 
 /// Parses a history and checks it for linearizability.
 pub fn check_text(text: &str, limits: Limits) -> Result<Verdict> {
     let events = history::parse(text)?;
-    check(&history::operations(&events)?, limits)
+    check(&model::operations(&events)?, limits)
 }
 
 #[cfg(test)]

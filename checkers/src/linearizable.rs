@@ -14,6 +14,7 @@
 //! key is checked on its own.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -53,8 +54,12 @@ pub struct Limits {
     /// Lowe's memo of (placed set, state) pairs; off only to measure what
     /// it saves (`hvsim bench checkers`).
     pub memo: bool,
-    /// Steps (default 10,000,000).
+    /// Steps (default 10,000,000): a bound that gives the same answer on
+    /// every machine, as a timeline's checks must.
     pub steps: u64,
+    /// Wall time for the whole check (default none): `hvsim check
+    /// --time`, for a person waiting on one history.
+    pub time: Option<std::time::Duration>,
     /// Bytes its memo of (placed set, register) pairs may hold (default
     /// 1 GiB): a long history's placed sets are long, and the memo must not
     /// take the host's memory.
@@ -63,7 +68,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { memo: true, steps: 10_000_000, memo_bytes: 1 << 30 }
+        Limits { memo: true, steps: 10_000_000, memo_bytes: 1 << 30, time: None }
     }
 }
 
@@ -79,24 +84,56 @@ pub fn check(ops: &[Op], limits: Limits) -> Result<Verdict> {
     check_costed(ops, limits).map(|(v, _)| v)
 }
 
-/// [`check`], and what it cost.
+/// [`check`], and what it cost. Keys are searched in rounds of growing
+/// step budgets (100,000 steps, then four times as many, up to the limit),
+/// so that a key whose search runs long does not hide another key's
+/// violation, which is the answer as soon as one is found (Porcupine checks
+/// keys in parallel for the same reason). The rounds repeat work a whole
+/// search would not, at most a third more.
 pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
     let mut cost = Cost::default();
     let mut by_key: BTreeMap<Option<String>, Vec<&Op>> = BTreeMap::new();
     for op in ops {
         by_key.entry(op.key.clone()).or_default().push(op);
     }
-    for (key, ops) in &by_key {
+    let keys = by_key.len();
+    let mut pending = Vec::new();
+    for (key, ops) in by_key {
         let model_ops = ops.iter().map(|op| RegisterOp::of(op)).collect::<Result<Vec<_>>>()?;
-        let (found, c) = search(ops, &model_ops, Register::empty(), limits);
-        cost.steps += c.steps;
-        cost.memo_bytes += c.memo_bytes;
-        if let Some(v) = verdict(found, key.clone(), ops) {
-            return Ok((v, cost));
-        }
+        pending.push((key, ops, model_ops));
     }
-    Ok((Verdict::Linearizable { operations: ops.len(), keys: by_key.len() }, cost))
+    let deadline = limits.time.map(|t| Instant::now() + t);
+    let mut budget = if pending.len() == 1 { limits.steps } else { FIRST_ROUND.min(limits.steps) };
+    let mut undecided = None;
+    while !pending.is_empty() {
+        let mut next = Vec::new();
+        for (key, ops, model_ops) in pending {
+            let round = Limits { steps: budget, ..limits };
+            let (found, c) = search(&ops, &model_ops, Register::empty(), round, deadline);
+            cost.steps += c.steps;
+            cost.memo_bytes = cost.memo_bytes.max(c.memo_bytes);
+            match found {
+                Search::GaveUp { why: STEP_LIMIT, .. } if budget < limits.steps => next.push((key, ops, model_ops)),
+                found => match verdict(found, key, &ops) {
+                    Some(v @ Verdict::NotLinearizable { .. }) => return Ok((v, cost)),
+                    Some(v) => {
+                        undecided.get_or_insert(v);
+                    }
+                    None => {}
+                },
+            }
+        }
+        // One key left: nothing else to find a violation in first.
+        budget = if next.len() == 1 { limits.steps } else { budget.saturating_mul(4).min(limits.steps) };
+        pending = next;
+    }
+    Ok((undecided.unwrap_or(Verdict::Linearizable { operations: ops.len(), keys }), cost))
 }
+
+/// The first round's step budget per key.
+const FIRST_ROUND: u64 = 100_000;
+
+const STEP_LIMIT: &str = "the step limit";
 
 /// The plain search, for comparison: the whole history as one object (a
 /// map of registers, not split by key), with or without the memo as
@@ -104,7 +141,7 @@ pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
 pub fn check_whole(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
     let refs: Vec<&Op> = ops.iter().collect();
     let model_ops = ops.iter().map(|op| Ok((op.key.clone(), RegisterOp::of(op)?))).collect::<Result<Vec<_>>>()?;
-    let (found, cost) = search(&refs, &model_ops, Map::default(), limits);
+    let (found, cost) = search(&refs, &model_ops, Map::default(), limits, limits.time.map(|t| Instant::now() + t));
     let keys = ops.iter().map(|op| &op.key).collect::<HashSet<_>>().len();
     Ok((verdict(found, None, &refs).unwrap_or(Verdict::Linearizable { operations: ops.len(), keys }), cost))
 }
@@ -235,7 +272,13 @@ impl Placed {
     }
 }
 
-fn search<M: Model>(ops: &[&Op], model_ops: &[M::Op], initial: M, limits: Limits) -> (Search, Cost) {
+fn search<M: Model>(
+    ops: &[&Op],
+    model_ops: &[M::Op],
+    initial: M,
+    limits: Limits,
+    deadline: Option<Instant>,
+) -> (Search, Cost) {
     let mut list = List::new::<M>(ops, model_ops);
     let mut placed = Placed { bits: vec![0u64; ops.len().div_ceil(64)], hash: 0 };
     // Lowe's memo: (hash of the placed set, state) -> the placed sets seen
@@ -252,7 +295,10 @@ fn search<M: Model>(ops: &[&Op], model_ops: &[M::Op], initial: M, limits: Limits
     while list.first() != END {
         steps += 1;
         if steps > limits.steps {
-            return (Search::GaveUp { steps: limits.steps, why: "the step limit" }, cost(limits.steps, memo_bytes));
+            return (Search::GaveUp { steps: limits.steps, why: STEP_LIMIT }, cost(limits.steps, memo_bytes));
+        }
+        if steps % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return (Search::GaveUp { steps, why: "the time limit" }, cost(steps, memo_bytes));
         }
         debug_assert!(entry != END, "a completion always comes before the list's end");
         let e = list.0[entry];

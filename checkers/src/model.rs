@@ -2,32 +2,46 @@
 
 use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::rc::Rc;
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::history::Op;
+use crate::history::{self, Event, Op, Outcome};
 
-/// A read-write register with compare-and-set, starting empty (`null`).
+/// A read-write register with compare-and-set, starting empty (`null`),
+/// which also answers a key-value store's operations (Jepsen's and
+/// Porcupine's: `get`, `put`, `append`).
 ///
-/// - `write v`: the register holds `v`;
-/// - `read`: completes with the value held (`null` if none);
+/// - `write v` (`put v`): the register holds `v`;
+/// - `read` (`get`): completes with the value held (`null` if none; a
+///   `get` of a key never written answers `""`, as a key-value store's
+///   missing key does);
+/// - `append s`: the register holds its string (`""` if none) followed by
+///   `s`;
 /// - `cas [expected, new]`: if the register holds `expected` it holds
-///   `new` (a cas that found another value completes `fail` and did not
-///   happen).
+///   `new`. A cas that completes `fail` found another value: the register
+///   did not hold `expected` at some instant of the call (an observation,
+///   not an operation that never happened).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Register(pub String);
+pub struct Register(pub Rc<str>);
 
 /// An operation as the register sees it, values in canonical JSON.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RegisterOp {
-    Read(String),
-    Write(String),
-    Cas(String, String),
+    Read(Rc<str>),
+    Get(Rc<str>),
+    Write(Rc<str>),
+    Append(String),
+    Cas(Rc<str>, Rc<str>),
+    /// A cas that found another value than this.
+    CasFailed(Rc<str>),
 }
 
-fn canonical(v: &Value) -> String {
-    v.to_string()
+/// Values are compared as canonical JSON, shared: a step that keeps or
+/// writes a value copies a pointer, not the string.
+fn canonical(v: &Value) -> Rc<str> {
+    v.to_string().into()
 }
 
 impl RegisterOp {
@@ -35,14 +49,31 @@ impl RegisterOp {
         let bad = |detail: String| Error::Model { line: op.line, detail };
         Ok(match op.f.as_str() {
             "read" => RegisterOp::Read(canonical(&op.value)),
-            "write" => RegisterOp::Write(canonical(&op.value)),
-            "cas" => match op.value.as_array().map(Vec::as_slice) {
-                Some([expected, new]) => RegisterOp::Cas(canonical(expected), canonical(new)),
+            "get" => RegisterOp::Get(canonical(&op.value)),
+            "write" | "put" => RegisterOp::Write(canonical(&op.value)),
+            "append" => match &op.value {
+                Value::String(s) => RegisterOp::Append(s.clone()),
+                v => return Err(bad(format!("an append's value is a string, not {v}"))),
+            },
+            "cas" => match (op.value.as_array().map(Vec::as_slice), op.outcome) {
+                (Some([expected, _]), Outcome::Failed) => RegisterOp::CasFailed(canonical(expected)),
+                (Some([expected, new]), _) => RegisterOp::Cas(canonical(expected), canonical(new)),
                 _ => return Err(bad(format!("a cas's value is [expected, new], not {}", op.value))),
             },
-            f => return Err(bad(format!("a register knows read, write and cas, not `{f}`"))),
+            f => {
+                return Err(bad(format!("a register knows read, write, cas, get, put and append, not `{f}`")));
+            }
         })
     }
+}
+
+/// The operations a register search places: failed ones did not happen,
+/// except a cas, whose failure is what it saw.
+pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
+    Ok(history::all_operations(events)?
+        .into_iter()
+        .filter(|op| op.outcome != Outcome::Failed || op.f == "cas")
+        .collect())
 }
 
 impl Register {
@@ -52,10 +83,17 @@ impl Register {
 
     /// The register after `op`, if a correct register could have done it.
     pub fn step(&self, op: &RegisterOp) -> Option<Register> {
+        let empty = &*self.0 == "null";
         match op {
             RegisterOp::Read(v) => (*v == self.0).then(|| self.clone()),
+            RegisterOp::Get(v) => (*v == self.0 || (empty && &**v == "\"\"")).then(|| self.clone()),
             RegisterOp::Write(v) => Some(Register(v.clone())),
+            RegisterOp::Append(s) => {
+                let held = if empty { String::new() } else { serde_json::from_str::<String>(&self.0).ok()? };
+                Some(Register(canonical(&Value::String(held + s))))
+            }
             RegisterOp::Cas(expected, new) => (*expected == self.0).then(|| Register(new.clone())),
+            RegisterOp::CasFailed(expected) => (*expected != self.0).then(|| self.clone()),
         }
     }
 }
@@ -80,7 +118,7 @@ impl Model for Register {
     }
 
     fn is_read(op: &RegisterOp) -> bool {
-        matches!(op, RegisterOp::Read(_))
+        matches!(op, RegisterOp::Read(_) | RegisterOp::Get(_) | RegisterOp::CasFailed(_))
     }
 
     fn bytes(&self) -> usize {
@@ -106,7 +144,7 @@ impl Model for Map {
     }
 
     fn is_read((_, op): &Self::Op) -> bool {
-        matches!(op, RegisterOp::Read(_))
+        Register::is_read(op)
     }
 
     fn bytes(&self) -> usize {

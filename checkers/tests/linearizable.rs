@@ -109,6 +109,9 @@ fn a_search_out_of_steps_says_unknown() {
     assert_eq!(v, Verdict::Unknown { key: None, steps: 1000, why: "the step limit".into() });
     let v = check_text(&lines.join("\n"), Limits { memo_bytes: 10_000, ..Limits::default() }).unwrap();
     assert!(matches!(&v, Verdict::Unknown { why, .. } if why == "the memory limit"), "{v:?}");
+    let no_time = Limits { time: Some(std::time::Duration::ZERO), ..Limits::default() };
+    let v = check_text(&lines.join("\n"), no_time).unwrap();
+    assert!(matches!(&v, Verdict::Unknown { why, steps, .. } if why == "the time limit" && *steps == 4096), "{v:?}");
     assert!(matches!(check_text(&lines.join("\n"), Limits::default()).unwrap(), Verdict::NotLinearizable { .. }));
 }
 

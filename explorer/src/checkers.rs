@@ -41,7 +41,7 @@ impl CheckerSpec {
 
 /// How far a linearizability search may go on one key at a timeline's
 /// end; beyond it the verdict is "undecided", never a guess.
-pub const LIMITS: Limits = Limits { memo: true, steps: 10_000_000, memo_bytes: 1 << 28 };
+pub const LIMITS: Limits = Limits { memo: true, steps: 10_000_000, memo_bytes: 1 << 28, time: None };
 
 /// Candidate sub-histories the shrinker may check for one new bug.
 const SHRINK_CHECKS: u32 = 2_000;

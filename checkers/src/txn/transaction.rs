@@ -149,8 +149,8 @@ pub fn transactions(model: TxnModel, events: &[Event]) -> Result<Vec<Txn>> {
     history::all_operations(events)?
         .into_iter()
         .map(|op| {
-            // A completed transaction's micro-operations are its completion's.
-            let line = op.completed.map_or(op.line, |c| events[c].line);
+            // A committed transaction's micro-operations are its completion's.
+            let line = op.completed.filter(|_| op.outcome == Outcome::Ok).map_or(op.line, |c| events[c].line);
             let malformed = |detail: String| Error::Malformed { line, detail };
             if op.f != "txn" {
                 return Err(malformed(format!(
@@ -173,7 +173,8 @@ pub fn transactions(model: TxnModel, events: &[Event]) -> Result<Vec<Txn>> {
                     mop(model, m, status == Status::Ok).map_err(|why| malformed(format!("micro-operation {m}: {why}")))
                 })
                 .collect::<Result<Vec<Mop>>>()?;
-            Ok(Txn { process: op.process, status, mops, line: op.line, invoked: op.invoked, completed: op.completed })
+            let completed = op.completed.filter(|_| status == Status::Ok);
+            Ok(Txn { process: op.process, status, mops, line: op.line, invoked: op.invoked, completed })
         })
         .collect()
 }

@@ -29,9 +29,14 @@ pub struct Args {
     /// strict-serializable.
     #[arg(long, default_value = "serializable")]
     consistency: Consistency,
-    /// Steps the search may take per key before it answers "undecided".
-    #[arg(long, default_value_t = Limits::default().steps, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
-    step_limit: u64,
+    /// Steps the linearizability search may take per key before it
+    /// answers "undecided" (default: no limit but `--time`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    step_limit: Option<u64>,
+    /// Wall time the linearizability search may take over the whole
+    /// history before it answers "undecided" (`90s`, `10m`).
+    #[arg(long, default_value = "5m", value_parser = crate::util::parse_duration)]
+    time: std::time::Duration,
 }
 
 /// What `hvsim check --json` prints: the model's own verdict, with all it
@@ -130,8 +135,8 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     if model.transactional().is_none() && args.consistency != Options::default().consistency {
         anyhow::bail!("--consistency is for transactional models (list-append, rw-register), not {}", model.name());
     }
-    let options =
-        Options { limits: Limits { steps: args.step_limit, ..Limits::default() }, consistency: args.consistency };
+    let limits = Limits { steps: args.step_limit.unwrap_or(u64::MAX), time: Some(args.time), ..Limits::default() };
+    let options = Options { limits, consistency: args.consistency };
     let events = history::parse(&text).with_context(|| format!("history {path}"))?;
     let j = judge(model, &events, options).with_context(|| format!("history {path}"))?;
     if json {

@@ -13,8 +13,9 @@ use std::time::Instant;
 use super::print_report;
 use anyhow::Result;
 use hvsim_checkers::generate::{history, Object};
-use hvsim_checkers::history::{operations, parse};
+use hvsim_checkers::history::parse;
 use hvsim_checkers::linearizable::{check_costed, check_whole, Cost, Limits, Verdict};
+use hvsim_checkers::model::operations;
 use hvsim_checkers::txn::generate::{self as txn_generate, Shape, Store};
 use hvsim_checkers::txn::{self, Consistency, TxnModel};
 
