@@ -15,6 +15,9 @@ pub enum Object {
     Cas,
     /// A map of eight registers: reads and writes of random keys.
     Map,
+    /// A lock: acquires (refused while another holds it) and releases by
+    /// its holder.
+    Lock,
 }
 
 impl Object {
@@ -23,6 +26,7 @@ impl Object {
             Object::Register => "register",
             Object::Cas => "cas-register",
             Object::Map => "key-value",
+            Object::Lock => "lock",
         }
     }
 }
@@ -72,6 +76,8 @@ pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String 
         next_free[process] = end + 1;
         let key = (object == Object::Map).then(|| format!("k{}", rng.below(8)));
         let (f, arg) = match (object, rng.below(3)) {
+            (Object::Lock, 0) => ("release", Value::Null),
+            (Object::Lock, _) => ("acquire", Value::Null),
             (_, 0) => ("read", Value::Null),
             (Object::Cas, 1) => ("cas", json!([rng.below(5), rng.below(5)])),
             _ => ("write", json!(rng.below(5))),
@@ -92,6 +98,17 @@ pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String 
                 *held = p.arg.clone();
                 ("ok", p.arg.clone())
             }
+            "acquire" if held.is_null() => {
+                *held = json!(p.process);
+                ("ok", Value::Null)
+            }
+            "release" if *held == json!(p.process) => {
+                *held = Value::Null;
+                ("ok", Value::Null)
+            }
+            // Held by another; a release by one who does not hold it is
+            // refused and did not happen.
+            "acquire" | "release" => ("fail", Value::Null),
             _ => {
                 // Half the cases expect what the register holds.
                 if p.arg[0] != *held && p.effect % 2 == 0 {
@@ -124,6 +141,41 @@ pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String 
     text
 }
 
+/// A ledger's history (`ledger.rs`): five accounts opened with 100 each,
+/// then `ops` transfers (of up to 20, failed when the source cannot pay)
+/// and reads of every balance by 5 clients, each taking effect in turn:
+/// every read keeps the total.
+pub fn ledger(ops: usize, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut balances: std::collections::BTreeMap<String, i64> = (0..5).map(|a| (format!("a{a}"), 100)).collect();
+    let opened = json!(balances);
+    let mut lines = vec![
+        json!({"process": 0, "type": "invoke", "f": "open", "value": opened}).to_string(),
+        json!({"process": 0, "type": "ok", "f": "open", "value": opened}).to_string(),
+    ];
+    for i in 0..ops {
+        let process = i % 5;
+        if rng.below(4) == 0 {
+            lines.push(json!({"process": process, "type": "invoke", "f": "read", "value": null}).to_string());
+            lines.push(json!({"process": process, "type": "ok", "f": "read", "value": balances}).to_string());
+            continue;
+        }
+        let (from, to) = (format!("a{}", rng.below(5)), format!("a{}", rng.below(5)));
+        let amount = 1 + rng.below(20) as i64;
+        let value = json!({"from": from, "to": to, "amount": amount});
+        lines.push(json!({"process": process, "type": "invoke", "f": "transfer", "value": value}).to_string());
+        let kind = if balances[&from] >= amount {
+            *balances.get_mut(&from).expect("an account") -= amount;
+            *balances.get_mut(&to).expect("an account") += amount;
+            "ok"
+        } else {
+            "fail"
+        };
+        lines.push(json!({"process": process, "type": kind, "f": "transfer", "value": value}).to_string());
+    }
+    lines.join("\n") + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,7 +185,7 @@ mod tests {
 
     #[test]
     fn generated_histories_are_linearizable_split_or_whole_memoized_or_not() {
-        for object in [Object::Register, Object::Cas, Object::Map] {
+        for object in [Object::Register, Object::Cas, Object::Map, Object::Lock] {
             for seed in 0..20 {
                 let text = history(object, 40, 4, seed);
                 let ops = operations(&parse(&text).unwrap()).unwrap();

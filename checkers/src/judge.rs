@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::history::Event;
+use crate::ledger::{self, LedgerVerdict};
 use crate::linearizable::{self, Limits, Verdict};
 use crate::model;
 use crate::queue::{self, QueueKey, QueueVerdict};
@@ -28,6 +29,9 @@ pub enum ModelKind {
     Set,
     /// A queue per key: `enqueue`, `dequeue`, and a final `drain`.
     Queue,
+    /// Accounts: `open`, `transfer`, `read` of every balance; totals
+    /// conserved, no account below zero.
+    Ledger,
     /// Transactions appending to and reading lists: isolation anomalies.
     #[serde(rename = "list-append")]
     ListAppend,
@@ -42,6 +46,7 @@ impl ModelKind {
             ModelKind::Register => "register",
             ModelKind::Set => "set",
             ModelKind::Queue => "queue",
+            ModelKind::Ledger => "ledger",
             ModelKind::ListAppend => "list-append",
             ModelKind::RwRegister => "rw-register",
         }
@@ -52,7 +57,7 @@ impl ModelKind {
         match self {
             ModelKind::ListAppend => Some(TxnModel::ListAppend),
             ModelKind::RwRegister => Some(TxnModel::RwRegister),
-            ModelKind::Register | ModelKind::Set | ModelKind::Queue => None,
+            ModelKind::Register | ModelKind::Set | ModelKind::Queue | ModelKind::Ledger => None,
         }
     }
 }
@@ -107,6 +112,7 @@ pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Jud
         }
         ModelKind::Set => Ok(set(&set::check(events)?)),
         ModelKind::Queue => Ok(queue(&queue::check(events)?)),
+        ModelKind::Ledger => Ok(ledger(&ledger::check(events)?)),
     }
 }
 
@@ -133,6 +139,46 @@ fn register(v: &Verdict) -> Judgement {
             format!("undecided{}: the search reached {why} after {steps} steps", in_key(key)),
             BTreeSet::new(),
         ),
+    };
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+fn ledger(v: &LedgerVerdict) -> Judgement {
+    let counted = |t: &ledger::Transfers| {
+        format!("{} transfers ({} ok, {} failed, {} unknown)", t.ok + t.failed + t.unknown, t.ok, t.failed, t.unknown)
+    };
+    let (status, summary, anomalies) = match v {
+        LedgerVerdict::Valid { total, reads, transfers } => (
+            Status::Valid,
+            format!(
+                "valid: every one of {reads} read(s) shows the total {total}, no account below zero; {}",
+                counted(transfers)
+            ),
+            BTreeSet::new(),
+        ),
+        LedgerVerdict::Invalid { total, reads, transfers, bad } => {
+            let each: Vec<String> = bad
+                .iter()
+                .map(|b| {
+                    let mut what = vec![format!("the read at line {} shows {}", b.line, b.total)];
+                    what.extend(b.negative.iter().map(|(a, v)| format!("{a} at {v}")));
+                    what.extend(b.unexpected.iter().map(|a| format!("{a} never opened")));
+                    what.extend(b.missing.iter().map(|a| format!("{a} missing")));
+                    what.join(", ")
+                })
+                .collect();
+            let anomalies = bad.iter().map(|b| format!("bad read at line {}", b.line)).collect();
+            let summary = format!(
+                "INVALID: total {total}, {} of {reads} read(s) wrong: {}; {}",
+                bad.len(),
+                each.join("; "),
+                counted(transfers)
+            );
+            (Status::Invalid, summary, anomalies)
+        }
+        LedgerVerdict::Undecided { transfers } => {
+            (Status::Undecided, format!("undecided (no read succeeded); {}", counted(transfers)), BTreeSet::new())
+        }
     };
     Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
 }

@@ -11,6 +11,8 @@
 //!   adds);
 //! - [`queue`]: queues, Jepsen's total-queue checker (every acknowledged
 //!   enqueue dequeued exactly once);
+//! - [`ledger`]: ledgers, Jepsen's bank checker (totals conserved, no
+//!   account below zero);
 //! - [`judge`]: one verdict over every model (valid, invalid, undecided),
 //!   with the anomalies named;
 //! - [`txn`]: transactions (list-append, read-write registers), checked
@@ -25,6 +27,7 @@ pub mod error;
 pub mod generate;
 pub mod history;
 pub mod judge;
+pub mod ledger;
 pub mod linearizable;
 pub mod model;
 pub mod queue;

@@ -297,7 +297,7 @@ fn search<M: Model>(
         if steps > limits.steps {
             return (Search::GaveUp { steps: limits.steps, why: STEP_LIMIT }, cost(limits.steps, memo_bytes));
         }
-        if steps % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if steps.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
             return (Search::GaveUp { steps, why: "the time limit" }, cost(steps, memo_bytes));
         }
         debug_assert!(entry != END, "a completion always comes before the list's end");

@@ -22,7 +22,11 @@ use crate::history::{self, Event, Op, Outcome};
 /// - `cas [expected, new]`: if the register holds `expected` it holds
 ///   `new`. A cas that completes `fail` found another value: the register
 ///   did not hold `expected` at some instant of the call (an observation,
-///   not an operation that never happened).
+///   not an operation that never happened);
+/// - `acquire` and `release` (a lock, Knossos's mutex): the register holds
+///   the acquiring process while it holds the lock; an acquire succeeds
+///   only when no one holds it, a release only by the holder. An acquire
+///   that completes `fail` found the lock held (an observation, as a cas).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Register(pub Rc<str>);
 
@@ -36,6 +40,11 @@ pub enum RegisterOp {
     Cas(Rc<str>, Rc<str>),
     /// A cas that found another value than this.
     CasFailed(Rc<str>),
+    /// A lock's acquire and release by a process (its number, as JSON).
+    Acquire(Rc<str>),
+    Release(Rc<str>),
+    /// An acquire that found the lock held.
+    AcquireFailed,
 }
 
 /// Values are compared as canonical JSON, shared: a step that keeps or
@@ -60,19 +69,24 @@ impl RegisterOp {
                 (Some([expected, new]), _) => RegisterOp::Cas(canonical(expected), canonical(new)),
                 _ => return Err(bad(format!("a cas's value is [expected, new], not {}", op.value))),
             },
+            "acquire" if op.outcome == Outcome::Failed => RegisterOp::AcquireFailed,
+            "acquire" => RegisterOp::Acquire(canonical(&op.process.into())),
+            "release" => RegisterOp::Release(canonical(&op.process.into())),
             f => {
-                return Err(bad(format!("a register knows read, write, cas, get, put and append, not `{f}`")));
+                return Err(bad(format!(
+                    "a register knows read, write, cas, get, put, append, acquire and release, not `{f}`"
+                )));
             }
         })
     }
 }
 
 /// The operations a register search places: failed ones did not happen,
-/// except a cas, whose failure is what it saw.
+/// except a cas or an acquire, whose failure is what it saw.
 pub fn operations(events: &[Event]) -> Result<Vec<Op>> {
     Ok(history::all_operations(events)?
         .into_iter()
-        .filter(|op| op.outcome != Outcome::Failed || op.f == "cas")
+        .filter(|op| op.outcome != Outcome::Failed || op.f == "cas" || op.f == "acquire")
         .collect())
 }
 
@@ -94,6 +108,9 @@ impl Register {
             }
             RegisterOp::Cas(expected, new) => (*expected == self.0).then(|| Register(new.clone())),
             RegisterOp::CasFailed(expected) => (*expected != self.0).then(|| self.clone()),
+            RegisterOp::Acquire(p) => empty.then(|| Register(p.clone())),
+            RegisterOp::Release(p) => (*p == self.0).then(Register::empty),
+            RegisterOp::AcquireFailed => (!empty).then(|| self.clone()),
         }
     }
 }
@@ -118,7 +135,7 @@ impl Model for Register {
     }
 
     fn is_read(op: &RegisterOp) -> bool {
-        matches!(op, RegisterOp::Read(_) | RegisterOp::Get(_) | RegisterOp::CasFailed(_))
+        matches!(op, RegisterOp::Read(_) | RegisterOp::Get(_) | RegisterOp::CasFailed(_) | RegisterOp::AcquireFailed)
     }
 
     fn bytes(&self) -> usize {

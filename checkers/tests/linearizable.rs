@@ -236,3 +236,31 @@ fn a_cas_chain_is_ordered_by_the_search() {
     let broken: Vec<String> = with_read("3").into_iter().filter(|l| !l.contains("[1,2]")).collect();
     assert!(!linearizable(&as_refs(&broken)));
 }
+
+/// A lock as a register holding its holder: mutual exclusion is
+/// linearizability against it. Two acquires that both succeeded without a
+/// release between are not; a failed acquire while the lock is free is
+/// not either; the same acquires overlapping a release are.
+#[test]
+fn a_lock_excludes_a_second_holder() {
+    let ev = |p: u64, kind: &str, f: &str| format!(r#"{{"process":{p},"type":"{kind}","f":"{f}","key":"l"}}"#);
+    let history = |lines: &[String]| check_text(&lines.join("\n"), Limits::default()).unwrap();
+    let two = [ev(0, "invoke", "acquire"), ev(0, "ok", "acquire"), ev(1, "invoke", "acquire"), ev(1, "ok", "acquire")];
+    assert!(!linearizable(&history(&two)));
+    let handed = [
+        ev(0, "invoke", "acquire"),
+        ev(0, "ok", "acquire"),
+        ev(0, "invoke", "release"),
+        ev(1, "invoke", "acquire"),
+        ev(0, "ok", "release"),
+        ev(1, "ok", "acquire"),
+    ];
+    assert!(linearizable(&history(&handed)));
+    // Released by one who never held it.
+    assert!(!linearizable(&history(&[ev(1, "invoke", "release"), ev(1, "ok", "release")])));
+    // Refused while nobody held it.
+    assert!(!linearizable(&history(&[ev(0, "invoke", "acquire"), ev(0, "fail", "acquire")])));
+    let refused =
+        [ev(0, "invoke", "acquire"), ev(0, "ok", "acquire"), ev(1, "invoke", "acquire"), ev(1, "fail", "acquire")];
+    assert!(linearizable(&history(&refused)));
+}

@@ -108,6 +108,55 @@ pub struct SubHistory {
     pub minimal: bool,
     /// Its events, as JSON lines (`hvsim check --model M` takes them).
     pub lines: Vec<String>,
+    /// A transactional checker's cycles in the whole history, each edge
+    /// with its evidence (the first few of each anomaly).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cycles: Vec<Cycle>,
+}
+
+/// A dependency cycle a transactional checker found.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Cycle {
+    /// Its anomaly (`G2-item`), and the cycle in one line
+    /// (`T0 -rw-> T1 -rw-> T0`).
+    pub anomaly: String,
+    pub what: String,
+    pub steps: Vec<CycleStep>,
+}
+
+/// One edge of a cycle: transactions by their position in the history.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CycleStep {
+    pub from: u64,
+    pub to: u64,
+    /// ww, wr, rw or realtime.
+    pub kind: String,
+    pub why: String,
+}
+
+impl Cycle {
+    /// The cycles of a transactional verdict (`hvsim_checkers::txn`); none
+    /// in another model's.
+    pub fn of_verdict(verdict: &serde_json::Value) -> Vec<Cycle> {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        let anomalies = verdict["anomalies"].as_array().map(Vec::as_slice).unwrap_or_default();
+        anomalies
+            .iter()
+            .filter_map(|a| {
+                let steps = a["cycle"].as_array().filter(|c| !c.is_empty())?;
+                let steps = steps
+                    .iter()
+                    .map(|s| CycleStep {
+                        from: s["from"].as_u64().unwrap_or_default(),
+                        to: s["to"].as_u64().unwrap_or_default(),
+                        kind: text(&s["kind"]),
+                        why: text(&s["why"]),
+                    })
+                    .collect();
+                Some(Cycle { anomaly: text(&a["anomaly"]), what: text(&a["what"]), steps })
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -263,6 +312,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
                     kept: h.shrink.kept,
                     minimal: h.shrink.minimal,
                     lines: h.sub_history.iter().map(|e| serde_json::to_string(e).expect("events serialize")).collect(),
+                    cycles: Cycle::of_verdict(&h.verdict),
                 }),
                 shards: bug.shards.clone(),
             }
@@ -549,6 +599,12 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
                 let _ = writeln!(m, "    {line}");
             }
             let _ = writeln!(m, "    ```");
+            for c in &h.cycles {
+                let _ = writeln!(m, "  - {} in the whole history: {}", c.anomaly, c.what);
+                for s in &c.steps {
+                    let _ = writeln!(m, "    - T{} -{}-> T{}: {}", s.from, s.kind, s.to, s.why);
+                }
+            }
         }
         if let Some((template, runs)) = &b.composer {
             let _ = writeln!(m, "  - Test Composer template `{template}`; commands in its timeline:");

@@ -22,21 +22,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::consistency::Anomaly;
 use super::graph::{Graph, Kind, Why};
-use super::inference::{Inference, Observation};
+use super::inference::{writers, Inference, Observation, Write};
 use super::transaction::{Mop, Scalar, Status, Txn};
-use crate::error::{Error, Result};
-
-/// Where an element was appended.
-#[derive(Clone, Copy)]
-struct Append {
-    txn: usize,
-    mop: usize,
-    /// The transaction's last append to this key.
-    last: bool,
-}
+use crate::error::Result;
 
 pub fn infer(txns: &[Txn]) -> Result<Inference> {
-    let appends = appends(txns)?;
+    let appends = writers(txns)?;
     let writer = |key: &Scalar, e: &Scalar| appends.get(&(key.clone(), e.clone())).copied();
     let mut observed = Vec::new();
     // Per key, the reads of committed transactions: (reader, elements).
@@ -111,34 +102,6 @@ pub fn infer(txns: &[Txn]) -> Result<Inference> {
     Ok(Inference { graph, observed })
 }
 
-/// Every element's appender; an element appended twice to one key breaks
-/// the format (a read could not name its writer).
-fn appends(txns: &[Txn]) -> Result<HashMap<(Scalar, Scalar), Append>> {
-    let mut appends: HashMap<(Scalar, Scalar), Append> = HashMap::new();
-    for (t, txn) in txns.iter().enumerate() {
-        let mut last: HashMap<&Scalar, usize> = HashMap::new();
-        for (m, mop) in txn.mops.iter().enumerate() {
-            if let Mop::Append { key, .. } = mop {
-                last.insert(key, m);
-            }
-        }
-        for (m, mop) in txn.mops.iter().enumerate() {
-            let Mop::Append { key, value } = mop else { continue };
-            let append = Append { txn: t, mop: m, last: last[key] == m };
-            if let Some(earlier) = appends.insert((key.clone(), value.clone()), append) {
-                return Err(Error::Malformed {
-                    line: txn.line,
-                    detail: format!(
-                        "{value} appended to {key} again (first at line {}): each element is appended to a key once",
-                        txns[earlier.txn].line
-                    ),
-                });
-            }
-        }
-    }
-    Ok(appends)
-}
-
 /// What a read's elements show on their own: aborted reads, intermediate
 /// reads, reads of the reader's own later appends.
 fn observe_elements(
@@ -147,7 +110,7 @@ fn observe_elements(
     m: usize,
     key: &Scalar,
     list: &[Scalar],
-    writer: &impl Fn(&Scalar, &Scalar) -> Option<Append>,
+    writer: &impl Fn(&Scalar, &Scalar) -> Option<Write>,
     observed: &mut Vec<Observation>,
 ) {
     for e in list {

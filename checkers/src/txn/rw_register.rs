@@ -17,24 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::consistency::Anomaly;
 use super::graph::{Graph, Kind, Why};
-use super::inference::{Inference, Observation};
+use super::inference::{writers, Inference, Observation, Write};
 use super::transaction::{Mop, Scalar, Status, Txn};
-use crate::error::{Error, Result};
-
-/// Where a value was written.
-#[derive(Clone, Copy)]
-struct Write {
-    txn: usize,
-    mop: usize,
-    /// The transaction's last write to this key.
-    last: bool,
-}
+use crate::error::Result;
 
 /// A version of a key: `None` is the initial state.
 type Version = Option<Scalar>;
 
 pub fn infer(txns: &[Txn]) -> Result<Inference> {
-    let writes = writes(txns)?;
+    let writes = writers(txns)?;
     let writer = |key: &Scalar, v: &Scalar| writes.get(&(key.clone(), v.clone())).copied();
     let mut observed = Vec::new();
     // Per key and version, the transactions that read it externally.
@@ -116,34 +107,6 @@ pub fn infer(txns: &[Txn]) -> Result<Inference> {
 
 fn show(v: &Version) -> String {
     v.as_ref().map_or_else(|| "null".to_owned(), ToString::to_string)
-}
-
-/// Every value's writer; a value written twice to one key breaks the
-/// format (a read could not name its writer).
-fn writes(txns: &[Txn]) -> Result<HashMap<(Scalar, Scalar), Write>> {
-    let mut writes: HashMap<(Scalar, Scalar), Write> = HashMap::new();
-    for (t, txn) in txns.iter().enumerate() {
-        let mut last: HashMap<&Scalar, usize> = HashMap::new();
-        for (m, mop) in txn.mops.iter().enumerate() {
-            if let Mop::Write { key, .. } = mop {
-                last.insert(key, m);
-            }
-        }
-        for (m, mop) in txn.mops.iter().enumerate() {
-            let Mop::Write { key, value } = mop else { continue };
-            let write = Write { txn: t, mop: m, last: last[key] == m };
-            if let Some(earlier) = writes.insert((key.clone(), value.clone()), write) {
-                return Err(Error::Malformed {
-                    line: txn.line,
-                    detail: format!(
-                        "{value} written to {key} again (first at line {}): each value is written to a key once",
-                        txns[earlier.txn].line
-                    ),
-                });
-            }
-        }
-    }
-    Ok(writes)
 }
 
 /// What a read's value shows on its own.

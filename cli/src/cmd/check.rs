@@ -1,6 +1,7 @@
 //! `hvsim check HISTORY`: is a history of operations linearizable (a
 //! register per key); with `--model set|queue`, did the set or queue keep
-//! every acknowledged element; with `--model list-append|rw-register`, do
+//! every acknowledged element; with `--model ledger`, did every read keep
+//! the total; with `--model list-append|rw-register`, do
 //! its transactions keep an isolation level (`--consistency`)?
 
 use std::path::PathBuf;
@@ -164,6 +165,9 @@ enum Model {
     Set,
     /// A queue per key: `enqueue`, `dequeue`, and a final `drain`.
     Queue,
+    /// Accounts: `open`, `transfer`, `read`; totals conserved, no account
+    /// below zero (Jepsen's bank).
+    Ledger,
     /// Transactions appending to and reading lists (Elle's list-append).
     ListAppend,
     /// Transactions writing and reading registers (Elle's rw-register).
@@ -176,6 +180,7 @@ impl From<Model> for ModelKind {
             Model::Register => ModelKind::Register,
             Model::Set => ModelKind::Set,
             Model::Queue => ModelKind::Queue,
+            Model::Ledger => ModelKind::Ledger,
             Model::ListAppend => ModelKind::ListAppend,
             Model::RwRegister => ModelKind::RwRegister,
         }

@@ -10,7 +10,7 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::{target, AssertionReport, Report};
+use super::{target, AssertionReport, Cycle, Report};
 use crate::assertions::Verdict;
 use crate::claims::{Blame, ClaimVerdict};
 use crate::exploration::{Ending, Exploration, SeriesPoint};
@@ -42,6 +42,7 @@ table.story td:nth-child(2) { white-space: nowrap; }
 .charts figure { margin: 0; } .charts figcaption { font-weight: 600; }
 svg.plot { width: 100%; height: auto; display: block; }
 svg.plot text { font-size: 13px; fill: #333; }
+svg.cycle { width: 22em; height: auto; display: block; } svg.cycle text { font-size: 13px; }
 @media (max-width: 40em) { body { margin: 1em auto; font-size: 14px; } dl.head { grid-template-columns: minmax(0, 1fr); }
   dl.head dd { margin-bottom: .3em; } }
 ";
@@ -145,6 +146,11 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                             p { "The smallest violating sub-history found: " (h.kept) " of the history's " (h.operations) " operations"
                                 @if h.minimal { " (no one of them can be removed)" } ":" }
                             pre { (h.lines.join("\n")) }
+                            @for c in &h.cycles {
+                                p { (c.anomaly) " in the whole history: " code { (c.what) } }
+                                (cycle(c))
+                                ul { @for s in &c.steps { li { "T" (s.from) " -" (s.kind) "-> T" (s.to) ": " (s.why) } } }
+                            }
                         }
                         @if let Some((template, runs)) = &b.composer {
                             p { "Test Composer template " code { (template) } "; commands in its timeline:" }
@@ -652,5 +658,72 @@ mod tests {
         assert!(page.contains(&div) && page.contains(&link), "{page}");
         assert!(page.contains("hvsim replay ") && page.contains("interrupted (SIGINT)"), "{page}");
         assert!(page.contains("UNCONFIRMED: re-executed 0 of 3 times"), "{page}");
+    }
+}
+
+/// A dependency cycle drawn: its transactions around a circle, each edge
+/// an arrow named by its kind (read-write edges, the anti-dependencies
+/// that separate isolation levels, in red).
+fn cycle(c: &Cycle) -> Markup {
+    const SIZE: f64 = 320.0;
+    let n = c.steps.len().max(1) as f64;
+    let r = if c.steps.len() > 1 { 110.0 } else { 0.0 };
+    // Node i (the i-th step's `from`) on the circle, the first at the top.
+    let at = |i: usize| {
+        let a = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
+        (SIZE / 2.0 + r * a.cos(), SIZE / 2.0 + r * a.sin())
+    };
+    let label = format!("{}: {}", c.anomaly, c.what);
+    html! {
+        svg.cycle viewBox=(format!("0 0 {SIZE} {SIZE}")) role="img" aria-label=(label) {
+            defs { marker #arrow viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" {
+                path d="M 0 0 L 10 5 L 0 10 z" fill="#555" {}
+            } }
+            @for (i, s) in c.steps.iter().enumerate() {
+                @let ((x1, y1), (x2, y2)) = (at(i), at((i + 1) % c.steps.len()));
+                @let (dx, dy) = (x2 - x1, y2 - y1);
+                @let len = dx.hypot(dy).max(1.0);
+                // Each edge bends to its left, so the two edges of a
+                // two-transaction cycle are two arcs, not one line.
+                @let (cx, cy) = ((x1 + x2) / 2.0 + 40.0 * dy / len, (y1 + y2) / 2.0 - 40.0 * dx / len);
+                @let unit = |x: f64, y: f64| { let l = x.hypot(y).max(1.0); (x / l, y / l) };
+                @let ((sx, sy), (ex, ey)) = (unit(cx - x1, cy - y1), unit(x2 - cx, y2 - cy));
+                @let colour = if s.kind == "rw" { "#d33" } else { "#555" };
+                path d=(format!("M {:.1} {:.1} Q {cx:.1} {cy:.1} {:.1} {:.1}", x1 + 22.0 * sx, y1 + 22.0 * sy, x2 - 24.0 * ex, y2 - 24.0 * ey))
+                    fill="none" stroke=(colour) stroke-width="2" marker-end="url(#arrow)" {}
+                // The label beside the curve's middle.
+                text x=(format!("{:.1}", (x1 + x2) / 4.0 + cx / 2.0 + 14.0 * dy / len))
+                    y=(format!("{:.1}", (y1 + y2) / 4.0 + cy / 2.0 - 14.0 * dx / len + 4.0)) text-anchor="middle" fill=(colour) { (s.kind) }
+            }
+            @for (i, s) in c.steps.iter().enumerate() {
+                @let (x, y) = at(i);
+                circle cx=(format!("{x:.1}")) cy=(format!("{y:.1}")) r="22" fill="#fff" stroke="#333" stroke-width="1.5" {}
+                text x=(format!("{x:.1}")) y=(format!("{:.1}", y + 5.0)) text-anchor="middle" { "T" (s.from) }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod cycle_tests {
+    use super::*;
+    use crate::report::CycleStep;
+
+    /// Each transaction of a cycle is drawn once, each edge once, read-write
+    /// edges apart; what the guest wrote is escaped.
+    #[test]
+    fn a_cycle_is_drawn_with_its_transactions_and_edges() {
+        let step = |from, to, kind: &str| CycleStep { from, to, kind: kind.into(), why: "<b>".into() };
+        let c = Cycle {
+            anomaly: "G-single".into(),
+            what: "T3 -wr-> T7 -rw-> T3".into(),
+            steps: vec![step(3, 7, "wr"), step(7, 3, "rw")],
+        };
+        let svg = cycle(&c).into_string();
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+        assert_eq!(svg.matches("fill=\"none\"").count(), 2, "{svg}");
+        assert_eq!(svg.matches("stroke=\"#d33\"").count(), 1, "{svg}");
+        assert!(svg.contains(">T3<") && svg.contains(">T7<"), "{svg}");
+        assert!(svg.contains("aria-label=\"G-single: T3 -wr-&gt; T7 -rw-&gt; T3\""), "{svg}");
     }
 }

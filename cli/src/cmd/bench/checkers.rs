@@ -33,7 +33,7 @@ fn measure(f: impl FnOnce() -> hvsim_checkers::Result<(Verdict, Cost)>) -> Resul
 
 pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
     let mut rows = Vec::new();
-    for object in [Object::Register, Object::Cas, Object::Map] {
+    for object in [Object::Register, Object::Cas, Object::Map, Object::Lock] {
         for ops in [1_000, 10_000] {
             for clients in [5, 20] {
                 let text = history(object, ops, clients, 1);
@@ -65,10 +65,11 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
         })
         .collect();
     let transactional = transactional(steps)?;
+    let ledgers = ledgers()?;
     if json {
         print_report(serde_json::json!({
             "benchmark": "checkers", "step_limit": steps, "rows": rows, "growth": growth,
-            "transactional": transactional,
+            "transactional": transactional, "ledgers": ledgers,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -127,7 +128,39 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
             pair[0]["model"].as_str().unwrap_or_default()
         );
     }
+    println!("ledgers (five accounts, transfers and reads taking effect in turn: every read keeps the total):");
+    println!("  baseline: parsing the same history");
+    for r in &ledgers {
+        println!(
+            "  {:>7} operations: check {:>6.0} ms, parse {:>6.0} ms (check/parse {:.2}), {}",
+            r["operations"],
+            r["check_ms"].as_f64().unwrap_or_default(),
+            r["parse_ms"].as_f64().unwrap_or_default(),
+            r["check_over_parse"].as_f64().unwrap_or_default(),
+            r["verdict"].as_str().unwrap_or_default(),
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ledger checker on generated ledgers of 10k and 100k operations.
+fn ledgers() -> Result<Vec<serde_json::Value>> {
+    let mut rows = Vec::new();
+    for n in [10_000, 100_000] {
+        let text = hvsim_checkers::generate::ledger(n, 1);
+        let t = Instant::now();
+        let events = parse(&text)?;
+        let parse_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let verdict = hvsim_checkers::ledger::check(&events)?;
+        let check_ms = t.elapsed().as_secs_f64() * 1e3;
+        let name = serde_json::to_value(&verdict)?["verdict"].as_str().unwrap_or_default().to_owned();
+        rows.push(serde_json::json!({
+            "operations": n, "parse_ms": parse_ms, "check_ms": check_ms, "verdict": name,
+            "check_over_parse": check_ms / parse_ms.max(1e-6),
+        }));
+    }
+    Ok(rows)
 }
 
 /// The transactional checker's rows: per model, 10k and 100k transactions.
