@@ -176,6 +176,31 @@ pub fn ledger(ops: usize, seed: u64) -> String {
     lines.join("\n") + "\n"
 }
 
+/// A log's history (`log.rs`): `ops` appends by 5 clients, each taking
+/// effect in turn (one in twenty failing, not appended), and a read of the
+/// whole log every 2,000 operations and at the end: every read a prefix of
+/// the next.
+pub fn log(ops: usize, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut entries: Vec<u64> = Vec::new();
+    let mut lines = Vec::new();
+    for i in 0..ops {
+        let process = i % 5;
+        let value = i as u64;
+        lines.push(json!({"process": process, "type": "invoke", "f": "append", "value": value}).to_string());
+        let kind = if rng.below(20) == 0 { "fail" } else { "ok" };
+        if kind == "ok" {
+            entries.push(value);
+        }
+        lines.push(json!({"process": process, "type": kind, "f": "append", "value": value}).to_string());
+        if (i + 1) % 2_000 == 0 || i + 1 == ops {
+            lines.push(json!({"process": 5, "type": "invoke", "f": "read", "value": null}).to_string());
+            lines.push(json!({"process": 5, "type": "ok", "f": "read", "value": entries}).to_string());
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

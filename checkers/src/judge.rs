@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::history::Event;
 use crate::ledger::{self, LedgerVerdict};
 use crate::linearizable::{self, Limits, Verdict};
+use crate::log::{self, LogReport, LogVerdict};
 use crate::model;
 use crate::queue::{self, QueueKey, QueueVerdict};
 use crate::set::{self, SetKey, SetVerdict};
@@ -32,6 +33,9 @@ pub enum ModelKind {
     /// Accounts: `open`, `transfer`, `read` of every balance; totals
     /// conserved, no account below zero.
     Ledger,
+    /// An append-only log: `append`, and `read` of all of it; one order for
+    /// every reader, no acknowledged entry lost.
+    Log,
     /// Transactions appending to and reading lists: isolation anomalies.
     #[serde(rename = "list-append")]
     ListAppend,
@@ -47,6 +51,7 @@ impl ModelKind {
             ModelKind::Set => "set",
             ModelKind::Queue => "queue",
             ModelKind::Ledger => "ledger",
+            ModelKind::Log => "log",
             ModelKind::ListAppend => "list-append",
             ModelKind::RwRegister => "rw-register",
         }
@@ -57,7 +62,7 @@ impl ModelKind {
         match self {
             ModelKind::ListAppend => Some(TxnModel::ListAppend),
             ModelKind::RwRegister => Some(TxnModel::RwRegister),
-            ModelKind::Register | ModelKind::Set | ModelKind::Queue | ModelKind::Ledger => None,
+            ModelKind::Register | ModelKind::Set | ModelKind::Queue | ModelKind::Ledger | ModelKind::Log => None,
         }
     }
 }
@@ -113,6 +118,7 @@ pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Jud
         ModelKind::Set => Ok(set(&set::check(events)?)),
         ModelKind::Queue => Ok(queue(&queue::check(events)?)),
         ModelKind::Ledger => Ok(ledger(&ledger::check(events)?)),
+        ModelKind::Log => Ok(log(&log::check(events)?)),
     }
 }
 
@@ -180,6 +186,35 @@ fn ledger(v: &LedgerVerdict) -> Judgement {
             (Status::Undecided, format!("undecided (no read succeeded); {}", counted(transfers)), BTreeSet::new())
         }
     };
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+fn log(v: &LogVerdict) -> Judgement {
+    let (r, status, what): (&LogReport, _, _) = match v {
+        LogVerdict::Valid(r) => (r, Status::Valid, "valid"),
+        LogVerdict::Invalid(r) => (r, Status::Invalid, "INVALID"),
+        LogVerdict::Undecided(r) => (r, Status::Undecided, "undecided (the log was never read)"),
+    };
+    let mut anomalies = BTreeSet::new();
+    named(&mut anomalies, "lost", &None, &r.lost);
+    named(&mut anomalies, "unexpected", &None, &r.unexpected);
+    named(&mut anomalies, "duplicated", &None, &r.duplicated);
+    anomalies.extend(r.reordered.iter().map(|(line, _)| format!("reordered read at line {line}")));
+    let reordered: Vec<String> =
+        r.reordered.iter().map(|(line, longest)| format!("line {line} against line {longest}")).collect();
+    let summary = format!(
+        "{what}: {} acknowledged of {} appended, {} read(s): {} lost {}, {} unexpected {}, {} duplicated, {} read(s) in another order [{}]",
+        r.acknowledged,
+        r.acknowledged + r.failed + r.unknown,
+        r.reads,
+        r.lost.len(),
+        Value::from(r.lost.clone()),
+        r.unexpected.len(),
+        Value::from(r.unexpected.clone()),
+        r.duplicated.len(),
+        r.reordered.len(),
+        reordered.join(", ")
+    );
     Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
 }
 

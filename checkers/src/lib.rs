@@ -13,6 +13,8 @@
 //!   enqueue dequeued exactly once);
 //! - [`ledger`]: ledgers, Jepsen's bank checker (totals conserved, no
 //!   account below zero);
+//! - [`log`]: append-only logs (one order for every reader, no
+//!   acknowledged entry lost);
 //! - [`judge`]: one verdict over every model (valid, invalid, undecided),
 //!   with the anomalies named;
 //! - [`txn`]: transactions (list-append, read-write registers), checked
@@ -29,6 +31,7 @@ pub mod history;
 pub mod judge;
 pub mod ledger;
 pub mod linearizable;
+pub mod log;
 pub mod model;
 pub mod queue;
 pub mod set;

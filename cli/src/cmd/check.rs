@@ -1,7 +1,7 @@
 //! `hvsim check HISTORY`: is a history of operations linearizable (a
 //! register per key); with `--model set|queue`, did the set or queue keep
 //! every acknowledged element; with `--model ledger`, did every read keep
-//! the total; with `--model list-append|rw-register`, do
+//! the total; with `--model log`, did every reader see one order; with `--model list-append|rw-register`, do
 //! its transactions keep an isolation level (`--consistency`)?
 
 use std::path::PathBuf;
@@ -168,6 +168,9 @@ enum Model {
     /// Accounts: `open`, `transfer`, `read`; totals conserved, no account
     /// below zero (Jepsen's bank).
     Ledger,
+    /// An append-only log: `append`, `read` of all of it; one order for
+    /// every reader, no acknowledged entry lost.
+    Log,
     /// Transactions appending to and reading lists (Elle's list-append).
     ListAppend,
     /// Transactions writing and reading registers (Elle's rw-register).
@@ -181,6 +184,7 @@ impl From<Model> for ModelKind {
             Model::Set => ModelKind::Set,
             Model::Queue => ModelKind::Queue,
             Model::Ledger => ModelKind::Ledger,
+            Model::Log => ModelKind::Log,
             Model::ListAppend => ModelKind::ListAppend,
             Model::RwRegister => ModelKind::RwRegister,
         }
