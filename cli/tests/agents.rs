@@ -13,11 +13,11 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use common::{kvm_available, linux_available, output, subcommands};
+use common::{documents, kvm_available, linux_available, Helps};
 use hvsim_explorer::claims::{Blame, ClaimVerdict};
 use hvsim_explorer::manifest::Manifest;
 use sha2::{Digest, Sha256};
@@ -163,33 +163,12 @@ fn simple_commands(text: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// Whether `help` documents `flag` (`--out`, `-q`) as a whole word.
-fn documents(help: &str, flag: &str) -> bool {
-    help.match_indices(flag).any(|(i, _)| {
-        let before = help[..i].chars().next_back();
-        let after = help[i + flag.len()..].chars().next();
-        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
-            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
-    })
-}
-
 /// Every `hvsim` invocation of every block (the slow ones too, which this
 /// suite does not run) names a subcommand that exists and only flags its
 /// `--help` shows; and a quick block needs no Linux guest.
 #[test]
 fn every_flag_the_commands_use_is_in_the_help() {
-    let mut helps: BTreeMap<Vec<String>, String> = BTreeMap::new();
-    let mut help = |path: &[String]| -> String {
-        helps
-            .entry(path.to_vec())
-            .or_insert_with(|| {
-                let args: Vec<&str> = path.iter().map(String::as_str).chain(["--help"]).collect();
-                let o = output(&args);
-                assert!(o.status.success(), "hvsim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-                String::from_utf8_lossy(&o.stdout).into_owned()
-            })
-            .clone()
-    };
+    let mut helps = Helps::default();
     let mut checked = 0;
     for cmd in all_commands() {
         for words in simple_commands(&cmd.text) {
@@ -197,17 +176,9 @@ fn every_flag_the_commands_use_is_in_the_help() {
                 continue;
             }
             checked += 1;
-            // The subcommand path: `explore`, `image debian`.
-            let mut path: Vec<String> = Vec::new();
-            for w in words[1..].iter().filter(|w| !w.starts_with('-')) {
-                if path.is_empty() || subcommands(&help(&path)).contains(w) {
-                    path.push(w.clone());
-                } else {
-                    break;
-                }
-            }
+            let path = helps.subcommand_path(&words[1..]);
             assert!(!path.is_empty(), "{}: `{}` names no subcommand", cmd.at(), cmd.text);
-            let text = help(&path);
+            let text = helps.of(&path);
             for w in &words[1..] {
                 // `--at -100ms`: a value, not a flag.
                 let flag = w.split('=').next().unwrap();

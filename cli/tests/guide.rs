@@ -23,7 +23,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{linux_available, output, subcommands};
+use common::{documents, linux_available, Helps};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const GUIDE: &str = "docs/getting-started.md";
@@ -132,34 +132,17 @@ fn the_guide_has_the_commands_it_walks_through() {
 fn every_hvsim_command_of_the_guide_is_in_the_help() {
     let text = std::fs::read_to_string(Path::new(ROOT).join(GUIDE)).unwrap();
     let mut checked = 0;
+    let mut helps = Helps::default();
     for step in steps(&text) {
         let words = shell_words::split(&step.command.replace("\\\n", " ")).unwrap();
         if words.first().map(String::as_str) != Some("hvsim") {
             continue;
         }
-        let help = |path: &[String]| -> String {
-            let args: Vec<&str> = path.iter().map(String::as_str).chain(["--help"]).collect();
-            let o = output(&args);
-            assert!(o.status.success(), "hvsim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-            String::from_utf8_lossy(&o.stdout).into_owned()
-        };
-        let mut path: Vec<String> = Vec::new();
-        for w in words[1..].iter().filter(|w| !w.starts_with('-')) {
-            if path.is_empty() || subcommands(&help(&path)).contains(w) {
-                path.push(w.clone());
-            } else {
-                break;
-            }
-        }
-        let text = help(&path);
+        let path = helps.subcommand_path(&words[1..]);
+        let text = helps.of(&path);
         for flag in words[1..].iter().filter(|w| w.starts_with("--")) {
             let flag = flag.split('=').next().unwrap();
-            assert!(
-                text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).any(|w| w == flag),
-                "{GUIDE}:{}: `hvsim {}` has no {flag}",
-                step.line,
-                path.join(" ")
-            );
+            assert!(documents(&text, flag), "{GUIDE}:{}: `hvsim {}` has no {flag}", step.line, path.join(" "));
         }
         checked += 1;
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::consistency::Anomaly;
 use super::graph::Graph;
-use super::transaction::{Mop, Scalar, Txn};
+use super::transaction::{Mop, Scalar, Status, Txn};
 use crate::error::{Error, Result};
 
 /// An anomaly one or two transactions' reads show.
@@ -70,4 +70,32 @@ pub fn writers(txns: &[Txn]) -> Result<HashMap<(Scalar, Scalar), Write>> {
         }
     }
     Ok(writers)
+}
+
+/// What a read of `w`'s write shows on its own: a future read (the reader's
+/// own write, made only after mop `m`), an aborted read (a failed
+/// transaction's). `read` says what transaction `t` read (`read x = 3`);
+/// `verb` and `done` how the value came (`writes`, `written`).
+pub fn observe_read_of(
+    txns: &[Txn],
+    (t, m): (usize, usize),
+    w: Write,
+    read: &str,
+    (verb, done): (&str, &str),
+    observed: &mut Vec<Observation>,
+) {
+    if w.txn == t && w.mop > m {
+        observed.push(Observation {
+            anomaly: Anomaly::FutureRead,
+            txns: vec![t],
+            what: format!("{read}, which it {verb} only later"),
+        });
+    }
+    if txns[w.txn].status == Status::Fail {
+        observed.push(Observation {
+            anomaly: Anomaly::G1a,
+            txns: vec![t, w.txn],
+            what: format!("{read}, {done} by a transaction that failed"),
+        });
+    }
 }

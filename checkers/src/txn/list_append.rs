@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::consistency::Anomaly;
 use super::graph::{Graph, Kind, Why};
-use super::inference::{writers, Inference, Observation, Write};
+use super::inference::{observe_read_of, writers, Inference, Observation, Write};
 use super::transaction::{Mop, Scalar, Status, Txn};
 use crate::error::Result;
 
@@ -115,20 +115,7 @@ fn observe_elements(
 ) {
     for e in list {
         let Some(w) = writer(key, e) else { continue };
-        if w.txn == t && w.mop > m {
-            observed.push(Observation {
-                anomaly: Anomaly::FutureRead,
-                txns: vec![t],
-                what: format!("read {key} with {e}, which it appends only later"),
-            });
-        }
-        if txns[w.txn].status == Status::Fail {
-            observed.push(Observation {
-                anomaly: Anomaly::G1a,
-                txns: vec![t, w.txn],
-                what: format!("read {key} with {e}, appended by a transaction that failed"),
-            });
-        }
+        observe_read_of(txns, (t, m), w, &format!("read {key} with {e}"), ("appends", "appended"), observed);
     }
     if let Some(w) = list.last().and_then(|e| writer(key, e)) {
         if w.txn != t && !w.last {

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::consistency::Anomaly;
 use super::graph::{Graph, Kind, Why};
-use super::inference::{writers, Inference, Observation, Write};
+use super::inference::{observe_read_of, writers, Inference, Observation, Write};
 use super::transaction::{Mop, Scalar, Status, Txn};
 use crate::error::Result;
 
@@ -121,20 +121,8 @@ fn observe_value(
 ) {
     let Some(w) = v.as_ref().and_then(|v| writer(key, v)) else { return };
     let v = show(v);
-    if w.txn == t && w.mop > m {
-        observed.push(Observation {
-            anomaly: Anomaly::FutureRead,
-            txns: vec![t],
-            what: format!("read {key} = {v}, which it writes only later"),
-        });
-    }
-    if txns[w.txn].status == Status::Fail {
-        observed.push(Observation {
-            anomaly: Anomaly::G1a,
-            txns: vec![t, w.txn],
-            what: format!("read {key} = {v}, written by a transaction that failed"),
-        });
-    } else if w.txn != t && !w.last {
+    observe_read_of(txns, (t, m), w, &format!("read {key} = {v}"), ("writes", "written"), observed);
+    if txns[w.txn].status != Status::Fail && w.txn != t && !w.last {
         observed.push(Observation {
             anomaly: Anomaly::G1b,
             txns: vec![t, w.txn],

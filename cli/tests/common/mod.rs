@@ -133,6 +133,50 @@ pub fn subcommands(help: &str) -> Vec<String> {
         .collect()
 }
 
+/// `hvsim PATH... --help`, each path asked once.
+#[derive(Default)]
+pub struct Helps(std::collections::BTreeMap<Vec<String>, String>);
+
+impl Helps {
+    pub fn of(&mut self, path: &[String]) -> String {
+        self.0
+            .entry(path.to_vec())
+            .or_insert_with(|| {
+                let args: Vec<&str> = path.iter().map(String::as_str).chain(["--help"]).collect();
+                let o = output(&args);
+                assert!(o.status.success(), "hvsim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            })
+            .clone()
+    }
+
+    /// The subcommand path an `hvsim` command's words (after `hvsim`)
+    /// name: `explore`, `image debian`. Flags are skipped; the path ends at
+    /// the first word its help does not list as a subcommand.
+    pub fn subcommand_path(&mut self, words: &[String]) -> Vec<String> {
+        let mut path: Vec<String> = Vec::new();
+        for w in words.iter().filter(|w| !w.starts_with('-')) {
+            if path.is_empty() || subcommands(&self.of(&path)).contains(w) {
+                path.push(w.clone());
+            } else {
+                break;
+            }
+        }
+        path
+    }
+}
+
+/// Whether a `--help` text names `flag` as a word of its own (`--json`,
+/// not the start of `--json-lines`).
+pub fn documents(help: &str, flag: &str) -> bool {
+    help.match_indices(flag).any(|(i, _)| {
+        let before = help[..i].chars().next_back();
+        let after = help[i + flag.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+    })
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
