@@ -89,8 +89,9 @@ if [ "$mode" != quick ]; then
     # The kernel compiles while the images download and unpack.
     "$hvsim" kernel build &
     kernel=$!
-    "$hvsim" image debian --redis >/dev/null
-    "$hvsim" image debian --python-antithesis >/dev/null
+    for image in redis python-antithesis postgres mariadb; do
+      "$hvsim" image debian "--$image" >/dev/null
+    done
     wait "$kernel"
     # Debian's tools the tests use: shellcheck for the example scripts; a
     # registry (the CNCF distribution registry), skopeo to push to it, and

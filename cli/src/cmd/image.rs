@@ -56,25 +56,34 @@ enum What {
     /// ports) and its layers, as JSON (with or without --json).
     Inspect { name: String },
     /// Make an image from Debian packages (with mmdebstrap; cached) and
-    /// load it. `--redis` makes the test suite's Redis image.
+    /// load it. `--redis`, `--postgres`, `--mariadb` and
+    /// `--python-antithesis` make the test suite's images.
     Debian {
         /// The image's name.
-        #[arg(required_unless_present_any = ["redis", "python_antithesis"])]
+        #[arg(required_unless_present = "preset", conflicts_with = "preset")]
         name: Option<String>,
         /// Packages to install (comma-separated).
-        #[arg(long, value_delimiter = ',', required_unless_present_any = ["redis", "python_antithesis"])]
+        #[arg(long, value_delimiter = ',', required_unless_present = "preset", conflicts_with = "preset")]
         packages: Vec<String>,
         #[arg(long, default_value = "bookworm")]
         suite: String,
         /// The image's command (split as a shell would). Default: `bash`.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "preset")]
         cmd: Option<String>,
         /// The test suite's image: bookworm with redis-server and redis-tools.
-        #[arg(long, conflicts_with_all = ["name", "packages", "cmd", "python_antithesis"])]
+        #[arg(long, group = "preset")]
         redis: bool,
+        /// The test suite's image: bookworm's PostgreSQL 15 with its
+        /// cluster made, open to the network, and python3-psycopg2.
+        #[arg(long, group = "preset")]
+        postgres: bool,
+        /// The test suite's image: bookworm's MariaDB 10.11 with its data
+        /// directory made, open to the network, and python3-pymysql.
+        #[arg(long, group = "preset")]
+        mariadb: bool,
         /// The test suite's image: bookworm's python3, the official
         /// Antithesis Python SDK from PyPI, and a program using it.
-        #[arg(long, conflicts_with_all = ["name", "packages", "cmd"])]
+        #[arg(long, group = "preset")]
         python_antithesis: bool,
         /// Also print where the docker-archive and OCI layout are.
         #[arg(long)]
@@ -340,9 +349,13 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
             };
             print_json(&doc)?;
         }
-        What::Debian { name, packages, suite, cmd, redis, python_antithesis, paths } => {
+        What::Debian { name, packages, suite, cmd, redis, postgres, mariadb, python_antithesis, paths } => {
             let image = if redis {
                 debian::redis()
+            } else if postgres {
+                debian::postgres()
+            } else if mariadb {
+                debian::mariadb()
             } else if python_antithesis {
                 debian::python_antithesis()
             } else {
@@ -356,6 +369,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                     packages,
                     pip: vec![],
                     files: vec![],
+                    customize: vec![],
                     run: RunConfig { cmd: Some(cmd), ..RunConfig::default() },
                 }
             };

@@ -299,6 +299,13 @@ pub fn debian_image(name: &str, packages: &str) {
     assert!(out.status.success(), "hvsim image debian {name}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// One of the test suite's images (`hvsim image debian --FLAG`: `redis`,
+/// `postgres`, `mariadb`...), built once per machine, then loaded.
+pub fn test_image(flag: &str) {
+    let out = output(&["image", "debian", &format!("--{flag}")]);
+    assert!(out.status.success(), "hvsim image debian --{flag}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// The test suite's Redis image, built (once per machine) and loaded; the
 /// paths of its docker-archive and OCI layout.
 pub fn redis_image() -> (String, String) {

@@ -37,6 +37,10 @@ pub struct DebianImage {
     pub pip: Vec<String>,
     /// Files (path in the image, mode, contents) in that second layer.
     pub files: Vec<crate::linux::RunFile>,
+    /// Shell commands run once the packages are installed, with the root
+    /// as `$1` (mmdebstrap's customize hooks): configuration a package's
+    /// own set-up must see, such as how a database's files are made.
+    pub customize: Vec<String>,
     pub run: RunConfig,
 }
 
@@ -56,6 +60,10 @@ impl DebianImage {
             [RECIPE, &self.name, &self.suite, &self.packages.join(","), &self.pip.join(","), &format!("{:?}", self.run)]
         {
             h.update(part.as_bytes());
+            h.update([0]);
+        }
+        for hook in &self.customize {
+            h.update(hook.as_bytes());
             h.update([0]);
         }
         for (path, mode, data) in &self.files {
@@ -93,6 +101,7 @@ impl DebianImage {
             .arg(format!("--include={}", self.packages.join(",")))
             // What a container does not need; Debian's slim images drop it too.
             .args(["doc", "man", "locale", "info"].map(|d| format!("--dpkgopt=path-exclude=/usr/share/{d}/*")))
+            .args(self.customize.iter().map(|c| format!("--customize-hook={c}")))
             .arg(&self.suite)
             .arg(&tar)
             .arg(MIRROR)
@@ -218,9 +227,10 @@ pub fn python_antithesis() -> DebianImage {
             0o644,
             include_bytes!("../../../guest-sdk/examples/antithesis-python/vault.py").to_vec(),
         )],
+        customize: vec![],
         run: RunConfig {
             cmd: Some(vec!["python3".into(), "/opt/vault.py".into()]),
-            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            env: path(),
             ..RunConfig::default()
         },
     }
@@ -235,11 +245,121 @@ pub fn redis() -> DebianImage {
         packages: vec!["redis-server".into(), "redis-tools".into()],
         pip: vec![],
         files: vec![],
+        customize: vec![],
         run: RunConfig {
             cmd: Some(vec!["redis-server".into(), "--protected-mode".into(), "no".into()]),
-            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            env: path(),
             exposed_ports: vec!["6379/tcp".into()],
             ..RunConfig::default()
         },
     }
+}
+
+/// The test suite's PostgreSQL image: Debian bookworm's PostgreSQL 15 with
+/// its cluster (`15/main`) made when the image is built, not at every
+/// start, reachable over the network without a password, and
+/// python3-psycopg2 for clients. It runs as `postgres`.
+///
+/// The cluster is made anew with 1 MiB WAL segments: a container's first
+/// write to a file of its image copies the whole file up (overlayfs), and
+/// the stock 16 MiB segment made that copy most of the server's start
+/// where kernel code is emulated.
+pub fn postgres() -> DebianImage {
+    const CONF: &str = "\
+# hvsim's test image: a database for one test machine.
+listen_addresses = '*'
+ssl = off
+# The guest's RAM is shared by every container (docs/compose.md).
+shared_buffers = 8MB
+max_connections = 10
+# /run is not the image's in a container; /tmp is.
+unix_socket_directories = '/tmp'
+external_pid_file = ''
+";
+    const HBA: &str = "\
+# hvsim's test image: anyone, from anywhere, without a password.
+local all all trust
+host all all all trust
+";
+    let etc = "$1/etc/postgresql/15/main";
+    DebianImage {
+        name: "hvsim-test/postgres:bookworm".into(),
+        suite: "bookworm".into(),
+        packages: vec!["postgresql-15".into(), "python3-psycopg2".into()],
+        pip: vec![],
+        files: vec![],
+        customize: vec![
+            "chroot \"$1\" pg_dropcluster 15 main".into(),
+            "chroot \"$1\" pg_createcluster 15 main -- --wal-segsize=1".into(),
+            format!("cat > {etc}/conf.d/hvsim.conf <<'EOF'\n{CONF}EOF"),
+            format!("cat > {etc}/pg_hba.conf <<'EOF'\n{HBA}EOF"),
+        ],
+        run: RunConfig {
+            cmd: Some(
+                [
+                    "/usr/lib/postgresql/15/bin/postgres",
+                    "-D",
+                    "/var/lib/postgresql/15/main",
+                    "-c",
+                    "config_file=/etc/postgresql/15/main/postgresql.conf",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+            env: path(),
+            user: Some("postgres".into()),
+            exposed_ports: vec!["5432/tcp".into()],
+            ..RunConfig::default()
+        },
+    }
+}
+
+/// The test suite's MariaDB image: Debian bookworm's MariaDB 10.11 (InnoDB)
+/// with its data directory made when the image is built, reachable over
+/// the network by any user without a password (`skip-grant-tables`), and
+/// python3-pymysql for clients. It runs as `mysql`.
+///
+/// The data directory is made anew with a 4 MiB redo log (stock: 96 MiB),
+/// for the reason `postgres` gives.
+pub fn mariadb() -> DebianImage {
+    const CNF: &str = "\
+# hvsim's test image: a database for one test machine.
+[mysqld]
+bind-address = 0.0.0.0
+skip-name-resolve
+skip-grant-tables
+# /run is not the image's in a container; /tmp is.
+socket = /tmp/mysqld.sock
+pid-file = /tmp/mysqld.pid
+# The guest's RAM is shared by every container (docs/compose.md).
+innodb_buffer_pool_size = 16M
+innodb_log_file_size = 4M
+
+[client]
+socket = /tmp/mysqld.sock
+";
+    DebianImage {
+        name: "hvsim-test/mariadb:bookworm".into(),
+        suite: "bookworm".into(),
+        packages: vec!["mariadb-server".into(), "python3-pymysql".into()],
+        pip: vec![],
+        files: vec![],
+        customize: vec![
+            format!("cat > \"$1/etc/mysql/mariadb.conf.d/90-hvsim.cnf\" <<'EOF'\n{CNF}EOF"),
+            "rm -rf \"$1\"/var/lib/mysql/*".into(),
+            "chroot \"$1\" mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db --force --skip-name-resolve".into(),
+        ],
+        run: RunConfig {
+            cmd: Some(vec!["mariadbd".into()]),
+            env: path(),
+            user: Some("mysql".into()),
+            exposed_ports: vec!["3306/tcp".into()],
+            ..RunConfig::default()
+        },
+    }
+}
+
+/// Debian's PATH, which images made from packages do not set themselves.
+fn path() -> Vec<String> {
+    vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()]
 }
