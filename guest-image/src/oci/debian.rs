@@ -110,8 +110,14 @@ impl DebianImage {
         let out = cmd.output().map_err(|e| ImageError::Setup(format!("cannot run mmdebstrap: {e}")))?;
         spinner.finish_and_clear();
         if !out.status.success() {
+            // mmdebstrap's own last line ("E: mmdebstrap failed to run")
+            // says nothing; the one before it says what failed.
             let err = String::from_utf8_lossy(&out.stderr);
-            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+            let last = match lines.len() {
+                0 => "no message".to_owned(),
+                n => lines[n.saturating_sub(2)..].join(" / "),
+            };
             return Err(ImageError::Setup(format!("mmdebstrap {} failed ({}): {last}", self.suite, out.status)));
         }
         let mut tars = vec![std::fs::read(&tar).map_err(io("reading mmdebstrap's output", &tar))?];
