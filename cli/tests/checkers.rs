@@ -344,7 +344,7 @@ fn transactional_bug_replays(r: &Value, out: &Path, tmp: &tempfile::TempDir) -> 
     std::fs::write(&sub_file, sub.join("\n")).unwrap();
     let o = output(&["check", "--model", "list-append", sub_file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(6), "{}", String::from_utf8_lossy(&o.stdout));
-    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let html = std::fs::read_to_string(common::latest(out).join("report.html")).unwrap();
     assert!(html.contains("<svg class=\"cycle\""), "report.html draws no cycle");
     let o = output(&["replay", &file, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
@@ -461,8 +461,10 @@ fn a_bank_on_postgres_keeps_its_money_through_partitions() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/postgres-bank");
     let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/faults.toml"));
     let args = ["--compose", &compose, "--fault-plan", &plan, "--seed", "1", "--branches", "3"];
-    let r = explore_json(&[&args[..], &["--timeline-limit", "30s", "--reexecute", "0"]].concat(), &tmp.path().join("out"));
-    let landed = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "net.partition").map(|f| f["landed"].clone());
+    let r =
+        explore_json(&[&args[..], &["--timeline-limit", "30s", "--reexecute", "0"]].concat(), &tmp.path().join("out"));
+    let landed =
+        r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "net.partition").map(|f| f["landed"].clone());
     assert!(landed.and_then(|l| l.as_u64()) > Some(0), "no partition landed: {}", r["faults"]);
     let checker = &r["checkers"][0];
     assert_eq!(checker["model"], "ledger", "{checker}");
