@@ -291,19 +291,7 @@ fn redis_transactions_run_as_one_script_are_serializable() {
     if !linux_available() {
         return;
     }
-    redis_image();
-    let tmp = tempfile::tempdir().unwrap();
-    let compose = format!("{REDIS_TXN}/compose-atomic.yaml");
-    let args = ["--compose", &compose, "--branches", "1", "--timeline-limit", "30s", "--reexecute", "0"];
-    let r = explore_json(&args, &tmp.path().join("out"));
-    let commands = &r["composer"]["commands"];
-    assert!(commands["accounts/parallel_driver_transfer.sh"]["succeeded"].as_u64() >= Some(1), "{commands}");
-    let checker = &r["checkers"][0];
-    assert_eq!(checker["model"], "list-append", "{checker}");
-    assert_eq!((checker["timelines"].as_u64(), checker["valid"].as_u64()), (Some(1), Some(1)), "{checker}");
-    // Three transfers a driver.
-    assert!(checker["operations"].as_u64() >= Some(3), "{checker}");
-    assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
+    one_clean_transactional_timeline("redis", &format!("{REDIS_TXN}/compose-atomic.yaml"));
 }
 
 /// `examples/compose/redis-txn/compose.yaml`: the same transfers, each
@@ -324,7 +312,7 @@ fn redis_transactions_sent_step_by_step_are_not_serializable_and_the_bug_replays
     let out = tmp.path().join("out");
     let args = ["--compose", &compose, "--seed", "1", "--branches", "3", "--timeline-limit", "30s", "--reexecute", "0"];
     let r = explore_json(&args, &out);
-    let anomalies = transactional_bug_replays(&r, &out, &tmp);
+    let (anomalies, _) = transactional_bug_replays(&r, &out, &tmp);
     assert!(
         anomalies.iter().any(|a| ["G2-item", "G-single", "G-nonadjacent", "G1c", "G0"].contains(&a.as_str())),
         "{anomalies:?}"
@@ -332,10 +320,10 @@ fn redis_transactions_sent_step_by_step_are_not_serializable_and_the_bug_replays
 }
 
 /// What a list-append checker's bug in an exploration's report `r` (out
-/// in `out`) must hold: its record names the anomalies (returned), keeps a
+/// in `out`) must hold: its record names the anomalies, keeps a
 /// sub-history `hvsim check` finds invalid and the cycle drawn in
-/// report.html; a replay reproduces it.
-fn transactional_bug_replays(r: &Value, out: &Path, tmp: &tempfile::TempDir) -> Vec<String> {
+/// report.html; a replay reproduces it. The anomalies and the verdict.
+fn transactional_bug_replays(r: &Value, out: &Path, tmp: &tempfile::TempDir) -> (Vec<String>, Value) {
     let (file, record) = checker_bug_record(r).unwrap_or_else(|| panic!("no checker bug: {}", r["checkers"]));
     let anomalies: Vec<String> =
         record["history"]["anomalies"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
@@ -349,33 +337,40 @@ fn transactional_bug_replays(r: &Value, out: &Path, tmp: &tempfile::TempDir) -> 
     let o = output(&["replay", &file, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
     assert_eq!((v["reproduced"].as_bool(), v["trace_matches"].as_bool()), (Some(true), Some(true)), "{v}");
-    anomalies
+    (anomalies, record["history"]["verdict"].clone())
 }
 
 const SQL_TXN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/sql-txn");
 
-/// `examples/compose/sql-txn/{db}-serializable.yaml` explored for one
-/// timeline: a few transfers, each one transaction of Debian's database
-/// at SERIALIZABLE, every one recorded and the history serializable (some
-/// may be refused: a serialization failure is the database keeping its
-/// promise).
-fn sql_transactions_at_serializable(db: &str) {
-    test_image(db);
+/// `compose` (a transfers example, its drivers recording a list-append
+/// history, its manifest holding it to serializability; in the test
+/// suite's image `--image`) explored for one timeline: some drivers ran,
+/// and the history is serializable. No bug.
+fn one_clean_transactional_timeline(image: &str, compose: &str) {
+    test_image(image);
     let tmp = tempfile::tempdir().unwrap();
-    let compose = format!("{SQL_TXN}/{db}-serializable.yaml");
-    let args = ["--compose", &compose, "--branches", "1", "--timeline-limit", "30s", "--reexecute", "0"];
+    let args = ["--compose", compose, "--branches", "1", "--timeline-limit", "30s", "--reexecute", "0"];
     let r = explore_json(&args, &tmp.path().join("out"));
     let commands = &r["composer"]["commands"];
     assert!(commands["accounts/parallel_driver_transfer.sh"]["succeeded"].as_u64() >= Some(1), "{commands}");
     let checker = &r["checkers"][0];
     assert_eq!(
         (checker["model"].as_str(), checker["consistency"].as_str()),
-        (Some("list-append"), Some("serializable"))
+        (Some("list-append"), Some("serializable")),
+        "{checker}"
     );
     assert_eq!((checker["timelines"].as_u64(), checker["valid"].as_u64()), (Some(1), Some(1)), "{checker}");
     // Three transfers a driver.
     assert!(checker["operations"].as_u64() >= Some(3), "{checker}");
     assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
+}
+
+/// `examples/compose/sql-txn/{db}-serializable.yaml`: a few transfers,
+/// each one transaction of Debian's database at SERIALIZABLE, every one
+/// recorded and the history serializable (some may be refused: a
+/// serialization failure is the database keeping its promise).
+fn sql_transactions_at_serializable(db: &str) {
+    one_clean_transactional_timeline(db, &format!("{SQL_TXN}/{db}-serializable.yaml"));
 }
 
 /// PostgreSQL 15 at SERIALIZABLE (serializable snapshot isolation): the
@@ -406,9 +401,7 @@ fn sql_transactions_bug(db: &str, compose: &str) -> (Vec<String>, Value) {
     let out = tmp.path().join("out");
     let args = ["--compose", &compose, "--seed", "1", "--branches", "3", "--timeline-limit", "60s", "--reexecute", "0"];
     let r = explore_json(&args, &out);
-    let anomalies = transactional_bug_replays(&r, &out, &tmp);
-    let (_, record) = checker_bug_record(&r).unwrap();
-    (anomalies, record["history"]["verdict"].clone())
+    transactional_bug_replays(&r, &out, &tmp)
 }
 
 /// PostgreSQL at REPEATABLE READ, which it implements as snapshot
