@@ -60,6 +60,45 @@ struct Planned {
     end: u64,
 }
 
+/// A lease history of `ops` acquires by five clients, with the virtual
+/// times of a correct lease server: a 100 ms term, granted only once the
+/// last holder has released it, and every holder releasing within its
+/// term (counted from its request).
+pub fn lease(ops: usize, seed: u64) -> String {
+    const MS: u64 = 1_000_000;
+    let mut rng = Rng(seed);
+    let mut events: Vec<(u64, String)> = Vec::new();
+    let mut event = |time: u64, process: u64, kind: &str, f: &str, value: Value| {
+        let line = json!({"process": process, "type": kind, "f": f, "key": "l", "value": value, "time": time});
+        events.push((time, line.to_string()));
+    };
+    let mut free_at = 0;
+    let mut busy_until = [0u64; 5];
+    for _ in 0..ops {
+        // The client free soonest asks next (ties in a drawn order), after
+        // up to 20 ms of thought: asks come in time order.
+        let first = rng.below(5);
+        let p = (0..5).map(|i| (first + i) % 5).min_by_key(|&p| busy_until[p as usize]).expect("five clients");
+        let asked = busy_until[p as usize] + rng.below(20) * MS;
+        let decided = asked + (1 + rng.below(5)) * MS;
+        event(asked, p, "invoke", "acquire", json!(100));
+        if decided >= free_at {
+            let ok = decided + MS;
+            event(ok, p, "ok", "acquire", json!(100));
+            let release = (ok + (10 + rng.below(80)) * MS).min(asked + 99 * MS);
+            event(release, p, "invoke", "release", Value::Null);
+            event(release + MS, p, "ok", "release", Value::Null);
+            free_at = release + MS;
+            busy_until[p as usize] = release + 2 * MS;
+        } else {
+            event(decided + MS, p, "fail", "acquire", json!(100));
+            busy_until[p as usize] = decided + 2 * MS;
+        }
+    }
+    events.sort_by_key(|(time, _)| *time);
+    events.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
 /// A history of `ops` operations by `clients` concurrent clients, as JSON
 /// lines.
 pub fn history(object: Object, ops: usize, clients: usize, seed: u64) -> String {

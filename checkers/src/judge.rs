@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::history::Event;
+use crate::lease::{self, LeaseVerdict};
 use crate::ledger::{self, LedgerVerdict};
 use crate::linearizable::{self, Limits, Verdict};
 use crate::log::{self, LogReport, LogVerdict};
@@ -33,6 +34,9 @@ pub enum ModelKind {
     /// Accounts: `open`, `transfer`, `read` of every balance; totals
     /// conserved, no account below zero.
     Ledger,
+    /// A lease per key: `acquire` (for a term) and `release`; no two
+    /// holders at once, in virtual time.
+    Lease,
     /// An append-only log: `append`, and `read` of all of it; one order for
     /// every reader, no acknowledged entry lost.
     Log,
@@ -51,6 +55,7 @@ impl ModelKind {
             ModelKind::Set => "set",
             ModelKind::Queue => "queue",
             ModelKind::Ledger => "ledger",
+            ModelKind::Lease => "lease",
             ModelKind::Log => "log",
             ModelKind::ListAppend => "list-append",
             ModelKind::RwRegister => "rw-register",
@@ -62,7 +67,12 @@ impl ModelKind {
         match self {
             ModelKind::ListAppend => Some(TxnModel::ListAppend),
             ModelKind::RwRegister => Some(TxnModel::RwRegister),
-            ModelKind::Register | ModelKind::Set | ModelKind::Queue | ModelKind::Ledger | ModelKind::Log => None,
+            ModelKind::Register
+            | ModelKind::Set
+            | ModelKind::Queue
+            | ModelKind::Ledger
+            | ModelKind::Lease
+            | ModelKind::Log => None,
         }
     }
 }
@@ -118,6 +128,7 @@ pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Jud
         ModelKind::Set => Ok(set(&set::check(events)?)),
         ModelKind::Queue => Ok(queue(&queue::check(events)?)),
         ModelKind::Ledger => Ok(ledger(&ledger::check(events)?)),
+        ModelKind::Lease => Ok(lease(&lease::check(events)?)),
         ModelKind::Log => Ok(log(&log::check(events)?)),
     }
 }
@@ -186,6 +197,42 @@ fn ledger(v: &LedgerVerdict) -> Judgement {
             (Status::Undecided, format!("undecided (no read succeeded); {}", counted(transfers)), BTreeSet::new())
         }
     };
+    Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
+}
+
+fn lease(v: &LeaseVerdict) -> Judgement {
+    let (status, summary) = match v {
+        LeaseVerdict::Valid { tenures, leases } => {
+            (Status::Valid, format!("valid: {tenures} tenure(s) of {leases} lease(s), never two holders at once"))
+        }
+        LeaseVerdict::Invalid { tenures, leases, overlaps } => {
+            let each: Vec<String> = overlaps
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}processes {} (line {}) and {} (line {}) both held it for {:.1} ms: {}",
+                        key_prefix(&o.key),
+                        o.first.process,
+                        o.first.line,
+                        o.second.process,
+                        o.second.line,
+                        o.overlap_ns as f64 / 1e6,
+                        o.explanation()
+                    )
+                })
+                .collect();
+            let summary = format!(
+                "INVALID: {} time(s) two holders at once, in {tenures} tenure(s) of {leases} lease(s): {}",
+                overlaps.len(),
+                each.join("; ")
+            );
+            (Status::Invalid, summary)
+        }
+        LeaseVerdict::Undecided { acquires } => {
+            (Status::Undecided, format!("undecided: none of {acquires} acquire(s) succeeded"))
+        }
+    };
+    let anomalies = lease::anomalies(v);
     Judgement { status, summary, verdict: serde_json::to_value(v).expect("verdicts serialize"), anomalies }
 }
 

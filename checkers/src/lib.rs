@@ -13,6 +13,7 @@
 //!   enqueue dequeued exactly once);
 //! - [`ledger`]: ledgers, Jepsen's bank checker (totals conserved, no
 //!   account below zero);
+//! - [`lease`]: leases (no two holders at once, in virtual time);
 //! - [`log`]: append-only logs (one order for every reader, no
 //!   acknowledged entry lost);
 //! - [`judge`]: one verdict over every model (valid, invalid, undecided),
@@ -29,6 +30,7 @@ pub mod error;
 pub mod generate;
 pub mod history;
 pub mod judge;
+pub mod lease;
 pub mod ledger;
 pub mod linearizable;
 pub mod log;

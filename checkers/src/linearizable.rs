@@ -14,6 +14,7 @@
 //! key is checked on its own.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -85,13 +86,16 @@ pub fn check(ops: &[Op], limits: Limits) -> Result<Verdict> {
 }
 
 /// [`check`], and what it cost. Keys are searched in rounds of growing
-/// step budgets (100,000 steps, then four times as many, up to the limit),
+/// step budgets (25,000 steps, then four times as many, up to the limit),
 /// so that a key whose search runs long does not hide another key's
-/// violation, which is the answer as soon as one is found (Porcupine checks
-/// keys in parallel for the same reason). The rounds repeat work a whole
-/// search would not: a key whose search takes S steps costs under 7S/3
-/// over its rounds (the earlier budgets sum to a third of the last, which
-/// is under 4S); the last key left goes straight to the limit.
+/// violation, which is the answer as soon as one is found. The rounds
+/// repeat work a whole search would not: a key whose search takes S steps
+/// costs under 7S/3 over its rounds (the earlier budgets sum to a third of
+/// the last, which is under 4S); the last key left goes straight to the
+/// limit. A round's keys are searched in parallel, as Porcupine does, and
+/// their answers taken in key order, so the verdict is the same on any
+/// number of cores (the cost, in steps, is not: a later key's search stops
+/// when an earlier key is found not linearizable).
 pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
     let mut cost = Cost::default();
     let mut by_key: BTreeMap<Option<String>, Vec<&Op>> = BTreeMap::new();
@@ -99,23 +103,28 @@ pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
         by_key.entry(op.key.clone()).or_default().push(op);
     }
     let keys = by_key.len();
-    let mut pending = Vec::new();
-    for (key, ops) in by_key {
-        let model_ops = ops.iter().map(|op| RegisterOp::of(op)).collect::<Result<Vec<_>>>()?;
-        pending.push((key, ops, model_ops));
+    // Refused here, in key order, before any search: the searches make
+    // their own (their values are not shared between threads).
+    for ops in by_key.values() {
+        ops.iter().try_for_each(|op| RegisterOp::of(op).map(drop))?;
     }
+    let mut pending: Vec<(Option<String>, Vec<&Op>)> = by_key.into_iter().collect();
     let deadline = limits.time.map(|t| Instant::now() + t);
     let mut budget = if pending.len() == 1 { limits.steps } else { FIRST_ROUND.min(limits.steps) };
     let mut undecided = None;
     while !pending.is_empty() {
+        let round = Limits { steps: budget, ..limits };
+        let searched = search_keys(&pending, round, deadline);
         let mut next = Vec::new();
-        for (key, ops, model_ops) in pending {
-            let round = Limits { steps: budget, ..limits };
-            let (found, c) = search(&ops, &model_ops, Register::empty(), round, deadline);
+        for ((key, ops), (found, c)) in pending.into_iter().zip(searched) {
             cost.steps += c.steps;
             cost.memo_bytes = cost.memo_bytes.max(c.memo_bytes);
+            assert!(
+                !matches!(found, Search::GaveUp { why: SUPERSEDED, .. }),
+                "a search stops for an earlier key's violation only after it, and that key answers first"
+            );
             match found {
-                Search::GaveUp { why: STEP_LIMIT, .. } if budget < limits.steps => next.push((key, ops, model_ops)),
+                Search::GaveUp { why: STEP_LIMIT, .. } if budget < limits.steps => next.push((key, ops)),
                 found => match verdict(found, key, &ops) {
                     Some(v @ Verdict::NotLinearizable { .. }) => return Ok((v, cost)),
                     Some(v) => {
@@ -132,8 +141,76 @@ pub fn check_costed(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
     Ok((undecided.unwrap_or(Verdict::Linearizable { operations: ops.len(), keys }), cost))
 }
 
+/// One round: each key's search within `limits`, in the keys' order, on as
+/// many threads as the host has cores (the keys dealt out in turn). Once
+/// a key is found not linearizable, searches of later keys stop: the
+/// round's answer is the first such key, which they cannot change.
+fn search_keys(keys: &[(Option<String>, Vec<&Op>)], limits: Limits, deadline: Option<Instant>) -> Vec<(Search, Cost)> {
+    let first_stuck = AtomicUsize::new(usize::MAX);
+    let one = |i: usize| {
+        let ops = &keys[i].1;
+        let model_ops: Vec<RegisterOp> =
+            ops.iter().map(|op| RegisterOp::of(op).expect("refused before the search")).collect();
+        let stop = Stop { deadline, later_than: Some((&first_stuck, i)) };
+        let found = search(ops, &model_ops, Register::empty(), limits, &stop);
+        if matches!(found.0, Search::Stuck { .. }) {
+            first_stuck.fetch_min(i, Ordering::Relaxed);
+        }
+        found
+    };
+    // A small round is over before threads would start (and asking for
+    // the cores reads cgroup files).
+    let ops: usize = keys.iter().map(|(_, ops)| ops.len()).sum();
+    let threads = if keys.len() > 1 && ops >= PARALLEL_FROM {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        1
+    };
+    let threads = threads.min(keys.len());
+    if threads <= 1 {
+        return (0..keys.len()).map(one).collect();
+    }
+    let mut found: Vec<Option<(Search, Cost)>> = (0..keys.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let one = &one;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| s.spawn(move || (t..keys.len()).step_by(threads).map(|i| (i, one(i))).collect::<Vec<_>>()))
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().expect("a key's search does not panic") {
+                found[i] = Some(r);
+            }
+        }
+    });
+    found.into_iter().map(|r| r.expect("every key searched")).collect()
+}
+
+/// Operations in a round from which its keys are searched in parallel.
+const PARALLEL_FROM: usize = 1_000;
+
+/// When a search stops early: at its deadline, or (`later_than`: the
+/// round's first key found not linearizable, and this search's key) once
+/// an earlier key than its own was found not linearizable.
+struct Stop<'a> {
+    deadline: Option<Instant>,
+    later_than: Option<(&'a AtomicUsize, usize)>,
+}
+
+impl Stop<'_> {
+    fn why(&self) -> Option<&'static str> {
+        if self.later_than.is_some_and(|(first, me)| first.load(Ordering::Relaxed) < me) {
+            return Some(SUPERSEDED);
+        }
+        self.deadline.is_some_and(|d| Instant::now() >= d).then_some("the time limit")
+    }
+}
+
+/// Why a search of a later key stopped (never a verdict: the earlier key's
+/// is the round's answer).
+const SUPERSEDED: &str = "an earlier key's violation";
+
 /// The first round's step budget per key.
-const FIRST_ROUND: u64 = 100_000;
+const FIRST_ROUND: u64 = 25_000;
 
 const STEP_LIMIT: &str = "the step limit";
 
@@ -143,7 +220,8 @@ const STEP_LIMIT: &str = "the step limit";
 pub fn check_whole(ops: &[Op], limits: Limits) -> Result<(Verdict, Cost)> {
     let refs: Vec<&Op> = ops.iter().collect();
     let model_ops = ops.iter().map(|op| Ok((op.key.clone(), RegisterOp::of(op)?))).collect::<Result<Vec<_>>>()?;
-    let (found, cost) = search(&refs, &model_ops, Map::default(), limits, limits.time.map(|t| Instant::now() + t));
+    let stop = Stop { deadline: limits.time.map(|t| Instant::now() + t), later_than: None };
+    let (found, cost) = search(&refs, &model_ops, Map::default(), limits, &stop);
     let keys = ops.iter().map(|op| &op.key).collect::<HashSet<_>>().len();
     Ok((verdict(found, None, &refs).unwrap_or(Verdict::Linearizable { operations: ops.len(), keys }), cost))
 }
@@ -274,18 +352,60 @@ impl Placed {
     }
 }
 
-fn search<M: Model>(
-    ops: &[&Op],
-    model_ops: &[M::Op],
-    initial: M,
-    limits: Limits,
-    deadline: Option<Instant>,
-) -> (Search, Cost) {
+/// Lowe's memo: the (placed set, state) pairs seen. Keyed by the set's
+/// hash and the state; the sets with one key are chained through an arena
+/// and compared whole (a verdict never rests on a hash). One allocation
+/// per table, not per entry: a long search makes millions of entries, and
+/// freeing them one by one took a third of it.
+struct Memo<M> {
+    /// Each key's latest set (an index into `sets`).
+    heads: HashMap<(u64, M), u32, foldhash::fast::FixedState>,
+    /// The sets, `words` each, one after another.
+    sets: Vec<u64>,
+    /// Each set's predecessor with the same key (`u32::MAX`: none).
+    chain: Vec<u32>,
+    words: usize,
+}
+
+impl<M: Model> Memo<M> {
+    fn new(words: usize) -> Memo<M> {
+        Memo { heads: HashMap::default(), sets: Vec::new(), chain: Vec::new(), words }
+    }
+
+    /// Whether `(placed, state)` is new; remembered if so.
+    fn insert(&mut self, placed: &Placed, state: &M) -> bool {
+        let (sets, chain, words) = (&mut self.sets, &mut self.chain, self.words);
+        let index = u32::try_from(chain.len()).expect("the memory limit bounds the memo under 2^32 sets");
+        let mut fresh = true;
+        self.heads
+            .entry((placed.hash, state.clone()))
+            .and_modify(|head| {
+                let mut at = *head;
+                while at != u32::MAX {
+                    let start = at as usize * words;
+                    if sets[start..start + words] == placed.bits[..] {
+                        fresh = false;
+                        return;
+                    }
+                    at = chain[at as usize];
+                }
+                chain.push(*head);
+                sets.extend_from_slice(&placed.bits);
+                *head = index;
+            })
+            .or_insert_with(|| {
+                chain.push(u32::MAX);
+                sets.extend_from_slice(&placed.bits);
+                index
+            });
+        fresh
+    }
+}
+
+fn search<M: Model>(ops: &[&Op], model_ops: &[M::Op], initial: M, limits: Limits, stop: &Stop) -> (Search, Cost) {
     let mut list = List::new::<M>(ops, model_ops);
     let mut placed = Placed { bits: vec![0u64; ops.len().div_ceil(64)], hash: 0 };
-    // Lowe's memo: (hash of the placed set, state) -> the placed sets seen
-    // with that hash (compared whole: a verdict never rests on a hash).
-    let mut seen: HashMap<(u64, M), Vec<Vec<u64>>> = HashMap::new();
+    let mut seen = Memo::<M>::new(placed.bits.len());
     let mut memo_bytes = 0usize;
     let mut stack: Vec<(usize, M)> = Vec::new();
     let mut state = initial;
@@ -299,8 +419,10 @@ fn search<M: Model>(
         if steps > limits.steps {
             return (Search::GaveUp { steps: limits.steps, why: STEP_LIMIT }, cost(limits.steps, memo_bytes));
         }
-        if steps.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
-            return (Search::GaveUp { steps, why: "the time limit" }, cost(steps, memo_bytes));
+        if steps.is_multiple_of(4096) {
+            if let Some(why) = stop.why() {
+                return (Search::GaveUp { steps, why }, cost(steps, memo_bytes));
+            }
         }
         debug_assert!(entry != END, "a completion always comes before the list's end");
         let e = list.0[entry];
@@ -312,14 +434,7 @@ fn search<M: Model>(
                 if limits.memo && memo_bytes + entry_bytes > limits.memo_bytes {
                     return (Search::GaveUp { steps, why: "the memory limit" }, cost(steps, memo_bytes));
                 }
-                let new = !limits.memo || {
-                    let sets = seen.entry((placed.hash, next.clone())).or_default();
-                    let new = !sets.contains(&placed.bits);
-                    if new {
-                        sets.push(placed.bits.clone());
-                    }
-                    new
-                };
+                let new = !limits.memo || seen.insert(&placed, &next);
                 if new {
                     if limits.memo {
                         memo_bytes += entry_bytes;

@@ -36,6 +36,9 @@ pub enum RegisterOp {
     Read(Rc<str>),
     Get(Rc<str>),
     Write(Rc<str>),
+    /// The appended string as it appears inside a JSON string (escaped,
+    /// without its quotes): JSON escapes character by character, so the
+    /// register's canonical JSON grows by exactly this.
     Append(String),
     Cas(Rc<str>, Rc<str>),
     /// A cas that found another value than this.
@@ -61,7 +64,10 @@ impl RegisterOp {
             "get" => RegisterOp::Get(canonical(&op.value)),
             "write" | "put" => RegisterOp::Write(canonical(&op.value)),
             "append" => match &op.value {
-                Value::String(s) => RegisterOp::Append(s.clone()),
+                Value::String(s) => {
+                    let quoted = canonical(&Value::String(s.clone()));
+                    RegisterOp::Append(quoted[1..quoted.len() - 1].to_owned())
+                }
                 v => return Err(bad(format!("an append's value is a string, not {v}"))),
             },
             "cas" => match (op.value.as_array().map(Vec::as_slice), op.outcome) {
@@ -102,9 +108,11 @@ impl Register {
             RegisterOp::Read(v) => (*v == self.0).then(|| self.clone()),
             RegisterOp::Get(v) => (*v == self.0 || (empty && &**v == "\"\"")).then(|| self.clone()),
             RegisterOp::Write(v) => Some(Register(v.clone())),
-            RegisterOp::Append(s) => {
-                let held = if empty { String::new() } else { serde_json::from_str::<String>(&self.0).ok()? };
-                Some(Register(canonical(&Value::String(held + s))))
+            RegisterOp::Append(escaped) => {
+                let held = if empty { "\"\"" } else { &*self.0 };
+                // Only a string can be appended to.
+                let inside = held.strip_prefix('"')?.strip_suffix('"')?;
+                Some(Register(format!("\"{inside}{escaped}\"").into()))
             }
             RegisterOp::Cas(expected, new) => (*expected == self.0).then(|| Register(new.clone())),
             RegisterOp::CasFailed(expected) => (*expected != self.0).then(|| self.clone()),

@@ -128,7 +128,7 @@ fn every_etcd_history_gets_porcupines_answer() {
         let t = Instant::now();
         assert_eq!(linearizable(&events, Limits::default()), Some(expected), "etcd_{n:03}");
         let s = t.elapsed().as_secs_f64();
-        eprintln!("etcd_{n:03} {s:.4}");
+        eprintln!("etcd_{n:03} {s:.6}");
         total += s;
         slowest = if s > slowest.0 { (s, n) } else { slowest };
     }
@@ -148,7 +148,7 @@ fn every_key_value_history_gets_porcupines_answer() {
         let events = kv(name);
         let t = Instant::now();
         assert_eq!(linearizable(&events, Limits::default()), Some(expected), "{name}");
-        eprintln!("{name} checked in {:.3} s", t.elapsed().as_secs_f64());
+        eprintln!("{name} {:.6}", t.elapsed().as_secs_f64());
     }
 }
 

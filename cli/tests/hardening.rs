@@ -378,3 +378,47 @@ fn transactional_histories_are_checked_against_the_isolation_level_asked() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown consistency model \"linearizable\""));
 }
+
+/// `hvsim check --model lease`: two holders at once are named with both
+/// acquires' lines and whose fault it looks like (exit 6), a hand-over is
+/// valid, and a history without virtual times is one line naming the line.
+#[test]
+fn lease_histories_are_checked_in_virtual_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let event = |p: u64, kind: &str, f: &str, ms: u64| {
+        let value = if f == "acquire" { "1000" } else { "null" };
+        format!(r#"{{"process":{p},"type":"{kind}","f":"{f}","key":"l","value":{value},"time":{}}}"#, ms * 1_000_000)
+    };
+    // Process 2 is granted the lease at `grant` ms; process 1 holds it
+    // from 10 ms and asks to release it at 700.
+    let file = |name: &str, grant: u64| {
+        let mut lines = vec![
+            (0, event(1, "invoke", "acquire", 0)),
+            (10, event(1, "ok", "acquire", 10)),
+            (grant - 5, event(2, "invoke", "acquire", grant - 5)),
+            (grant, event(2, "ok", "acquire", grant)),
+            (700, event(1, "invoke", "release", 700)),
+            (701, event(1, "ok", "release", 701)),
+        ];
+        lines.sort_by_key(|(t, _)| *t);
+        let p = dir.path().join(name);
+        std::fs::write(&p, lines.into_iter().map(|(_, l)| l + "\n").collect::<String>()).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let early = file("early.jsonl", 400);
+    let o = output(&["check", &early, "--model", "lease"]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(6), "{said}");
+    assert!(
+        said.contains(
+            "l: processes 1 (line 2) and 2 (line 4) both held it for 300.0 ms: \
+             it was granted to process 2 600.0 ms before process 1's term ran out"
+        ),
+        "{said}"
+    );
+    assert_eq!(output(&["check", &file("handover.jsonl", 750), "--model", "lease"]).status.code(), Some(0));
+    let untimed = dir.path().join("untimed.jsonl");
+    std::fs::write(&untimed, r#"{"process":1,"type":"invoke","f":"acquire","value":1000}"#).unwrap();
+    let e = one_line_error(&["check", untimed.to_str().unwrap(), "--model", "lease"], 1);
+    assert!(e.contains("untimed.jsonl") && e.contains("line 1") && e.contains("virtual time"), "{e}");
+}

@@ -257,6 +257,9 @@ fn branch_rounds(
                 (job, round.clone())
             })
             .collect();
+        if let (Some(first), Some(last)) = (jobs.first(), jobs.last()) {
+            watch.progress(Progress::Round { first: first.0.branch, last: last.0.branch, of: share });
+        }
         let runs = match pool.run_round(jobs, shared, &mut |c| state.checked(c, watch, interrupt)) {
             Ok(runs) => runs,
             Err(e) => {

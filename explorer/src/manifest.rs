@@ -5,7 +5,7 @@
 //!
 //! ```toml
 //! [[checker]]
-//! model = "set"          # register, set, queue, ledger, log, list-append or rw-register
+//! model = "set"          # register, set, queue, ledger, lease, log, list-append or rw-register
 //! consistency = "serializable" # list-append and rw-register: the isolation
 //!                        # level the history must keep (default serializable)
 //! history = "elements"   # optional: the events whose `history` is this

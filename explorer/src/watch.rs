@@ -48,6 +48,9 @@ pub enum Progress {
     /// The root was restored from a saved root, which took `made_ms` of
     /// wall time to make.
     RootRestored { made_ms: u64 },
+    /// A round of branches `first..=last` (of `of` in all, if the budget
+    /// is a number of branches) starts running.
+    Round { first: u64, last: u64, of: Option<u64> },
     /// A branch ended.
     Branch(BranchProgress),
     /// The branches are done; `bugs` bugs' re-executions still run.

@@ -168,6 +168,9 @@ enum Model {
     /// Accounts: `open`, `transfer`, `read`; totals conserved, no account
     /// below zero (Jepsen's bank).
     Ledger,
+    /// A lease per key: `acquire` (value: its term in ms), `release`; no
+    /// two holders at once in virtual time (events need their `time`).
+    Lease,
     /// An append-only log: `append`, `read` of all of it; one order for
     /// every reader, no acknowledged entry lost.
     Log,
@@ -184,6 +187,7 @@ impl From<Model> for ModelKind {
             Model::Set => ModelKind::Set,
             Model::Queue => ModelKind::Queue,
             Model::Ledger => ModelKind::Ledger,
+            Model::Lease => ModelKind::Lease,
             Model::Log => ModelKind::Log,
             Model::ListAppend => ModelKind::ListAppend,
             Model::RwRegister => ModelKind::RwRegister,

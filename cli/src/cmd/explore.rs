@@ -19,7 +19,8 @@ use hvsim_explorer::services::ServiceExit;
 use hvsim_explorer::shard::Shard;
 use hvsim_explorer::winddown::Winddown;
 use hvsim_explorer::{
-    explore, Budget, Ending, Exploration, ExploreConfig, LikelihoodParams, Progress, Span, StartOptions, Target, Watch,
+    explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, LikelihoodParams, Progress, Span,
+    StartOptions, Target, Watch,
 };
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::inputs;
@@ -257,6 +258,8 @@ struct Watcher<'a> {
     /// Warned that the first timelines all ran into their limit with
     /// checks still unevaluated.
     warned: bool,
+    /// The last branch's progress, for the next round's line.
+    last: Option<BranchProgress>,
 }
 
 /// Timelines that all ran into their limit before the warning that the
@@ -296,7 +299,16 @@ impl Watch for Watcher<'_> {
                     made_ms as f64 / 1000.0
                 )
             }),
+            Progress::Round { first, last, of } => {
+                let which = if first == last { format!("branch {first}") } else { format!("branches {first}-{last}") };
+                let of = of.map(|n| format!(" of {n}")).unwrap_or_default();
+                let so_far = self.last.map_or(String::new(), |p| {
+                    format!(" ({} snapshots, {} signals, {} bugs so far)", p.snapshots, p.signals, p.bugs)
+                });
+                self.bar.set_message(format!("| running {which}{of}{so_far}"));
+            }
             Progress::Branch(p) => {
+                self.last = Some(p);
                 self.bar.set_position(p.branches);
                 let t = p.timelines;
                 if !self.warned && p.unevaluated > 0 && t.ended == 0 && t.at_limit >= LIMIT_WARNING_AFTER {
@@ -436,7 +448,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     // Redrawn each second: a terminal's clock moves, and a log gets its
     // status line on time even while one long timeline runs.
     bar.enable_steady_tick(std::time::Duration::from_secs(1));
-    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false, span: config.span, warned: false };
+    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false, span: config.span, warned: false, last: None };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
     let exploration = match explored {

@@ -182,12 +182,15 @@ fn transactional(steps: u64) -> Result<Vec<serde_json::Value>> {
 /// A generated history of so many operations, from a seed.
 type Generator = fn(usize, u64) -> String;
 
-/// The ledger and log checkers on generated histories of 10k and 100k
+/// The ledger, lease and log checkers on generated histories of 10k and 100k
 /// operations.
 fn ledgers() -> Result<Vec<serde_json::Value>> {
     let mut rows = Vec::new();
-    let generated: [(ModelKind, Generator); 2] =
-        [(ModelKind::Ledger, hvsim_checkers::generate::ledger), (ModelKind::Log, hvsim_checkers::generate::log)];
+    let generated: [(ModelKind, Generator); 3] = [
+        (ModelKind::Ledger, hvsim_checkers::generate::ledger),
+        (ModelKind::Lease, hvsim_checkers::generate::lease),
+        (ModelKind::Log, hvsim_checkers::generate::log),
+    ];
     for (model, generate) in generated {
         for n in [10_000, 100_000] {
             let text = generate(n, 1);
