@@ -79,10 +79,14 @@ pub enum Anomaly {
     /// order of appends explains both.
     #[serde(rename = "incompatible-order")]
     IncompatibleOrder,
+    /// Two committed transactions read one version of a key and both
+    /// wrote it (a G-single, named as users know it).
+    #[serde(rename = "lost-update")]
+    LostUpdate,
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 19] = [
+    pub const ALL: [Anomaly; 20] = [
         Anomaly::G0,
         Anomaly::G1a,
         Anomaly::G1b,
@@ -102,6 +106,7 @@ impl Anomaly {
         Anomaly::FutureRead,
         Anomaly::DuplicateElements,
         Anomaly::IncompatibleOrder,
+        Anomaly::LostUpdate,
     ];
 
     /// Its name, as Elle writes it.
@@ -126,6 +131,7 @@ impl Anomaly {
             Anomaly::FutureRead => "future-read",
             Anomaly::DuplicateElements => "duplicate-elements",
             Anomaly::IncompatibleOrder => "incompatible-order",
+            Anomaly::LostUpdate => "lost-update",
         }
     }
 
@@ -156,6 +162,7 @@ impl Anomaly {
             // writes that were not (yet) committed in that order.
             FutureRead => &[G1c],
             IncompatibleOrder => &[G1a],
+            LostUpdate => &[GSingle],
             G1 | G1cRealtime | G2Realtime | Internal | DuplicateElements => &[],
         }
     }
@@ -314,6 +321,7 @@ mod tests {
             // Lost update, read skew: neither snapshot isolation nor
             // repeatable read.
             (GSingle, &[RepeatableRead, SnapshotIsolation], &[ReadCommitted]),
+            (LostUpdate, &[RepeatableRead, SnapshotIsolation], &[ReadCommitted]),
             (GNonadjacent, &[RepeatableRead, SnapshotIsolation], &[ReadCommitted]),
             // Write skew: what snapshot isolation allows.
             (G2Item, &[RepeatableRead], &[SnapshotIsolation]),

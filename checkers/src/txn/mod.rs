@@ -18,6 +18,7 @@ pub mod generate;
 pub mod graph;
 pub mod inference;
 pub mod list_append;
+pub mod lost_update;
 pub mod rw_register;
 pub mod transaction;
 
@@ -129,7 +130,7 @@ pub fn check(model: TxnModel, events: &[Event], consistency: Consistency) -> Res
             anomalies.push(explained());
         }
     };
-    for o in &observed {
+    for o in observed.iter().chain(&lost_update::lost_updates(&txns)) {
         note(o.anomaly, &mut || Explained {
             anomaly: o.anomaly,
             transactions: o.txns.iter().map(|&t| shown(&txns, t)).collect(),
