@@ -21,7 +21,7 @@ import sys
 LAYERS = {
     "explorer": [
         # 1. what an exploration and a bug are: plain data, no machine
-        "assertions bug checkers claims composer config coverage document error exploration faults history "
+        "assertions bug checkers claims composer config coverage discovery document error exploration faults history "
         "manifest sdk services shard story timeline winddown",
         # 2. running timelines
         "branch bugs engine eviction knowledge merge_branch replay roots schedule setup state watch workers",

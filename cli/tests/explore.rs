@@ -329,3 +329,36 @@ fn a_wall_time_budget_holds_within_a_branch() {
     let s = &r["summary"];
     assert_eq!((s["ending"]["how"].as_str(), s["branches"].as_u64()), (Some("finished"), Some(0)), "{s}");
 }
+
+/// `--until-saturated P`: the demo explored from seed 0 with a budget of
+/// 500 branches stops once the estimated chance that the next 10
+/// timelines reach anything new falls below 5%: after its bug (the vault
+/// opens at branch 11 here) and well before the budget; the report says
+/// the rule ended it and shows the estimates. The same exploration again,
+/// with two workers, stops at the same branch with the same digest: the
+/// rule is decided from merged knowledge only.
+#[test]
+fn until_saturated_ends_the_demo_after_its_bug_and_before_its_budget_the_same_way_twice() {
+    if !kvm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, workers: &str| {
+        let args = ["--seed", "0", "--branches", "500", "--until-saturated", "0.05", "--workers", workers];
+        explore(&args, &dir.path().join(name))
+    };
+    let r = run("one", "1");
+    let s = &r["summary"];
+    let (branches, first_bug) = (s["branches"].as_u64().unwrap(), s["first_bug"][0].as_u64().unwrap());
+    assert!(first_bug < branches && branches < 500, "bug at {first_bug}, stopped at {branches}: {s}");
+    let d = &s["discovery"];
+    assert_eq!((d["saturated_at"].as_u64(), d["until_saturated"]["below"].as_f64()), (Some(branches), Some(0.05)), "{d}");
+    assert!(d["new_within_window"]["value"].as_f64().unwrap() < 0.05, "{d}");
+    assert_eq!(d["incidence"]["timelines"].as_u64(), Some(branches), "{d}");
+    let md = read(&latest(&dir.path().join("one")).join("report.md"));
+    assert!(md.contains(&format!("ended by --until-saturated 0.05 at branch {branches}")), "{md}");
+    let again = run("two", "2");
+    assert_eq!(again["summary"]["discovery"], *d);
+    let difference = first_difference(&exploration_digest(&again, true), &exploration_digest(&r, true));
+    assert!(difference.is_none(), "two workers stopped otherwise than one, at {difference:?}");
+}

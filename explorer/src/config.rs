@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkers::CheckerSpec;
 use crate::claims::ClaimSpec;
+use crate::discovery::Saturation;
 use crate::exploration::{Budget, Policy};
 use crate::shard::Shard;
 use crate::timeline::Span;
@@ -36,6 +37,9 @@ pub struct ExploreConfig {
     pub branch_from_snapshots: bool,
     /// Stop as soon as a bug is found.
     pub stop_at_first_bug: bool,
+    /// Stop once the discovery estimates say the next timelines are
+    /// unlikely to find anything new (`--until-saturated`).
+    pub until_saturated: Option<Saturation>,
     /// How many times each new bug's timeline is executed again to confirm
     /// it (0: not at all; its record then says `expected`).
     pub reexecutions: u32,

@@ -206,6 +206,7 @@ fn branch_rounds(
     let mut checkpointed = Instant::now();
     let exhausted = |s: &State| {
         (config.stop_at_first_bug && !s.bugs.records.is_empty())
+            || s.saturated(config)
             || share.is_some_and(|b| s.branches >= b)
             || config.budget.vtime.is_some_and(|v| s.vtime_total >= v.nanos())
             || config.budget.wall.is_some_and(|w| s.started.elapsed() >= w)

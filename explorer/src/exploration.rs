@@ -19,6 +19,7 @@ use crate::checkers::CheckerTally;
 use crate::claims::{ClaimTally, HarnessTally};
 use crate::composer::ComposerTally;
 use crate::coverage::FreshBits;
+use crate::discovery::{Discovered, Incidence};
 use crate::faults::FaultTally;
 use crate::services::ServiceExit;
 use crate::shard::Shards;
@@ -99,6 +100,11 @@ pub struct SeriesPoint {
     /// Coverage edges reached so far, over every timeline.
     #[serde(default)]
     pub edges: usize,
+    /// The features timelines reached and how often, for the discovery
+    /// estimates (`discovery.rs`; zero in merged shards, whose counts
+    /// per feature are not kept).
+    #[serde(default)]
+    pub incidence: Incidence,
 }
 
 /// How the root snapshot was reached.
@@ -214,6 +220,9 @@ pub struct Exploration {
     pub coverage_edges: usize,
     pub instrumentation: Instrumentation,
     pub series: Vec<SeriesPoint>,
+    /// How much is likely still unfound, and whether the stop rule ended it.
+    #[serde(default)]
+    pub discovery: Discovered,
     /// Branch at which the first bug appeared, and how long it took.
     pub first_bug: Option<(u64, u64)>,
     pub phases: Phases,
@@ -273,6 +282,7 @@ impl Exploration {
             coverage_edges: 0,
             instrumentation: Instrumentation::default(),
             series: Vec::new(),
+            discovery: Default::default(),
             first_bug: None,
             phases: Phases::default(),
             ending: Ending::Finished,

@@ -35,6 +35,7 @@ pub mod claims;
 pub mod composer;
 pub mod config;
 pub mod coverage;
+pub mod discovery;
 pub mod document;
 pub mod engine;
 pub mod error;

@@ -193,6 +193,9 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     };
     named(&out, &mut assertion_bugs);
     let mut series = vec![std::mem::take(&mut out.series)];
+    // Discovery estimates need each feature's count over every shard's
+    // timelines, which a shard does not keep: a merged exploration has none.
+    out.discovery = crate::discovery::Discovered::default();
     let mut coverage = Coverage::default();
     coverage.merge_bits(&out.coverage);
     for e in parts {
@@ -494,6 +497,7 @@ fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
                 bugs: sum(&|q| q.bugs as u64) as usize,
                 new_edges: p.new_edges,
                 edges: sum(&|q| q.edges as u64) as usize,
+                incidence: crate::discovery::Incidence::default(),
             }
         })
         .collect()
@@ -558,8 +562,16 @@ mod tests {
                 b
             })
             .collect::<Vec<_>>();
-        let point =
-            |branch| SeriesPoint { branch, wall_ms: branch, snapshots: 1, signals: 1, bugs: 0, new_edges: 1, edges: 1 };
+        let point = |branch| SeriesPoint {
+            branch,
+            wall_ms: branch,
+            snapshots: 1,
+            signals: 1,
+            bugs: 0,
+            new_edges: 1,
+            edges: 1,
+            incidence: Default::default(),
+        };
         let mut coverage = Coverage::default();
         coverage.add_edge(u64::from(index));
         Exploration {
@@ -570,6 +582,7 @@ mod tests {
             coverage_edges: coverage.edges(),
             // Two of the shard's branches: its first and second.
             series: vec![point(u64::from(index) + 1), point(u64::from(index + count) + 1)],
+            discovery: Default::default(),
             shards: Shards::of(Shard::new(index, count).unwrap()),
             coverage: coverage.bits(),
             ..Exploration::example(Target::Raw { guest: "demo".into() }, Point { events: 1, vtime_ns: 1 })

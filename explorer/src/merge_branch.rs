@@ -57,6 +57,7 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         bugs: state.bugs.records.len(),
         elapsed: state.started.elapsed(),
         phases: state.phases,
+        incidence: state.schedule.incidence(state.branches),
     };
     state.series.push(SeriesPoint {
         branch,
@@ -66,6 +67,7 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         bugs: p.bugs,
         new_edges,
         edges: state.known.signals.coverage.edges(),
+        incidence: p.incidence,
     });
     p
 }

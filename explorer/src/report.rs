@@ -202,6 +202,9 @@ pub struct Summary {
     pub phases: Phases,
     /// Which shards of the exploration this report holds (docs/scale.md).
     pub shards: crate::shard::Shards,
+    /// How much is likely still unfound (`discovery.rs`), and whether the
+    /// stop rule ended the exploration.
+    pub discovery: crate::discovery::Estimates,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -394,6 +397,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             dropped: exp.dropped.clone(),
             phases: exp.phases,
             shards: exp.shards.clone(),
+            discovery: exp.discovery.estimates(),
         },
         assertions,
         bugs,
@@ -736,13 +740,24 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         }
     }
     let _ = writeln!(m, "\n## Coverage and bugs over time\n");
-    let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs |");
-    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(m, "Discovery: {}.\n", r.summary.discovery.describe());
+    let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs | features | next timeline new |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for p in &r.series {
+        let next = p.incidence.next_new();
         let _ = writeln!(
             m,
-            "| {} | {} | {} | {} | {} | {} |",
-            p.branch, p.wall_ms, p.snapshots, p.signals, p.edges, p.bugs
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1}% [{:.1}%, {:.1}%] |",
+            p.branch,
+            p.wall_ms,
+            p.snapshots,
+            p.signals,
+            p.edges,
+            p.bugs,
+            p.incidence.observed,
+            100.0 * next.value,
+            100.0 * next.low,
+            100.0 * next.high
         );
     }
     m

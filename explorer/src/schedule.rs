@@ -46,6 +46,7 @@ use std::collections::BTreeMap;
 use hvsim_vmm::entropy::Stream;
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::Incidence;
 use crate::exploration::{DrawTally, Policy};
 use crate::timeline::Timeline;
 
@@ -270,6 +271,12 @@ impl Schedule {
             _ => DECAY.powi(n.picks.min(1000) as i32).max(MIN_FRESHNESS),
         };
         rarity * guidance * freshness
+    }
+
+    /// Each feature's count of timelines that reached it, over `timelines`
+    /// merged branches: what the discovery estimates go by.
+    pub fn incidence(&self, timelines: u64) -> Incidence {
+        Incidence::of(timelines, self.hits.iter().copied())
     }
 
     /// Takes in what a merged branch from `from` (a tree id) reached: the

@@ -13,6 +13,7 @@ use crate::bugs::Bugs;
 use crate::checkers::CheckerTally;
 use crate::claims::{ClaimTally, HarnessTally};
 use crate::config::ExploreConfig;
+use crate::discovery::Discovered;
 use crate::error::{ExploreError, Result};
 use crate::exploration::{Ending, Exploration, Phases, RootInfo, SeriesPoint, TimelineEnds, TreeMemory};
 use crate::faults::FaultTally;
@@ -139,6 +140,11 @@ impl State {
             dropped: self.known.dropped.clone(),
             faults: self.faults.clone(),
             series: self.series.clone(),
+            discovery: Discovered {
+                incidence: self.schedule.incidence(self.branches),
+                until_saturated: config.until_saturated,
+                saturated_at: self.saturated(config).then_some(self.branches),
+            },
             first_bug: self.first_bug,
             phases: self.phases,
             ending: self.ending.clone(),
@@ -147,6 +153,13 @@ impl State {
             coverage: self.known.signals.coverage.bits(),
             guest_profile,
         }
+    }
+
+    /// Whether the stop rule, if given, says the exploration is done:
+    /// decided from merged knowledge, after each merged branch, so the
+    /// worker count never changes where it stops.
+    pub(crate) fn saturated(&self, config: &ExploreConfig) -> bool {
+        config.until_saturated.is_some_and(|rule| rule.reached(&self.schedule.incidence(self.branches)))
     }
 
     /// Ends the exploration with `e`, which happened `during` something,

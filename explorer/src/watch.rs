@@ -9,6 +9,7 @@ use hvsim_guest_image::linux::boot_cache::BootKind;
 use hvsim_vmm::Vtime;
 
 use crate::bug::BugRecord;
+use crate::discovery::Incidence;
 use crate::error::Result;
 use crate::exploration::{Exploration, Phases, TimelineEnds};
 
@@ -71,4 +72,6 @@ pub struct BranchProgress {
     pub bugs: usize,
     pub elapsed: Duration,
     pub phases: Phases,
+    /// What the discovery estimates go by (`discovery.rs`).
+    pub incidence: Incidence,
 }

@@ -31,6 +31,7 @@ fn demo(interrupt: &Interrupt, workers: usize) -> ExploreConfig {
         setup_limit: ExploreConfig::default_setup_limit(false),
         branch_from_snapshots: true,
         stop_at_first_bug: false,
+        until_saturated: None,
         reexecutions: 3,
         start: StartOptions { interrupt: Some(interrupt.clone()), ..StartOptions::default() },
         batch: workers,

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
 use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
+use hvsim_explorer::discovery::Saturation;
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{github, Baseline, Changes, Report, RunDir, Status};
@@ -57,6 +58,11 @@ pub struct Args {
     /// Budget: total virtual time across branches.
     #[arg(long, value_parser = util::parse_duration)]
     vtime: Option<Duration>,
+    /// Stop rule: end once the estimated chance that the next 10 timelines
+    /// reach anything new falls below P (0 < P < 1), after at least 20
+    /// timelines; --branches stays the cap (docs/exploration.md).
+    #[arg(long, value_name = "P", value_parser = parse_chance)]
+    until_saturated: Option<f64>,
     /// Virtual time a timeline may run, counted from the root (default
     /// 20ms; 60s for Linux, 120s for a project with Test Composer
     /// templates): each branch runs to its timeline's end, when the guest
@@ -219,6 +225,13 @@ fn setup_hint(elapsed: Duration, vtime: Vtime, limit: Vtime, sdk_messages: u64) 
     )
 }
 
+fn parse_chance(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!("{s:?} is not a chance between 0 and 1 (exclusive)")),
+    }
+}
+
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
     s.parse()
 }
@@ -329,10 +342,11 @@ impl Watch for Watcher<'_> {
                 }
                 let ph = p.phases;
                 self.bar.set_message(format!(
-                    "| {} snapshots | {} signals | {} bugs | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
+                    "| {} snapshots | {} signals | {} bugs | next new {:.1}% | wall: run {:.0}s, restore {:.0}s, snapshot {:.0}s, bug checks {:.0}s",
                     p.snapshots,
                     p.signals,
                     p.bugs,
+                    100.0 * p.incidence.next_new().value,
                     ph.branches_ms / 1e3,
                     ph.restore_ms / 1e3,
                     ph.snapshot_ms / 1e3,
@@ -421,6 +435,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         setup_limit: args.setup_limit.map_or(ExploreConfig::default_setup_limit(linux), vtime),
         branch_from_snapshots: !args.no_snapshots,
         stop_at_first_bug: false,
+        until_saturated: args.until_saturated.map(|below| Saturation { below }),
         reexecutions: args.reexecute,
         start,
         batch: usize::from(args.batch),
@@ -501,6 +516,9 @@ pub(crate) fn print_summary(report: &Report, dir: &Path) {
         s.bugs,
         dir.join("report.html").display()
     );
+    if s.discovery.incidence.timelines > 0 {
+        eprintln!("hvsim: discovery: {}", s.discovery.describe());
+    }
     let last_output = |exit: &ServiceExit| {
         for line in &exit.last_output {
             eprintln!("  {} | {line}", exit.service);

@@ -93,6 +93,9 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                         span class=(verdict_class_of_label(label)) { (n) " " (label) }
                     }
                 }
+                @if s.discovery.incidence.timelines > 0 {
+                    p.discovery { "Discovery: " (s.discovery.describe()) "." }
+                }
                 ul.target { @for line in target::brief(&exp.target) { li { (line) } } }
                 details.muted {
                     summary { "The target's whole description" }
@@ -355,10 +358,14 @@ fn properties(assertions: &[AssertionReport]) -> Markup {
 /// What the charts draw: a name, a unit, a colour, the value at a point.
 type Line = (&'static str, &'static str, &'static str, fn(&SeriesPoint) -> u64);
 
-const LINES: [Line; 3] = [
+const LINES: [Line; 5] = [
     ("Signals", "new behaviours found", "#1e8e3e", |p| p.signals),
     ("Snapshots", "snapshots taken", "#0a6fb5", |p| p.snapshots as u64),
     ("Coverage edges", "edges reached", "#8e44ad", |p| p.edges as u64),
+    ("Features reached", "features (assertion states, guidance) reached", "#16a085", |p| p.incidence.observed),
+    ("Chance the next timeline finds something new", "per mille (Good-Turing)", "#c0392b", |p| {
+        (1000.0 * p.incidence.next_new().value).round() as u64
+    }),
 ];
 
 /// One chart per measure (each with its own scale) against the branch
@@ -623,14 +630,23 @@ mod tests {
         bug.console_tail = vec![format!("</pre>{HOSTILE}")];
         bug.after = vec![Later { at, what: HOSTILE.into() }];
         bug.console_after = vec![format!("</pre>{HOSTILE}")];
-        let point =
-            |branch, bugs| SeriesPoint { branch, wall_ms: 0, snapshots: 1, signals: 1, bugs, new_edges: 0, edges: 0 };
+        let point = |branch, bugs| SeriesPoint {
+            branch,
+            wall_ms: 0,
+            snapshots: 1,
+            signals: 1,
+            bugs,
+            new_edges: 0,
+            edges: 0,
+            incidence: Default::default(),
+        };
         let exp = Exploration {
             assertions,
             bugs: vec![bug],
             events: BTreeMap::from([(HOSTILE.to_owned(), 1)]),
             garbage: crate::exploration::Garbage { count: 1, examples: vec![HOSTILE.into()] },
             series: vec![point(1, 0), point(2, 1)],
+            discovery: Default::default(),
             first_bug: Some((2, 1)),
             ending: Ending::Interrupted { reason: 2 },
             ..Exploration::example(Target::Raw { guest: HOSTILE.into() }, at)

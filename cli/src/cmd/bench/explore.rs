@@ -59,6 +59,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
                 setup_limit: ExploreConfig::default_setup_limit(linux),
                 branch_from_snapshots: mode.from_snapshots,
                 stop_at_first_bug: true,
+                until_saturated: None,
                 reexecutions: 0,
                 start: Default::default(),
                 batch: 1,

@@ -32,6 +32,7 @@ pub fn bench_roots(target: Option<Target>, branches: u64, json: bool) -> Result<
         setup_limit: ExploreConfig::default_setup_limit(true),
         branch_from_snapshots: true,
         stop_at_first_bug: false,
+        until_saturated: None,
         reexecutions: 0,
         start: Default::default(),
         batch: 4,

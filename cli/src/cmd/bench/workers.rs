@@ -46,6 +46,7 @@ pub(super) fn config(
         setup_limit: ExploreConfig::default_setup_limit(linux),
         branch_from_snapshots: true,
         stop_at_first_bug: false,
+        until_saturated: None,
         reexecutions: 0,
         start: Default::default(),
         batch,
