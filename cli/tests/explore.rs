@@ -352,7 +352,11 @@ fn until_saturated_ends_the_demo_after_its_bug_and_before_its_budget_the_same_wa
     let (branches, first_bug) = (s["branches"].as_u64().unwrap(), s["first_bug"][0].as_u64().unwrap());
     assert!(first_bug < branches && branches < 500, "bug at {first_bug}, stopped at {branches}: {s}");
     let d = &s["discovery"];
-    assert_eq!((d["saturated_at"].as_u64(), d["until_saturated"]["below"].as_f64()), (Some(branches), Some(0.05)), "{d}");
+    assert_eq!(
+        (d["saturated_at"].as_u64(), d["until_saturated"]["below"].as_f64()),
+        (Some(branches), Some(0.05)),
+        "{d}"
+    );
     assert!(d["new_within_window"]["value"].as_f64().unwrap() < 0.05, "{d}");
     assert_eq!(d["incidence"]["timelines"].as_u64(), Some(branches), "{d}");
     let md = read(&latest(&dir.path().join("one")).join("report.md"));

@@ -670,6 +670,54 @@ fn explore_finds_a_bug_under_a_drawn_partition_and_its_record_lists_it() {
     assert_eq!((v["reproduced"].as_bool(), o.status.code()), (Some(true), Some(0)), "{v}");
 }
 
+/// `--schedule bandit`: the plan draws partitions (which lose the ping),
+/// latencies and duplicates (which do not), each line of descent's rules
+/// chosen by the bandit over swarm's coins. The exploration finds the ping
+/// lost and is the same with one worker and with two; the report shows
+/// each rule's tally; the bug's record keeps its line's rules, with the
+/// partition on, and replays.
+#[test]
+fn the_fault_rule_bandit_explores_the_same_with_1_and_2_workers_and_its_bug_replays() {
+    if !linux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "rules.toml",
+        "[[draw.fault]]\nkind = \"partition\"\nevery = [\"10ms\", \"80ms\"]\nduration = [\"20ms\", \"60ms\"]\n\
+         targets = [\"one\"]\n\n[[draw.fault]]\nkind = \"latency\"\nevery = [\"10ms\", \"80ms\"]\n\
+         duration = [\"20ms\", \"60ms\"]\ndelay = \"1ms\"\n\n[[draw.fault]]\nkind = \"duplicate\"\n\
+         every = [\"10ms\", \"80ms\"]\nduration = [\"20ms\", \"60ms\"]\nprobability = 0.2\n",
+    );
+    let script = format!("{LIB}{}", PING.replacen("\nif ", "\npause 0.05\nif ", 1));
+    let plan = plan.to_str().unwrap();
+    let run = |workers: &str| {
+        let args = ["--linux", "--nodes", "2", "--fault-plan", plan, "--init-cmd", &script, "--branches", "6"];
+        let more = ["--schedule", "bandit", "--workers", workers, "--batch", "2", "--reexecute", "0"];
+        explore_json(&[&args[..], &more].concat(), &dir.path().join(format!("w{workers}")))
+    };
+    let one = run("1");
+    let rules = one["summary"]["rules"].as_array().unwrap();
+    let kinds: Vec<&str> = rules.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["partition", "latency", "duplicate"]);
+    let chosen: u64 = rules.iter().map(|r| r["chosen"].as_u64().unwrap()).sum();
+    assert!(chosen >= 1, "the bandit chose the rules of every line leaving the root: {rules:?}");
+    let bug =
+        one["bugs"].as_array().unwrap().iter().find(|b| b["summary"] == "assertion failed: ping answers").cloned();
+    let bug = bug.unwrap_or_else(|| panic!("no partition broke the ping in 6 branches: {}", one["summary"]));
+    let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
+    let on = record["timeline"]["rules_on"].as_array().unwrap_or_else(|| panic!("{}", record["timeline"]));
+    assert_eq!(on[0], true, "the partition rule is on in the bug's line: {on:?}");
+    let two = run("2");
+    let difference = first_difference(&exploration_digest(&two, true), &exploration_digest(&one, true));
+    assert!(difference.is_none(), "two workers explored otherwise than one, at {difference:?}");
+    assert_eq!(two["summary"]["rules"], one["summary"]["rules"]);
+    let o = output(&["replay", bug["file"].as_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reproduced"].as_bool(), v["trace_matches"].as_bool()), (Some(true), Some(true)), "{v}");
+}
+
 /// A drawn fault on node 1 from the run's start, every `every`, lasting
 /// `duration`.
 fn node_fault_plan(kind: &str, every: &str, duration: &str) -> String {

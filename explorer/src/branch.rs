@@ -59,6 +59,9 @@ pub(crate) struct BranchJob {
     /// When Test Composer winds down, for a timeline that has no time yet
     /// (one leaving the root: `winddown.rs`).
     pub winddown: Option<Vtime>,
+    /// The fault rules a line of descent leaving the root switches on,
+    /// when the bandit chose them (`bandit.rs`).
+    pub rules: Option<Vec<bool>>,
 }
 
 /// A stop at an SDK draw that the branch made a decision point of.
@@ -231,6 +234,14 @@ pub(crate) fn run(
     let started = Instant::now();
     tree.reset(cursor, machine, job.tree_id)?;
     let restore = started.elapsed();
+    if let Some(on) = &job.base.rules_on {
+        assert_eq!(machine.fault_rules().as_ref(), Some(on), "a snapshot holds its line's fault rules");
+    }
+    if let Some(on) = &job.rules {
+        // A line leaving the root: the rules chosen replace swarm's, before
+        // the re-seed draws each rule's next fault (as a replay holds them).
+        machine.choose_fault_rules(on);
+    }
     machine.reseed(job.seed)?;
     assert_eq!(machine.winddown().map(Vtime::nanos), job.base.winddown_ns, "a snapshot holds its timeline's wind-down");
     if let Some(at) = job.winddown.filter(|_| machine.winddown().is_none()) {

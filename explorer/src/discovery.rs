@@ -66,7 +66,10 @@ impl Incidence {
         if self.timelines == 0 {
             return Estimate { value: 0.0, low: 0.0, high: 1.0 };
         }
-        let value = if q1 == 0.0 { 0.0 } else { q1 / n * ((n - 1.0) * q1 / ((n - 1.0) * q1 + 2.0 * q2)) };
+        // Chao and Jost's factor; one timeline alone has none (0/0).
+        let factor = if n > 1.0 { (n - 1.0) * q1 / ((n - 1.0) * q1 + 2.0 * q2) } else { 1.0 };
+        // (A chance: with few timelines Q1/n can pass 1.)
+        let value = if q1 == 0.0 { 0.0 } else { (q1 / n * factor).min(1.0) };
         // Q1 is a count, about Poisson: its relative error about 1/sqrt(Q1).
         // With none, the chance of a new feature is under 3/n (the rule of
         // three: 95% for an event not seen in n tries).
@@ -232,8 +235,21 @@ mod tests {
         let i = Incidence::of(5, [1, 1, 1, 5]);
         assert!(close(i.total().value, 4.0 + 0.8 * 3.0), "{:?}", i.total());
         assert!(close(i.next_new().value, 3.0 / 5.0));
-        // Nothing run yet: no estimate to speak of.
+        // Nothing run yet: no estimate to speak of; one timeline: every
+        // feature it reached is a singleton, and the next is all new.
         assert_eq!(Incidence::default().next_new().value, 0.0);
+        let one = Incidence::of(1, [1, 1]);
+        assert_eq!((one.next_new().value, one.new_within(10).value, one.total().value), (1.0, 1.0, 2.0));
+        // Every estimate is a number, whatever the counts.
+        for n in 0..6 {
+            for counts in [vec![], vec![1], vec![1, 1, 2], vec![2, 2], vec![n; 3]] {
+                let i = Incidence::of(n.max(counts.iter().copied().max().unwrap_or(0)), counts);
+                for e in [i.next_new(), i.new_within(10), i.total()] {
+                    assert!(e.value.is_finite() && e.low.is_finite() && e.high.is_finite(), "{i:?}: {e:?}");
+                    assert!(e.low <= e.value && e.value <= e.high, "{i:?}: {e:?}");
+                }
+            }
+        }
     }
 
     #[test]

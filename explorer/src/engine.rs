@@ -41,13 +41,14 @@ use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{Interrupt, Machine, Vtime};
 
+use crate::bandit::Bandit;
 use crate::branch::{BranchJob, Rules};
 use crate::bug::BugRecord;
 use crate::bugs::BugContext;
 use crate::config::ExploreConfig;
 use crate::error::Result;
 use crate::eviction::evict;
-use crate::exploration::{Ending, Exploration};
+use crate::exploration::{Ending, Exploration, Policy};
 use crate::knowledge::Knowledge;
 use crate::merge_branch::merge_run;
 use crate::replay;
@@ -113,6 +114,10 @@ pub fn run(
         return Ok(state.exploration(config, machine.take_guest_profile()));
     }
     state.known.new_coverage(&machine);
+    if config.policy == Policy::Bandit {
+        let plan = &machine.state().devices.virtio.schedule;
+        state.bandit = Bandit::new(&plan.rules, plan.swarm);
+    }
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
     state.phases.snapshot_ms += ms_f(taken.elapsed());
@@ -233,6 +238,8 @@ fn branch_rounds(
                     let assertions = &state.known.assertions;
                     let satisfied = |id: &str| assertions.by_id.get(id).is_some_and(|a| a.passes > 0);
                     let p = state.schedule.pick(&mut picker, &satisfied);
+                    // A line of descent leaving the root: the bandit's.
+                    let rules = if p.timeline.rules_on.is_none() { state.bandit.choose(&mut picker) } else { None };
                     BranchJob {
                         branch,
                         seed,
@@ -241,6 +248,7 @@ fn branch_rounds(
                         draw: p.draw,
                         arm_draw: p.arm_draw,
                         winddown,
+                        rules,
                     }
                 } else {
                     let root = &state.schedule.nodes()[0];
@@ -252,6 +260,7 @@ fn branch_rounds(
                         draw: None,
                         arm_draw: false,
                         winddown,
+                        rules: state.bandit.choose(&mut picker),
                     }
                 };
                 tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, "branch");

@@ -180,6 +180,10 @@ pub struct Exploration {
     /// Random draws as decision points.
     #[serde(default)]
     pub draws: DrawTally,
+    /// The fault rules as the bandit saw them (`--schedule bandit`; empty
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleTally>,
     /// Branches per round, and the workers that ran them (see
     /// `ExploreConfig::batch`).
     #[serde(default = "one")]
@@ -260,6 +264,7 @@ impl Exploration {
             branch_from_snapshots: true,
             policy: Policy::default(),
             draws: DrawTally::default(),
+            rules: Vec::new(),
             batch: 1,
             workers: 1,
             root: RootInfo { point: root, setup_complete: true, ended: None, restored: false, setup_failed: None },
@@ -384,6 +389,9 @@ pub enum Policy {
     /// Rarity, guidance, freshness; draws are decision points.
     #[default]
     Rarity,
+    /// Rarity, and the fault rules of each line of descent chosen by a
+    /// bandit over what their faults found (`bandit.rs`).
+    Bandit,
 }
 
 impl Policy {
@@ -391,13 +399,34 @@ impl Policy {
         match self {
             Policy::Energy => "energy",
             Policy::Rarity => "rarity",
+            Policy::Bandit => "bandit",
         }
     }
 
     /// Whether SDK draws are decision points.
     pub fn draws(self) -> bool {
-        self == Policy::Rarity
+        self != Policy::Energy
     }
+
+    /// Whether snapshots are picked by rarity.
+    pub fn rarity(self) -> bool {
+        self != Policy::Energy
+    }
+}
+
+/// One drawn-fault rule as `--schedule bandit` saw it (`bandit.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RuleTally {
+    /// As the plan writes it, and its name in landing evidence.
+    pub kind: String,
+    pub landing: String,
+    /// Lines of descent in which the bandit chose it (the coins may have
+    /// switched it on in others).
+    pub chosen: u64,
+    /// Timelines it was on in, and those in which its faults struck and
+    /// something new was found.
+    pub pulls: u64,
+    pub rewards: u64,
 }
 
 /// Random draws as decision points, over an exploration.

@@ -27,6 +27,7 @@
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
 pub mod assertions;
+mod bandit;
 mod branch;
 pub mod bug;
 mod bugs;

@@ -24,6 +24,8 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
     state.phases.story_ms += ms_f(run.story_took());
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
+    let (rules_on, branch_faults) =
+        (run.job.rules.clone().or_else(|| run.job.base.rules_on.clone()), run.faults.clone());
     for c in &run.checked {
         let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
         tally.add(c);
@@ -39,7 +41,8 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         state.timelines.at_limit += 1;
     }
     let branch = run.job.branch;
-    let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, shared, cx);
+    let (new_edges, fruitful) = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, shared, cx);
+    state.bandit.rewarded(rules_on.as_deref(), &branch_faults, fruitful);
     for tally in state.checkers.iter_mut().filter(|t| t.bug.is_none()) {
         tally.bug = state.bugs.records.iter().find(|b| b.bug.checker() == Some(&tally.spec.name)).map(|b| b.id.clone());
     }
@@ -78,7 +81,8 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
 /// what it reached to the schedule, and each snapshot before that failure
 /// that is still new (or a draw point still wanted) as a node to branch
 /// from (with the snapshots before it in the branch, which its pages build
-/// on). Returns the coverage edges it reached first.
+/// on). Returns the coverage edges it reached first, and whether it found
+/// anything new.
 fn merge(
     run: BranchRun,
     known: &mut Knowledge,
@@ -86,7 +90,7 @@ fn merge(
     schedule: &mut Schedule,
     shared: &Shared,
     cx: &BugContext,
-) -> u64 {
+) -> (u64, bool) {
     /// A stop as the merge judged it.
     struct Judged {
         timeline: Timeline,
@@ -102,8 +106,8 @@ fn merge(
         interval: bool,
         draw: Option<DrawStop>,
     }
-    let BranchJob { branch, seed, tree_id, base, draw, winddown, .. } = run.job;
-    let base = base.winding_down(winddown);
+    let BranchJob { branch, seed, tree_id, base, draw, winddown, rules, .. } = run.job;
+    let base = base.winding_down(winddown).with_rules(rules);
     for (command, ns) in &run.composer_took {
         known.composer_took(command, *ns);
     }
@@ -258,5 +262,5 @@ fn merge(
         };
         schedule.add(node, tree_id, draw_parent);
     }
-    new_edges
+    (new_edges, fruitful)
 }

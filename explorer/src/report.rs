@@ -205,6 +205,9 @@ pub struct Summary {
     /// How much is likely still unfound (`discovery.rs`), and whether the
     /// stop rule ended the exploration.
     pub discovery: crate::discovery::Estimates,
+    /// The fault rules as the bandit saw them (`--schedule bandit`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::exploration::RuleTally>,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -398,6 +401,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             phases: exp.phases,
             shards: exp.shards.clone(),
             discovery: exp.discovery.estimates(),
+            rules: exp.rules.clone(),
         },
         assertions,
         bugs,
@@ -741,6 +745,15 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     }
     let _ = writeln!(m, "\n## Coverage and bugs over time\n");
     let _ = writeln!(m, "Discovery: {}.\n", r.summary.discovery.describe());
+    if !r.summary.rules.is_empty() {
+        let _ = writeln!(m, "Fault rules as the bandit saw them (`--schedule bandit`):\n");
+        let _ = writeln!(m, "| rule | chosen | timelines on | struck and found something new |");
+        let _ = writeln!(m, "| --- | --- | --- | --- |");
+        for t in &r.summary.rules {
+            let _ = writeln!(m, "| {} | {} | {} | {} |", t.kind, t.chosen, t.pulls, t.rewards);
+        }
+        let _ = writeln!(m);
+    }
     let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs | features | next timeline new |");
     let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for p in &r.series {

@@ -207,7 +207,7 @@ impl Schedule {
     pub fn pick(&mut self, stream: &mut Stream, satisfied: &dyn Fn(&str) -> bool) -> Pick {
         let weights: Vec<f64> = match self.policy {
             Policy::Energy => self.nodes.iter().map(|n| n.energy).collect(),
-            Policy::Rarity => {
+            Policy::Rarity | Policy::Bandit => {
                 let unsatisfied: Vec<bool> = {
                     let mut u = vec![false; self.hits.len()];
                     for (name, &f) in &self.names {

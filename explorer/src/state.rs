@@ -9,6 +9,7 @@ use hvsim_guest_image::world::World;
 use hvsim_vmm::profiler::GuestProfile;
 use hvsim_vmm::{Interrupt, Vtime};
 
+use crate::bandit::Bandit;
 use crate::bugs::Bugs;
 use crate::checkers::CheckerTally;
 use crate::claims::{ClaimTally, HarnessTally};
@@ -59,6 +60,8 @@ pub(crate) struct State {
     pub(crate) bugs: Bugs,
     pub(crate) root: RootInfo,
     pub(crate) schedule: Schedule,
+    /// The fault rules' bandit (`--schedule bandit`).
+    pub(crate) bandit: Bandit,
     pub(crate) branches: u64,
     pub(crate) vtime_total: u64,
     pub(crate) series: Vec<SeriesPoint>,
@@ -89,6 +92,7 @@ impl State {
                 setup_failed: None,
             },
             schedule: Schedule::default(),
+            bandit: Bandit::default(),
             branches: 0,
             vtime_total: 0,
             series: Vec::new(),
@@ -118,6 +122,7 @@ impl State {
             branch_from_snapshots: config.branch_from_snapshots,
             policy: config.policy,
             draws: self.schedule.draws,
+            rules: self.bandit.tally(),
             batch: config.batch,
             workers: config.workers,
             root: self.root.clone(),

@@ -66,12 +66,18 @@ pub struct Timeline {
     /// timeline's for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub winddown_ns: Option<u64>,
+    /// The drawn-fault rules its line of descent switched on, when the
+    /// explorer chose them (`--schedule bandit`, `bandit.rs`) rather than
+    /// swarm's coins: decided as the timeline left its root, then the
+    /// timeline's for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules_on: Option<Vec<bool>>,
 }
 
 impl Timeline {
     /// The timeline of the root itself.
     pub fn at(root: Point) -> Timeline {
-        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default(), winddown_ns: None }
+        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default(), winddown_ns: None, rules_on: None }
     }
 
     pub fn then(&self, segment: Segment) -> Timeline {
@@ -87,11 +93,22 @@ impl Timeline {
         self
     }
 
+    /// This timeline, with the fault rules `on` its line of descent
+    /// switched on, unless it already had them.
+    pub fn with_rules(mut self, on: Option<Vec<bool>>) -> Timeline {
+        self.rules_on = self.rules_on.or(on);
+        self
+    }
+
     /// What the timeline decides at its root besides its seeds, applied to
     /// `m` standing there (or later on it): the decisions it takes back,
-    /// and when Test Composer winds down.
+    /// when Test Composer winds down, and the fault rules the explorer
+    /// chose for its line of descent.
     pub fn hold(&self, m: &mut Machine) {
         m.veto(&self.vetoes);
+        if let Some(on) = &self.rules_on {
+            m.choose_fault_rules(on);
+        }
         if let Some(at) = self.winddown_ns {
             m.set_winddown(Vtime(at));
         }

@@ -173,6 +173,8 @@ pub struct Args {
     /// How each branch picks its snapshot: `rarity` gives weight to rare
     /// signals, to places near a property not yet satisfied and to SDK
     /// draws with values not yet tried (draws are decision points);
+    /// `bandit` is rarity with each line of descent's fault rules chosen
+    /// by a bandit over what their faults found, layered on swarm's coins;
     /// `energy` is the earlier policy, kept for comparison
     /// (docs/exploration.md).
     #[arg(long, value_enum, default_value_t = SchedulePolicy::Rarity)]
@@ -190,6 +192,7 @@ pub struct Args {
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum SchedulePolicy {
     Rarity,
+    Bandit,
     Energy,
 }
 
@@ -197,6 +200,7 @@ impl From<SchedulePolicy> for Policy {
     fn from(p: SchedulePolicy) -> Policy {
         match p {
             SchedulePolicy::Rarity => Policy::Rarity,
+            SchedulePolicy::Bandit => Policy::Bandit,
             SchedulePolicy::Energy => Policy::Energy,
         }
     }

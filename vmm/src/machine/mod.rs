@@ -528,6 +528,17 @@ impl Machine {
         self.state.devices.virtio.schedule.winddown().map(Vtime)
     }
 
+    /// The drawn-fault rules this line of descent switches on, chosen by
+    /// the explorer as the line leaves the root, in place of swarm's coins.
+    pub fn choose_fault_rules(&mut self, on: &[bool]) {
+        self.state.devices.virtio.schedule.choose_rules(on);
+    }
+
+    /// Which drawn-fault rules this line of descent switched on, if chosen.
+    pub fn fault_rules(&self) -> Option<Vec<bool>> {
+        self.state.devices.virtio.schedule.rules_on().map(<[bool]>::to_vec)
+    }
+
     /// The console's complete lines from line `first` on, each with the
     /// virtual time (ns) it began.
     pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, Cow<'_, [u8]>)> + '_ {

@@ -4,7 +4,9 @@
 //! against starting every timeline from the root; medians over master
 //! seeds, all measured in the same run. On the demo, or (`--linux`) on the
 //! example built with the official Antithesis Rust SDK, whose bug sits
-//! behind five chained 1-in-8 draws.
+//! behind five chained 1-in-8 draws, or (`--faults`) on two Linux nodes
+//! under a plan of three drawn rules of which only partitions lose the
+//! ping: swarm's coins (`rarity`) against the fault-rule bandit (`bandit`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,10 +29,62 @@ struct Mode {
 const RARITY: Mode = Mode { name: "rarity", policy: Policy::Rarity, from_snapshots: true };
 const ENERGY: Mode = Mode { name: "energy", policy: Policy::Energy, from_snapshots: true };
 const FROM_ROOT: Mode = Mode { name: "from-root", policy: Policy::Energy, from_snapshots: false };
+const BANDIT: Mode = Mode { name: "bandit", policy: Policy::Bandit, from_snapshots: true };
 
-pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> Result<ExitCode> {
+/// Three drawn rules; only a partition loses node 1's ping of node 0,
+/// 50 ms after setup complete. The partition rule comes last, so that the
+/// bandit's first (untried) picks are the rules that find nothing.
+const PARTITION_PLAN: &str = r#"
+[[draw.fault]]
+kind = "latency"
+every = ["10ms", "80ms"]
+duration = ["20ms", "60ms"]
+delay = "1ms"
+
+[[draw.fault]]
+kind = "duplicate"
+every = ["10ms", "80ms"]
+duration = ["20ms", "60ms"]
+probability = 0.2
+
+[[draw.fault]]
+kind = "partition"
+every = ["10ms", "80ms"]
+duration = ["20ms", "60ms"]
+targets = ["one"]
+"#;
+
+const PING: &str = r#"mkfifo /tmp/pause
+echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+read -t 0.05 _ <> /tmp/pause
+if hvsim-node 1 ping -c 1 -W 1 10.0.0.1 > /dev/null; then ok=true; else ok=false; fi
+echo "{\"antithesis_assert\":{\"id\":\"ping answers\",\"message\":\"ping answers\",\"condition\":$ok,\"hit\":true,\"must_hit\":true,\"assert_type\":\"always\",\"display_type\":\"Always\",\"location\":{},\"details\":null}}" > $HVSIM_SDK_OUTPUT
+"#;
+
+/// Two nodes, one pinging the other, under [`PARTITION_PLAN`].
+fn partition_ping() -> Target {
+    Target::Linux {
+        command: PING.into(),
+        mem: 128 << 20,
+        files: Vec::new(),
+        system: hvsim_guest_image::target::System {
+            nodes: 2,
+            disk_bytes: 1 << 30,
+            fault_plan: Some(PARTITION_PLAN.into()),
+            ..Default::default()
+        },
+        verbose_boot: false,
+    }
+}
+
+pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
-    let (target, span, every, modes) = if linux {
+    let (target, span, every, modes) = if faults {
+        hvsim_guest_image::note!(
+            "hvsim: bench explore --faults: two Linux nodes under three drawn rules (minutes here)"
+        );
+        (partition_ping(), Span::Whole { limit: Vtime(2_000_000_000) }, None, vec![RARITY, BANDIT])
+    } else if linux {
         hvsim_guest_image::note!(
             "hvsim: bench explore --linux: exploring the Rust SDK vault to its bug (minutes here)"
         );
@@ -44,39 +98,39 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
             vec![RARITY, ENERGY, FROM_ROOT],
         )
     };
+    let config = |seed: u64, mode: &Mode, to_first_bug: bool, branches: u64| ExploreConfig {
+        target: target.clone(),
+        seed,
+        budget: Budget { branches: Some(branches), ..Budget::default() },
+        span,
+        snapshot_every: every,
+        snapshot_memory: u64::MAX,
+        setup_limit: ExploreConfig::default_setup_limit(linux || faults),
+        branch_from_snapshots: mode.from_snapshots,
+        stop_at_first_bug: to_first_bug,
+        until_saturated: None,
+        reexecutions: 0,
+        start: Default::default(),
+        batch: 1,
+        workers: 1,
+        // Every exploration starts the same way, restored.
+        saved_roots: true,
+        fresh_root: false,
+        roots_dir: None,
+        require_root: false,
+        shard: Default::default(),
+        policy: mode.policy,
+        checkers: Vec::new(),
+        claims: Vec::new(),
+        likelihood: hvsim_explorer::LikelihoodParams::default(),
+        winddown: hvsim_explorer::winddown::Winddown::Auto,
+    };
     let mut rows = Vec::new();
     // How branches ran, as the explorations say it.
     let mut span_words = String::new();
     for seed in 1..=seeds {
         for mode in &modes {
-            let config = ExploreConfig {
-                target: target.clone(),
-                seed,
-                budget: Budget { branches: Some(max_branches), ..Budget::default() },
-                span,
-                snapshot_every: every,
-                snapshot_memory: u64::MAX,
-                setup_limit: ExploreConfig::default_setup_limit(linux),
-                branch_from_snapshots: mode.from_snapshots,
-                stop_at_first_bug: true,
-                until_saturated: None,
-                reexecutions: 0,
-                start: Default::default(),
-                batch: 1,
-                workers: 1,
-                // Every exploration starts the same way, restored.
-                saved_roots: true,
-                fresh_root: false,
-                roots_dir: None,
-                require_root: false,
-                shard: Default::default(),
-                policy: mode.policy,
-                checkers: Vec::new(),
-                claims: Vec::new(),
-                likelihood: hvsim_explorer::LikelihoodParams::default(),
-                winddown: hvsim_explorer::winddown::Winddown::Auto,
-            };
-            let e = explore(&config, &host, &mut ())?;
+            let e = explore(&config(seed, mode, true, max_branches), &host, &mut ())?;
             span_words = e.describe_span();
             let run_ms = e.wall_ms.saturating_sub(e.phases.to_root_ms());
             let (timelines, ms) =
@@ -129,8 +183,17 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         })
         .collect::<serde_json::Map<_, _>>()
         .into();
-    let ratio = |key: &str, base: &str| -> Option<f64> {
-        Some(median(base, key)? as f64 / median("rarity", key)?.max(1) as f64)
+    // The baseline against the policy measured: energy against rarity, or
+    // swarm's coins (rarity) against the bandit.
+    let (base, policy) = if faults { ("rarity", "bandit") } else { ("energy", "rarity") };
+    let ratio = |key: &str| -> Option<f64> { Some(median(base, key)? as f64 / median(policy, key)?.max(1) as f64) };
+    // Calibration on the demo and the Rust SDK vault (two Linux nodes under
+    // faults are measured for the bandit only: minutes a seed).
+    let calibrated = CALIBRATION_BRANCHES.min(max_branches);
+    let calibration = if faults {
+        Value::Null
+    } else {
+        calibration(seeds, &|seed| explore(&config(seed, &modes[0], false, calibrated), &host, &mut ()))?
     };
     // What explaining costs, as a share of the explorations' wall time
     // after their roots (summed over every run of every policy).
@@ -139,7 +202,13 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         "story_share": total("story_ms") / total("run_ms").max(1.0),
         "likelihood_share": total("likelihood_ms") / total("run_ms").max(1.0),
     });
-    let target_name = if linux { "the Rust SDK vault (five chained 1-in-8 draws)" } else { "the demo" };
+    let target_name = if faults {
+        "two Linux nodes under latency, duplicate and partition rules (only partitions lose the ping)"
+    } else if linux {
+        "the Rust SDK vault (five chained 1-in-8 draws)"
+    } else {
+        "the demo"
+    };
     if json {
         print_report(json!({
             "benchmark": "explore",
@@ -149,8 +218,12 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
             "span": span_words,
             "rows": rows,
             "medians": medians,
-            "energy_over_rarity": { "timelines": ratio("timelines_to_bug", "energy"), "ms": ratio("ms_to_bug", "energy") },
+            "baseline_over_policy": {
+                "baseline": base, "policy": policy,
+                "timelines": ratio("timelines_to_bug"), "ms": ratio("ms_to_bug"),
+            },
             "explaining": explained,
+            "calibration": calibration,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -162,11 +235,28 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         let found = medians[m.name]["found"].as_u64().unwrap_or(0);
         println!("  {:<9} | {t:>16} | {ms:>9} | {found}/{seeds}", m.name);
     }
-    match (ratio("timelines_to_bug", "energy"), ratio("ms_to_bug", "energy")) {
+    match (ratio("timelines_to_bug"), ratio("ms_to_bug")) {
         (Some(t), Some(ms)) => {
-            println!("  energy / rarity: {t:.2}x the timelines, {ms:.2}x the wall time (baseline: energy)")
+            println!("  {base} / {policy}: {t:.2}x the timelines, {ms:.2}x the wall time (baseline: {base})")
         }
-        _ => println!("  energy / rarity: energy's median is not a number within {max_branches} timelines"),
+        _ => println!("  {base} / {policy}: a median is not a number within {max_branches} timelines"),
+    }
+    if !faults {
+        println!(
+            "  discovery estimates ({}, {calibrated} branches a seed, no stop at the bug): chance one of the next \
+             {WINDOW} timelines finds something new, estimated at branch k, against how often the next {WINDOW} did",
+            modes[0].name
+        );
+    }
+    for bin in calibration.as_array().into_iter().flatten() {
+        println!(
+            "    estimated {:>4} to {:>4}: {:>3} points, estimated {:.2} on average, found {:.2}",
+            bin["from"],
+            bin["to"],
+            bin["points"],
+            bin["estimated"].as_f64().unwrap_or(0.0),
+            bin["found"].as_f64().unwrap_or(0.0)
+        );
     }
     println!(
         "  explaining bugs: stories {:.2}% and likelihood estimates {:.1}% of the explorations' wall time after their roots",
@@ -174,6 +264,48 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, json: bool) -> 
         100.0 * explained["likelihood_share"].as_f64().unwrap_or(0.0)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Branches each seed's calibration exploration runs (at most the budget).
+const CALIBRATION_BRANCHES: u64 = 200;
+
+/// Timelines ahead the calibration looks: the stop rule's window.
+const WINDOW: u64 = hvsim_explorer::discovery::SATURATION_WINDOW;
+
+/// How well the discovery estimates predict: each seed explored for its
+/// whole budget (no stop at the bug), and at every 10th branch k from 20
+/// on, the estimated chance that one of the next [`WINDOW`] timelines
+/// reaches a feature none had, against whether one of them did. Points
+/// binned by the estimate; a calibrated estimate finds about what it says.
+fn calibration(
+    seeds: u64,
+    explore: &dyn Fn(u64) -> hvsim_explorer::Result<hvsim_explorer::Exploration>,
+) -> Result<Value> {
+    const BINS: [(f64, f64); 4] = [(0.0, 0.1), (0.1, 0.3), (0.3, 0.6), (0.6, 1.01)];
+    let mut points: Vec<(f64, bool)> = Vec::new();
+    for seed in 1..=seeds {
+        let e = explore(seed)?;
+        let s = &e.series;
+        let mut k = 2 * WINDOW as usize;
+        while k + WINDOW as usize <= s.len() {
+            let now = &s[k - 1].incidence;
+            let later = &s[k - 1 + WINDOW as usize].incidence;
+            points.push((now.new_within(WINDOW).value, later.observed > now.observed));
+            k += WINDOW as usize;
+        }
+    }
+    Ok(BINS
+        .iter()
+        .map(|&(from, to)| {
+            let bin: Vec<&(f64, bool)> = points.iter().filter(|(p, _)| *p >= from && *p < to).collect();
+            let n = bin.len().max(1) as f64;
+            json!({
+                "from": from, "to": to.min(1.0), "points": bin.len(),
+                "estimated": bin.iter().map(|(p, _)| p).sum::<f64>() / n,
+                "found": bin.iter().filter(|(_, f)| *f).count() as f64 / n,
+            })
+        })
+        .collect())
 }
 
 /// The example on the official Antithesis Rust SDK

@@ -62,8 +62,13 @@ enum What {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
         /// Explore the Rust SDK vault instead of the demo.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "faults")]
         linux: bool,
+        /// Explore two Linux nodes under three drawn fault rules, only one
+        /// of which leads to the bug: swarm's coins against the fault-rule
+        /// bandit (`--schedule bandit`).
+        #[arg(long)]
+        faults: bool,
     },
     /// Branches per second of an exploration run by several workers (a
     /// machine and a thread each) against the same exploration run by one,
@@ -202,9 +207,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat } => bench_snapshot(repeat.max(1), json),
-        What::Explore { seeds, max_branches, linux } => {
-            let max_branches = max_branches.unwrap_or(if linux { 200 } else { 1000 });
-            explore::bench_explore(seeds, max_branches, linux, json)
+        What::Explore { seeds, max_branches, linux, faults } => {
+            let max_branches = max_branches.unwrap_or(if linux || faults { 200 } else { 1000 });
+            explore::bench_explore(seeds, max_branches, linux, faults, json)
         }
         What::Shards { branches, linux } => shards::bench_shards(branches, linux, json),
         What::Workers { workers, branches, linux } => {
