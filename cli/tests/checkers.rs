@@ -472,30 +472,45 @@ fn mariadb_repeatable_read_loses_updates_and_the_bug_replays() {
     assert!(ruled_out.iter().any(|m| m == "snapshot-isolation"), "{verdict}");
 }
 
-/// `examples/compose/postgres-bank`: PostgreSQL at SERIALIZABLE as
-/// Jepsen's bank, the client cut off from it at drawn moments (its plan).
-/// The cuts land, every timeline's ledger is checked (the `finally_`
-/// read), and PostgreSQL keeps every read's total and no balance below
-/// zero: no bug, the claim holds.
-#[test]
-#[ignore = "slow: three timelines of PostgreSQL under partitions (ci/test.sh --slow)"]
-fn a_bank_on_postgres_keeps_its_money_through_partitions() {
-    if !linux_available() {
-        return;
-    }
+/// `examples/compose/postgres-bank` under `plan` (seed 1, three
+/// timelines): the drawn faults of each `kind` land, every timeline's
+/// ledger is checked (the `finally_` read), and PostgreSQL keeps every
+/// read's total and no balance below zero: no bug, the claim holds.
+fn bank_keeps_its_money(plan: &str, kinds: &[&str], limit: &str) {
     test_image("postgres");
     let tmp = tempfile::tempdir().unwrap();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/postgres-bank");
-    let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/faults.toml"));
+    let (compose, plan) = (format!("{dir}/compose.yaml"), format!("{dir}/{plan}"));
     let args = ["--compose", &compose, "--fault-plan", &plan, "--seed", "1", "--branches", "3"];
     let r =
-        explore_json(&[&args[..], &["--timeline-limit", "30s", "--reexecute", "0"]].concat(), &tmp.path().join("out"));
-    let landed =
-        r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "net.partition").map(|f| f["landed"].clone());
-    assert!(landed.and_then(|l| l.as_u64()) > Some(0), "no partition landed: {}", r["faults"]);
+        explore_json(&[&args[..], &["--timeline-limit", limit, "--reexecute", "0"]].concat(), &tmp.path().join("out"));
+    for kind in kinds {
+        let landed = r["faults"].as_array().unwrap().iter().find(|f| f["kind"] == *kind).map(|f| f["landed"].clone());
+        assert!(landed.and_then(|l| l.as_u64()) > Some(0), "no {kind} landed: {}", r["faults"]);
+    }
     let checker = &r["checkers"][0];
     assert_eq!(checker["model"], "ledger", "{checker}");
     assert_eq!((checker["timelines"].as_u64(), checker["valid"].as_u64()), (Some(3), Some(3)), "{checker}");
     assert_eq!(r["bugs"].as_array().map(Vec::len), Some(0), "{}", r["bugs"]);
     assert_eq!(r["claims"][0]["verdict"], "pass", "{}", r["claims"][0]);
+}
+
+/// The client cut off from PostgreSQL at drawn moments (`faults.toml`).
+#[test]
+#[ignore = "slow: three timelines of PostgreSQL under partitions (ci/test.sh --slow)"]
+fn a_bank_on_postgres_keeps_its_money_through_partitions() {
+    if linux_available() {
+        bank_keeps_its_money("faults.toml", &["net.partition"], "30s");
+    }
+}
+
+/// The same cuts, and the database's node losing power at drawn moments
+/// (`crashes.toml`): PostgreSQL recovers from its write-ahead log each
+/// time. Half an hour here: each crash is a PostgreSQL restart.
+#[test]
+#[ignore = "slow: three timelines of PostgreSQL under crashes and partitions, half an hour (ci/test.sh --slow)"]
+fn a_bank_on_postgres_keeps_its_money_through_crashes_and_partitions() {
+    if linux_available() {
+        bank_keeps_its_money("crashes.toml", &["net.partition", "node.crash"], "60s");
+    }
 }
