@@ -467,7 +467,10 @@ fn mariadb_repeatable_read_loses_updates_and_the_bug_replays() {
         return;
     }
     let (anomalies, verdict) = sql_transactions_bug("mariadb", "mariadb.yaml");
-    assert!(anomalies.iter().any(|a| a == "G-single"), "{anomalies:?} {verdict}");
+    assert!(
+        anomalies.iter().any(|a| a == "G-single") && anomalies.iter().any(|a| a == "lost-update"),
+        "{anomalies:?} {verdict}"
+    );
     let ruled_out = verdict["ruled_out"].as_array().unwrap();
     assert!(ruled_out.iter().any(|m| m == "snapshot-isolation"), "{verdict}");
 }

@@ -169,6 +169,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         )));
     }
     let shards = Shards { count: first.shards.count, indices };
+    let several = inputs.len() > 1;
     let mut parts = inputs.into_iter().map(|(_, e)| e);
     let mut out = parts.next().expect("one at least");
     let first_shard = out.shards.indices[0];
@@ -194,8 +195,11 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     named(&out, &mut assertion_bugs);
     let mut series = vec![std::mem::take(&mut out.series)];
     // Discovery estimates need each feature's count over every shard's
-    // timelines, which a shard does not keep: a merged exploration has none.
-    out.discovery = crate::discovery::Discovered::default();
+    // timelines, which a shard does not keep: shards merged have none (one
+    // shard keeps its own).
+    if several {
+        out.discovery = crate::discovery::Discovered::default();
+    }
     let mut coverage = Coverage::default();
     coverage.merge_bits(&out.coverage);
     for e in parts {
@@ -478,8 +482,10 @@ fn add_claim(o: &mut ClaimTally, t: ClaimTally) {
 
 /// Coverage and bugs over the whole exploration's branches: at each
 /// shard's point, the sum of every shard's latest counts (so a signal or
-/// bug two shards found counts twice here), wall time the latest.
+/// bug two shards found counts twice here), wall time the latest. The
+/// features' counts only for one shard (several cannot be summed).
 fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
+    let one = shards.len() == 1;
     let mut points: Vec<(usize, SeriesPoint)> =
         shards.into_iter().enumerate().flat_map(|(k, s)| s.into_iter().map(move |p| (k, p))).collect();
     points.sort_by_key(|(k, p)| (p.branch, *k));
@@ -497,7 +503,7 @@ fn merge_series(shards: Vec<Vec<SeriesPoint>>) -> Vec<SeriesPoint> {
                 bugs: sum(&|q| q.bugs as u64) as usize,
                 new_edges: p.new_edges,
                 edges: sum(&|q| q.edges as u64) as usize,
-                incidence: crate::discovery::Incidence::default(),
+                incidence: if one { p.incidence } else { Default::default() },
             }
         })
         .collect()

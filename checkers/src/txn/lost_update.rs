@@ -54,13 +54,18 @@ pub fn lost_updates(txns: &[Txn]) -> Vec<Observation> {
         .map(|((key, version), txns)| {
             let version: Vec<String> = version.iter().map(ToString::to_string).collect();
             let others: Vec<String> = txns[1..].iter().map(|t| format!("T{t}")).collect();
+            // "T1 and T2 both", "T1 and 2 others (T2, T3) all" (the first
+            // is named before this, as for every observation).
+            let (others, lost) = match others.as_slice() {
+                [one] => (format!("and {one} both"), "one update lost".to_owned()),
+                more => (
+                    format!("and {} others ({}) all", more.len(), more.join(", ")),
+                    format!("{} updates lost", more.len()),
+                ),
+            };
             Observation {
                 anomaly: Anomaly::LostUpdate,
-                what: format!(
-                    "and {} all read {key} as [{}] and then wrote it: all but one update lost",
-                    others.join(", "),
-                    version.join(" ")
-                ),
+                what: format!("{others} read {key} as [{}] and then wrote it: {lost}", version.join(" ")),
                 txns,
             }
         })
@@ -88,7 +93,7 @@ mod tests {
         let found = lost_updates(&txns(&both));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].txns, [0, 1]);
-        assert_eq!(found[0].what, "and T1 all read x as [] and then wrote it: all but one update lost");
+        assert_eq!(found[0].what, "and T1 both read x as [] and then wrote it: one update lost");
         // The second saw the first's append: no update lost.
         let after = [
             r#"{"process":0,"type":"invoke","f":"txn","value":[["r","x",null],["append","x",1]]}"#,
@@ -97,6 +102,20 @@ mod tests {
             r#"{"process":1,"type":"ok","f":"txn","value":[["r","x",[1]],["append","x",2]]}"#,
         ];
         assert!(lost_updates(&txns(&after)).is_empty());
+        // Three read-modify-writes of one version: two updates lost.
+        let three = [
+            both[0],
+            both[1],
+            r#"{"process":2,"type":"invoke","f":"txn","value":[["r","x",null],["append","x",3]]}"#,
+            both[2],
+            both[3],
+            r#"{"process":2,"type":"ok","f":"txn","value":[["r","x",[]],["append","x",3]]}"#,
+        ];
+        let found = lost_updates(&txns(&three));
+        assert_eq!(
+            (found[0].txns.as_slice(), found[0].what.as_str()),
+            (&[0, 1, 2][..], "and 2 others (T1, T2) all read x as [] and then wrote it: 2 updates lost")
+        );
         // A failed writer lost nothing; a read after one's own write is
         // not an external read.
         let failed = [
