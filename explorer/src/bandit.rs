@@ -9,10 +9,10 @@
 //! A rule is pulled by every timeline whose line had it on, and rewarded
 //! when one of its faults struck in that timeline and the timeline found
 //! something new (a signal, a coverage edge, a bug): a rule whose faults
-//! never strike, or strike and lead nowhere, loses its place. The choice is made from merged
-//! knowledge and the explorer's seeded stream, kept in the timeline (and
-//! so in a bug's record) and replayed: an exploration stays a function of
-//! its seed, whatever the workers.
+//! never strike, or strike and lead nowhere, loses its place. The choice
+//! is made from merged knowledge and the explorer's seeded stream, kept in
+//! the timeline (and so in a bug's record) and replayed: an exploration
+//! stays a function of its seed, whatever the workers.
 
 use hvsim_vmm::entropy::Stream;
 use hvsim_vmm::faults::schedule::Rule;
