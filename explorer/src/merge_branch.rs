@@ -5,6 +5,7 @@
 
 use hvsim_snapshot::Delta;
 
+use crate::bandit::Bandit;
 use crate::branch::{BranchJob, BranchRun, DrawStop};
 use crate::bug::{BugKind, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
@@ -24,8 +25,6 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
     state.phases.story_ms += ms_f(run.story_took());
     state.vtime_total += run.vtime_ns;
     state.faults.merge(&run.faults);
-    let (rules_on, branch_faults) =
-        (run.job.rules.clone().or_else(|| run.job.base.rules_on.clone()), run.faults.clone());
     for c in &run.checked {
         let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
         tally.add(c);
@@ -41,8 +40,7 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         state.timelines.at_limit += 1;
     }
     let branch = run.job.branch;
-    let (new_edges, fruitful) = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, shared, cx);
-    state.bandit.rewarded(rules_on.as_deref(), &branch_faults, fruitful);
+    let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, &mut state.bandit, shared, cx);
     for tally in state.checkers.iter_mut().filter(|t| t.bug.is_none()) {
         tally.bug = state.bugs.records.iter().find(|b| b.bug.checker() == Some(&tally.spec.name)).map(|b| b.id.clone());
     }
@@ -81,16 +79,17 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
 /// what it reached to the schedule, and each snapshot before that failure
 /// that is still new (or a draw point still wanted) as a node to branch
 /// from (with the snapshots before it in the branch, which its pages build
-/// on). Returns the coverage edges it reached first, and whether it found
-/// anything new.
+/// on), and to the fault rules' bandit whether its line's rules found
+/// anything new. Returns the coverage edges it reached first.
 fn merge(
     run: BranchRun,
     known: &mut Knowledge,
     bugs: &mut Bugs,
     schedule: &mut Schedule,
+    bandit: &mut Bandit,
     shared: &Shared,
     cx: &BugContext,
-) -> (u64, bool) {
+) -> u64 {
     /// A stop as the merge judged it.
     struct Judged {
         timeline: Timeline,
@@ -212,6 +211,7 @@ fn merge(
     let fruitful = new_edges > 0 || stops.iter().any(|s| s.new_here > 0) || first.is_some_and(|(f, _)| f.new);
     let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
     schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
+    bandit.rewarded(base.rules_on.as_deref(), &run.faults, fruitful);
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).
     let mut start_draw_wanted = schedule.draw_child_wanted(tree_id);
@@ -262,5 +262,5 @@ fn merge(
         };
         schedule.add(node, tree_id, draw_parent);
     }
-    (new_edges, fruitful)
+    new_edges
 }
