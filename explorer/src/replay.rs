@@ -128,9 +128,10 @@ fn saved_root(bug: &BugRecord, id: &RootId, host: &Host, start: &StartOptions) -
 pub const SLACK: Vtime = Vtime(1_000_000_000);
 
 /// Whether guest memory may differ between executions of the same trace:
-/// on a host that lets Linux's user mode read the TSC or RDRAND without a
-/// trap (see `host_limits`), programs such as glibc's dynamic loader keep
-/// what they read in memory.
+/// on a host that lets Linux's user mode read the TSC, RDRAND or the host's
+/// CPUID without a trap (see `host_limits`), programs such as glibc's
+/// dynamic loader keep what they read in memory (the TSC; CPUID leaf 1,
+/// which holds the APIC ID of the host CPU that ran it).
 pub fn memory_may_differ(target: &Target, host: &Host) -> bool {
     target.is_linux() && !host.probes.limits().is_empty()
 }

@@ -49,6 +49,7 @@ fn shape(spec: &MachineSpec, tag: &str) -> Shape {
         cpuid_sha256: String::new(),
         boot_seed: BOOT_SEED,
         epoch: 0,
+        host_cpu: None,
     }
 }
 

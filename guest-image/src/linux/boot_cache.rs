@@ -60,6 +60,11 @@ pub struct Shape {
     pub boot_seed: u64,
     /// Unix time of the guest's RTC at virtual time zero.
     pub epoch: u64,
+    /// The host CPU the vCPU runs on, where CPUID is not virtualized
+    /// (`HostSettings::pin_cpu`): user programs then read that CPU's APIC ID
+    /// (glibc keeps CPUID leaf 1 in every process), so a boot on one CPU and
+    /// a boot on another differ in memory, not in what they do.
+    pub host_cpu: Option<usize>,
 }
 
 impl Shape {
@@ -82,6 +87,7 @@ impl Shape {
             cpuid_sha256,
             boot_seed: config.seed,
             epoch: config.epoch,
+            host_cpu: config.host.pin_cpu,
         })
     }
 
