@@ -434,6 +434,10 @@ pub struct Schedule {
     /// check ends before the timeline's limit: `Control::ComposerBudget`.
     #[serde(default)]
     winddown_ns: Option<u64>,
+    /// Re-seeded once already: the run's own start (`Machine::begin_run`)
+    /// is the first re-seed; every later one is a branch.
+    #[serde(default)]
+    seeded: bool,
 }
 
 /// A uniform draw from `[lo, hi]`.
@@ -486,6 +490,7 @@ impl Schedule {
             pause: Pause::Off,
             vetoes: super::Vetoes::default(),
             winddown_ns: None,
+            seeded: false,
         }
     }
 
@@ -563,19 +568,26 @@ impl Schedule {
     }
 
     /// A branch: what comes after `now` is drawn from `seed`; the faults in
-    /// force go on. The first branch of a line of descent picks its rules.
+    /// force go on. The first branch of a line of descent picks its rules
+    /// (with one rule there is nothing to pick); the run's own start keeps
+    /// every rule on, as the root does.
     pub fn reseed(&mut self, seed: u64, now: u64) {
         self.stream.reseed(seed);
+        let branch = std::mem::replace(&mut self.seeded, true);
         if self.rules.is_empty() {
             return;
         }
-        if self.swarm && self.on.is_none() {
+        if self.swarm && self.on.is_none() && (!branch || self.rules.len() > 1) {
             let mut on: Vec<bool> = (0..self.rules.len()).map(|_| self.stream.chance(0.5)).collect();
             if !on.contains(&true) {
                 let n = on.len() as u64;
                 on[self.stream.below(n) as usize] = true;
             }
-            self.on = Some(on);
+            // The run's start draws the coins and keeps none of them, as it
+            // always drew them: what it draws after is as it was.
+            if branch {
+                self.on = Some(on);
+            }
         }
         if self.armed && !self.paused() {
             for i in 0..self.rules.len() {
@@ -962,6 +974,8 @@ mod tests {
     fn swarm_switches_on_a_subset_per_line_of_descent() {
         let rules: Vec<Rule> = DrawnKind::ALL.iter().map(|&k| rule(k, vec![Selector::One])).collect();
         let mut root = Schedule::new(rules, false, true, 3, 1);
+        // The run's own start (`Machine::begin_run`) keeps every rule on.
+        root.reseed(1, 0);
         root.arm(0);
         assert_eq!(root.on().len(), DrawnKind::ALL.len(), "every rule before the first branch");
         let mut seen = BTreeSet::new();
@@ -977,7 +991,7 @@ mod tests {
         }
         assert!(seen.len() > 10, "lines of descent differ: {seen:?}");
         // Rules chosen for a line of descent replace the coins, before or
-        // after a re-seed, and its descendants keep them.
+        // after its first re-seed, and its descendants keep them.
         let only_second: Vec<bool> = (0..DrawnKind::ALL.len()).map(|i| i == 1).collect();
         for chosen_first in [true, false] {
             let mut chosen = root.clone();
