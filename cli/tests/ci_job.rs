@@ -392,7 +392,8 @@ fn sigint_during_the_likelihood_estimates_is_an_interruption() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let estimates = ["--likelihood-runs", "10000", "--likelihood-points", "1000", "--likelihood-budget", "10000"];
-    let args = [&["--seed", "1", "--branches", "30", "--reexecute", "1"][..], &estimates].concat();
+    // Seed 2 finds the demo's bug at branch 9 (measured here).
+    let args = [&["--seed", "2", "--branches", "30", "--reexecute", "1"][..], &estimates].concat();
     let mut child = spawn_explore(&args, &out);
     let run = latest(&out);
     wait_for("a confirmed bug record", || records(&run).iter().any(confirmed));

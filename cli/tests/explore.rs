@@ -74,9 +74,11 @@ fn demo_bug_found_for_three_seeds_keeps_its_id_and_replays_every_time() {
         };
         assert_eq!(verdict("the vault stays closed"), "failed");
         assert_eq!(verdict("the first digit is right"), "held");
-        // Its digits are draws the explorer made decision points of.
+        // Its digits are draws the explorer made decision points of, and
+        // gave values inside timelines (the guesser retries its code).
         let draws = &r["summary"]["draws"];
         assert!(draws["points"].as_u64() > Some(0) && draws["chosen"].as_u64() > Some(0), "seed {seed}: {draws}");
+        assert!(draws["steered"].as_u64() > Some(0), "seed {seed}: {draws}");
         assert_eq!(verdict("a digit above 9 came up"), "held");
         if seed == "1" {
             for b in bugs {

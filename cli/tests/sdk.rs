@@ -181,10 +181,13 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     // (the draws are decision points); it replays.
     let bug = vault_bug_replays(&r);
     // Found through draws the explorer chose (libvoidstar announces every
-    // draw of the SDK): the record's timeline carries their values.
+    // draw of the SDK), at draw points and inside timelines, where the
+    // program retries its gates (docs/exploration.md): the record's
+    // timeline carries their values, and it replayed above.
     let record: Value = serde_json::from_str(&read(Path::new(bug["file"].as_str().unwrap()))).unwrap();
     let chosen = record["timeline"]["segments"].as_array().unwrap().iter().filter(|s| s["draw"].is_u64()).count();
     assert!(chosen > 0 && s["draws"]["points"].as_u64() > Some(0), "{}", record["timeline"]);
+    assert!(s["draws"]["steered"].as_u64() > Some(0), "no value given inside a timeline: {}", s["draws"]);
     assert_eq!(r["events"]["vault_started"], 1);
     // The SDK said who it is; coverage from the instrumented binary arrived
     // and steered.

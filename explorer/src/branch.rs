@@ -37,6 +37,7 @@ use crate::faults::FaultTally;
 use crate::history::Histories;
 use crate::knowledge::Knowledge;
 use crate::services::Services;
+use crate::steer::{self, Lead, Steer, Steering};
 use crate::story;
 use crate::timeline::{is_crash, point, Point, Span, Timeline};
 use crate::winddown;
@@ -62,15 +63,22 @@ pub(crate) struct BranchJob {
     /// The fault rules a line of descent leaving the root switches on,
     /// when the bandit chose them (`bandit.rs`).
     pub rules: Option<Vec<bool>>,
+    /// With `draw`: the way to it, known or guessed, and the draw's
+    /// untried values the branch may give inside its timeline
+    /// (`steer.rs`).
+    pub lead: Option<Lead>,
+    pub values: Vec<u64>,
 }
 
 /// A stop at an SDK draw that the branch made a decision point of.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct DrawStop {
     /// How many outcomes the program makes of the value, if its SDK said.
     pub options: Option<u64>,
     /// The stop whose novelty armed it (`None`: the branch's start).
     pub armed_by: Option<usize>,
+    /// The way here, known or guessed (`steer.rs`).
+    pub lead: Lead,
 }
 
 /// The machine where something failed: what its bug record keeps.
@@ -142,6 +150,12 @@ pub(crate) struct StopRecord {
     pub interval: bool,
     /// The stop is at an SDK draw made a decision point.
     pub draw: Option<DrawStop>,
+    /// The stop is at an SDK draw the branch steered: the timeline's next
+    /// segment starts here (`steer.rs`).
+    pub steer: Option<Steer>,
+    /// The values the explorer gave on the way to here, if they are the
+    /// way (`steer.rs`).
+    pub way: Option<Vec<u64>>,
 }
 
 pub(crate) struct BranchRun {
@@ -168,6 +182,8 @@ pub(crate) struct BranchRun {
     /// How long each Test Composer command of the timeline ran
     /// (`winddown::durations`).
     pub composer_took: Vec<(String, u64)>,
+    /// Values of its draw point the branch took and did not reach.
+    pub unused_draws: Vec<u64>,
     pub vtime_ns: u64,
     pub restore: Duration,
     pub snapshot: Duration,
@@ -255,6 +271,11 @@ pub(crate) fn run(
     // The first draw after something new (or after the start, if the job
     // says) is a decision point: which stop armed it.
     let mut armed: Option<Option<usize>> = (rules.draws && job.arm_draw).then_some(None);
+    let mut steering = if rules.draws {
+        Steering::new(job.base.segments.is_empty(), job.draw, job.lead.clone(), job.values.clone())
+    } else {
+        Steering::new(false, None, None, Vec::new())
+    };
     let before = FaultTally::mark(machine);
     let from = machine.now();
     let deadline = rules.deadline(from);
@@ -285,11 +306,14 @@ pub(crate) fn run(
                 let mut fails = false;
                 let mut draw_options = None;
                 let mut progress = new_here > 0;
+                // A passing hit or a guidance, new or not (`steer.rs`).
+                let mut onward = false;
                 let messages: Vec<Vec<u8>> = machine.take_messages().into_iter().map(|m| m.bytes).collect();
                 for msg in &messages {
                     let o = known.process(msg);
                     new_here += o.new_signals;
                     progress |= o.progress;
+                    onward |= o.onward;
                     fails |= o.bug.is_some();
                     draw_options = o.draw.or(draw_options);
                 }
@@ -298,21 +322,53 @@ pub(crate) fn run(
                     failed_at = Some(f.console_bytes);
                 }
                 let open = rules.snapshots && failed_at.is_none();
+                if onward {
+                    steering.onward();
+                }
                 // What a sometimes-type assertion failing for the first time
                 // arms nothing: the draws after it are those of another try.
                 if progress && rules.draws {
                     armed = Some(Some(stops.len()));
+                    steering.progress();
+                    tracing::trace!(branch = job.branch, stop = stops.len(), "progress");
                 }
+                let pending = draw_options.is_some() && open && machine.draw_pending();
                 let draw = match (draw_options, armed) {
-                    (Some(options), Some(armed_by)) if open && machine.draw_pending() => {
+                    (Some(options), Some(armed_by)) if pending => {
                         armed = None;
-                        Some(DrawStop { options, armed_by })
+                        Some(DrawStop { options, armed_by, lead: steering.lead() })
                     }
                     _ => None,
                 };
                 let snap = (new_here > 0 || draw.is_some()) && open;
                 let delta = if snap { Some(capture(machine, cursor)?) } else { None };
-                stops.push(StopRecord { at, coverage, messages, failure, snapshot: delta, interval: false, draw });
+                let way = steering.way();
+                // After the snapshot, which stands before the draw's value.
+                let steer = match pending.then(|| if draw.is_none() { steering.draw() } else { None }) {
+                    Some(Some(value)) => {
+                        let seed = steer::seed(job.seed, steering.steered());
+                        machine.reseed(seed)?;
+                        machine.choose_draw(value)?;
+                        tracing::trace!(branch = job.branch, stop = stops.len(), value, "steered");
+                        Some(Steer { seed, value })
+                    }
+                    Some(None) => {
+                        steering.stream_draw(machine.pending_draw_value());
+                        None
+                    }
+                    None => None,
+                };
+                stops.push(StopRecord {
+                    at,
+                    coverage,
+                    messages,
+                    failure,
+                    snapshot: delta,
+                    interval: false,
+                    draw,
+                    steer,
+                    way,
+                });
             }
             Stop::Deadline if interval.is_some() && machine.now() < deadline => {
                 // A place a later branch can start the rest of the timeline
@@ -328,6 +384,8 @@ pub(crate) fn run(
                     snapshot: delta,
                     interval: true,
                     draw: None,
+                    steer: None,
+                    way: None,
                 });
             }
             Stop::Deadline => {
@@ -349,6 +407,8 @@ pub(crate) fn run(
                         snapshot: delta,
                         interval: false,
                         draw: None,
+                        steer: None,
+                        way: None,
                     });
                     break (None, FreshBits::default());
                 }
@@ -410,6 +470,7 @@ pub(crate) fn run(
         claims,
         console_after,
         faults,
+        unused_draws: steering.unused(),
         vtime_ns: machine.now().nanos() - from.nanos(),
         restore,
         snapshot,

@@ -249,6 +249,8 @@ fn branch_rounds(
                         arm_draw: p.arm_draw,
                         winddown,
                         rules,
+                        lead: p.lead,
+                        values: p.values,
                     }
                 } else {
                     let root = &state.schedule.nodes()[0];
@@ -261,9 +263,11 @@ fn branch_rounds(
                         arm_draw: false,
                         winddown,
                         rules: state.bandit.choose(&mut picker),
+                        lead: None,
+                        values: Vec::new(),
                     }
                 };
-                tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, "branch");
+                tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, lead = ?job.lead, values = ?job.values, "branch");
                 (job, round.clone())
             })
             .collect();

@@ -389,6 +389,9 @@ pub enum Policy {
     /// Rarity, guidance, freshness; draws are decision points.
     #[default]
     Rarity,
+    /// Rarity with one value per branch at a draw point, none inside its
+    /// timeline (the explorer before `steer.rs`, kept for comparison).
+    RarityOneValue,
     /// Rarity, and the fault rules of each line of descent chosen by a
     /// bandit over what their faults found (`bandit.rs`).
     Bandit,
@@ -399,6 +402,7 @@ impl Policy {
         match self {
             Policy::Energy => "energy",
             Policy::Rarity => "rarity",
+            Policy::RarityOneValue => "rarity-one-value",
             Policy::Bandit => "bandit",
         }
     }
@@ -406,6 +410,12 @@ impl Policy {
     /// Whether SDK draws are decision points.
     pub fn draws(self) -> bool {
         self != Policy::Energy
+    }
+
+    /// Whether a branch gives its draw point's untried values to the draws
+    /// inside its timeline (`steer.rs`).
+    pub fn steers(self) -> bool {
+        self.draws() && self != Policy::RarityOneValue
     }
 
     /// Whether snapshots are picked by rarity.
@@ -436,6 +446,10 @@ pub struct DrawTally {
     pub points: u64,
     /// Branches that started at one with a value the explorer chose.
     pub chosen: u64,
+    /// Draws the explorer gave a value inside a timeline (`steer.rs`): a
+    /// draw point's untried values, after the branch's first led nowhere.
+    #[serde(default)]
+    pub steered: u64,
 }
 
 /// `exploration.json`, in an exploration's directory: the exploration

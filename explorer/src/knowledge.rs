@@ -85,6 +85,10 @@ pub(crate) struct Outcome {
     /// The feature the message reached, for the schedule's rarity: an
     /// assertion's passing or failing hit, a guidance.
     pub reached: Option<String>,
+    /// What it reached is a step on: anything but a sometimes-type
+    /// assertion's failing evaluation (what a draw point can stand after,
+    /// `steer.rs`).
+    pub onward: bool,
     /// A sometimes-type assertion (its id) reached without being satisfied.
     pub approached: Option<String>,
     /// A guidance (its id) whose best value this is.
@@ -115,6 +119,7 @@ impl Knowledge {
                 }
                 if a.hit {
                     o.reached = Some(format!("assert {} {}", if a.condition { "pass" } else { "fail" }, a.id));
+                    o.onward = a.condition || a.kind.demand() != Demand::Some;
                     if !a.condition && a.kind.demand() == Demand::Some {
                         o.approached = Some(a.id.clone());
                     }
@@ -125,6 +130,7 @@ impl Knowledge {
             SdkMessage::Numeric { id, value, maximize } => {
                 let better = |old: f64| if maximize { value > old } else { value < old };
                 o.reached = Some(format!("guidance {id}"));
+                o.onward = true;
                 let best = self.signals.numeric.entry(id.clone()).or_insert(f64::NAN);
                 if best.is_nan() || better(*best) {
                     *best = value;
@@ -141,6 +147,7 @@ impl Knowledge {
                     }
                 };
                 o.reached = Some(format!("guidance {id}"));
+                o.onward = true;
                 let best = self.signals.boolean.get(&id).copied();
                 if best.is_none_or(better) {
                     self.signals.boolean.insert(id.clone(), true_count);
@@ -150,6 +157,7 @@ impl Knowledge {
             }
             SdkMessage::Json { id, value } => {
                 o.reached = Some(format!("guidance {id}"));
+                o.onward = true;
                 let seen = self.signals.json.entry(id).or_default();
                 if seen.len() < MAX_JSON_VALUES && seen.insert(value.to_string()) {
                     o.new_signals += 1;

@@ -61,6 +61,7 @@ pub mod services;
 mod setup;
 pub mod shard;
 mod state;
+mod steer;
 pub mod story;
 pub mod timeline;
 pub mod watch;

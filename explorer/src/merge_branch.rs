@@ -110,7 +110,16 @@ fn merge(
     for (command, ns) in &run.composer_took {
         known.composer_took(command, *ns);
     }
-    let segment = |until| Segment { seed, draw, until };
+    // The timeline's segments so far: the branch's own, and one more from
+    // every draw it steered (`steer.rs`), the last still open.
+    let mut closed: Vec<Segment> = Vec::new();
+    let mut open = (seed, draw);
+    let timeline_to = |closed: &[Segment], (seed, draw): (u64, Option<u64>), until| {
+        let mut t = base.clone();
+        t.segments.extend_from_slice(closed);
+        t.segments.push(Segment { seed, draw, until });
+        t
+    };
     let mut new_edges = 0;
     // The branch's first failure, and the stop it showed at.
     let mut first: Option<(Filed, usize)> = None;
@@ -120,7 +129,12 @@ fn merge(
     let mut approaches: Vec<(usize, String)> = Vec::new();
     let mut stops = Vec::with_capacity(run.stops.len());
     for (i, stop) in run.stops.into_iter().enumerate() {
-        let timeline = base.then(segment(stop.at));
+        let timeline = timeline_to(&closed, open, stop.at);
+        if let Some(steer) = stop.steer {
+            closed.push(Segment { seed: open.0, draw: open.1, until: stop.at });
+            open = (steer.seed, Some(steer.value));
+            schedule.draws.steered += 1;
+        }
         let covered = known.merge_coverage(&stop.coverage);
         new_edges += covered;
         let mut judged = Judged {
@@ -134,6 +148,7 @@ fn merge(
             interval: stop.interval,
             draw: stop.draw,
         };
+        let mut reached_here = Vec::new();
         for msg in &stop.messages {
             let o = known.process(msg);
             judged.new_here += o.new_signals;
@@ -143,6 +158,9 @@ fn merge(
                 if o.new_signals > 0 {
                     judged.deeper |= o.progress;
                     judged.features.push(r.clone());
+                }
+                if o.onward {
+                    reached_here.push(r.clone());
                 }
                 reached.push(r);
             }
@@ -162,6 +180,9 @@ fn merge(
                 }
             }
         }
+        if let Some(way) = &stop.way {
+            schedule.learn_leads(&reached_here, way);
+        }
         if judged.new_here > 0 && first.is_none() {
             tracing::debug!(branch, signals = judged.new_here, "something new");
             assert!(
@@ -176,7 +197,7 @@ fn merge(
         let kind = BugKind::Crash { end };
         match (first, &run.crash) {
             (None, Some(failure)) => {
-                let timeline = base.then(segment(failure.at));
+                let timeline = timeline_to(&closed, open, failure.at);
                 let filed = bugs.record(kind, timeline, failure, &mut known.assertions, cx, branch);
                 first = Some((filed, stops.len()));
             }
@@ -191,7 +212,7 @@ fn merge(
         let kind = BugKind::Checker { checker: violation.spec.clone(), summary: violation.judgement.summary.clone() };
         match (first, failure) {
             (None, Some(failure)) => {
-                let timeline = base.then(segment(failure.at));
+                let timeline = timeline_to(&closed, open, failure.at);
                 let filed = bugs.record(kind, timeline, &failure, &mut known.assertions, cx, branch);
                 if filed.new {
                     bugs.records[filed.index].history = Some(violation.finding());
@@ -211,6 +232,7 @@ fn merge(
     let fruitful = new_edges > 0 || stops.iter().any(|s| s.new_here > 0) || first.is_some_and(|(f, _)| f.new);
     let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
     schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
+    schedule.give_back(tree_id, &run.unused_draws);
     bandit.rewarded(base.rules_on.as_deref(), &run.faults, fruitful);
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).
@@ -246,7 +268,7 @@ fn merge(
         }
         // A draw point is the draw after the branch's last node before it
         // (or its start): that one makes no other.
-        let draw_parent = s.draw.map(|_| last_node.unwrap_or(tree_id));
+        let draw_parent = s.draw.as_ref().map(|_| last_node.unwrap_or(tree_id));
         last_node = Some(parent);
         let after: Vec<String> = approaches.iter().filter(|(at, _)| *at > i).map(|(_, a)| a.clone()).collect();
         let node = NewNode {
@@ -256,7 +278,8 @@ fn merge(
             signals: s.new_here,
             features: &s.features,
             interval: s.interval && s.new_here == 0,
-            draw: s.draw.map(|d| d.options),
+            draw: s.draw.as_ref().map(|d| d.options),
+            lead: s.draw.map(|d| d.lead),
             approaches: &after,
             watermarks: &s.watermarks,
         };

@@ -501,6 +501,14 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         s.tree.evicted
     );
     let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
+    if s.draws.points > 0 {
+        let _ = writeln!(
+            m,
+            "- SDK draws (`{}`): {} decision points, {} branches started at one with a chosen value, {} values \
+             given inside timelines",
+            s.schedule, s.draws.points, s.draws.chosen, s.draws.steered
+        );
+    }
     if s.shards.count > 1 {
         let _ = writeln!(m, "- {} (docs/scale.md)", s.shards.describe());
     }

@@ -32,7 +32,9 @@
 //!   and branches from there take the values `0, 1, 2, ...` in turn (what
 //!   `random_choice` over N options turns into options `0..N` in order:
 //!   the SDKs take the value modulo N) — up to the draw's option count, or
-//!   [`SMALL_VALUES`] — and then the branch's own stream.
+//!   [`SMALL_VALUES`] — and then the branch's own stream. A branch from a
+//!   draw point whose way is known also takes its other untried values, to
+//!   give inside its timeline when its first leads nowhere (`steer.rs`).
 //!
 //! - **energy**, the explorer before this module: a new snapshot gets 1 + 2
 //!   × its new signals, × 0.8 per pick; draws are not decision points.
@@ -48,6 +50,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::discovery::Incidence;
 use crate::exploration::{DrawTally, Policy};
+use crate::steer::Lead;
 use crate::timeline::Timeline;
 
 /// Values a draw of unknown (or larger) option count is tried with before
@@ -62,6 +65,11 @@ const APPROACH_BONUS: f64 = 4.0;
 const WATERMARK_BONUS: f64 = 2.0;
 /// A draw with values not yet tried.
 const DRAW_BONUS: f64 = 4.0;
+/// Untried values of its draw point a branch may give inside its timeline,
+/// after its first (`steer.rs`): all it has (those it does not reach come
+/// back to the point), so that one branch can try them all and, on the way,
+/// teach draw points further on the way to them (`learn_leads`).
+const RETRY_VALUES: u64 = SMALL_VALUES;
 /// Each step short of the deepest divides the weight by this.
 const DEPTH_FACTOR: f64 = 4.0;
 
@@ -75,18 +83,40 @@ const MIN_ENERGY: f64 = 0.05;
 type Feature = u32;
 
 /// A draw a snapshot stands at, and the values tried there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrawPoint {
     /// How many outcomes the program makes of the value, if its SDK said.
     pub options: Option<u64>,
     /// The next value to try (`0, 1, ...`).
     pub next: u64,
+    /// Values a branch took to try inside its timeline and did not reach
+    /// (`steer.rs`): tried first.
+    #[serde(default)]
+    pub returned: Vec<u64>,
+    /// The values that open the way here, oldest first: known, guessed,
+    /// or not (`steer.rs`).
+    #[serde(default)]
+    pub lead: Option<Lead>,
 }
 
 impl DrawPoint {
     /// The value the next branch from here takes, if any is left to try.
     fn untried(&self) -> Option<u64> {
-        (self.next < self.options.map_or(SMALL_VALUES, |n| n.min(SMALL_VALUES))).then_some(self.next)
+        self.returned
+            .first()
+            .copied()
+            .or_else(|| (self.next < self.options.map_or(SMALL_VALUES, |n| n.min(SMALL_VALUES))).then_some(self.next))
+    }
+
+    /// Takes the next untried value.
+    fn take(&mut self) -> Option<u64> {
+        let v = self.untried()?;
+        if self.returned.first() == Some(&v) {
+            self.returned.remove(0);
+        } else {
+            self.next += 1;
+        }
+        Some(v)
     }
 }
 
@@ -111,6 +141,9 @@ pub struct Node {
     pub draw: Option<DrawPoint>,
     /// A branch from here made a draw point of its first draw.
     has_draw_child: bool,
+    /// That draw point (tree id).
+    #[serde(default)]
+    draw_child: Option<usize>,
     /// Assertions (features of their ids) that timelines from here
     /// reached without satisfying.
     approaches: Vec<Feature>,
@@ -129,6 +162,8 @@ pub(crate) struct NewNode<'a> {
     pub features: &'a [String],
     pub interval: bool,
     pub draw: Option<Option<u64>>,
+    /// For a draw: the way to it, known or guessed (`steer.rs`).
+    pub lead: Option<Lead>,
     /// Assertions the rest of the branch reached without satisfying.
     pub approaches: &'a [String],
     /// Guidance whose best value was reached here.
@@ -144,6 +179,11 @@ pub(crate) struct Pick {
     pub draw: Option<u64>,
     /// Whether its first draw is to be a decision point.
     pub arm_draw: bool,
+    /// With a value: the way to the draw, if known or guessed, and the
+    /// draw's untried values the branch may give inside its timeline after
+    /// the first (`steer.rs`).
+    pub lead: Option<Lead>,
+    pub values: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -174,6 +214,7 @@ impl Schedule {
             interval: false,
             draw: None,
             has_draw_child: false,
+            draw_child: None,
             approaches: Vec::new(),
             tree_id,
         };
@@ -207,7 +248,7 @@ impl Schedule {
     pub fn pick(&mut self, stream: &mut Stream, satisfied: &dyn Fn(&str) -> bool) -> Pick {
         let weights: Vec<f64> = match self.policy {
             Policy::Energy => self.nodes.iter().map(|n| n.energy).collect(),
-            Policy::Rarity | Policy::Bandit => {
+            Policy::Rarity | Policy::RarityOneValue | Policy::Bandit => {
                 let unsatisfied: Vec<bool> = {
                     let mut u = vec![false; self.hits.len()];
                     for (name, &f) in &self.names {
@@ -233,16 +274,23 @@ impl Schedule {
         let n = &mut self.nodes[i];
         n.picks += 1;
         n.energy = (n.energy * DECAY).max(MIN_ENERGY);
-        let draw = n.draw.as_mut().and_then(|d| {
-            let v = d.untried()?;
-            d.next += 1;
-            Some(v)
-        });
+        let (draw, lead, values) = match n.draw.as_mut() {
+            Some(d) => match d.take() {
+                Some(v) => {
+                    // Only along a way, known or guessed (`steer.rs`).
+                    let more = if policy.steers() && d.lead.is_some() { RETRY_VALUES } else { 0 };
+                    let values = (0..more).map_while(|_| d.take()).collect();
+                    (Some(v), d.lead.clone(), values)
+                }
+                None => (None, None, Vec::new()),
+            },
+            None => (None, None, Vec::new()),
+        };
         // Not after interval snapshots: there are many, each much like the
         // others, and their draws would be as many decision points.
         let arm_draw = policy.draws() && n.draw.is_none() && !n.has_draw_child && !n.interval;
         self.draws.chosen += u64::from(draw.is_some());
-        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw }
+        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw, lead, values }
     }
 
     /// The rarity policy's weight of `n` (see the module's comment).
@@ -266,11 +314,19 @@ impl Schedule {
         // values left to try, keeps its
         // weight until one of them leads somewhere new; otherwise it is one
         // place among others.
-        let freshness = match n.draw.and_then(|d| d.untried()) {
+        let freshness = match n.draw.as_ref().and_then(DrawPoint::untried) {
             Some(_) if n.fruitful == 0 && (approaching || (n.depth == deepest && !n.features.is_empty())) => DRAW_BONUS,
             _ => DECAY.powi(n.picks.min(1000) as i32).max(MIN_FRESHNESS),
         };
-        rarity * guidance * freshness
+        // Where a branch gives values inside its timeline (`steer.rs`), a
+        // snapshot whose first draw is a point with values left hands it
+        // most of its weight: a branch from here would re-roll that draw
+        // at random, which the point tries in order, several at a time.
+        let handed_on = self.policy.steers()
+            && n.draw_child
+                .and_then(|t| self.index(t))
+                .is_some_and(|c| self.nodes[c].draw.as_ref().and_then(DrawPoint::untried).is_some());
+        rarity * guidance * freshness / if handed_on { DRAW_BONUS } else { 1.0 }
     }
 
     /// Each feature's count of timelines that reached it, over `timelines`
@@ -301,6 +357,29 @@ impl Schedule {
         }
     }
 
+    /// Gives back to the draw point at `tree_id` values a branch took to
+    /// try inside its timeline and did not reach (`steer.rs`).
+    pub fn give_back(&mut self, tree_id: usize, values: &[u64]) {
+        let Some(d) = self.index(tree_id).and_then(|i| self.nodes[i].draw.as_mut()) else { return };
+        d.returned.extend_from_slice(values);
+        d.returned.sort_unstable();
+        d.returned.dedup();
+    }
+
+    /// A timeline reached `reached` (features) along `way`, values the
+    /// explorer gave (`steer.rs`): draw points that stand right after one
+    /// of those features, their way not known yet (or guessed), learn it.
+    pub fn learn_leads(&mut self, reached: &[String], way: &[u64]) {
+        let reached: Vec<Feature> = reached.iter().filter_map(|r| self.names.get(r).copied()).collect();
+        for n in &mut self.nodes {
+            let Some(d) = n.draw.as_mut().filter(|d| !d.lead.as_ref().is_some_and(|l| l.exact)) else { continue };
+            if n.features.iter().any(|f| reached.contains(f)) {
+                tracing::debug!(tree_id = n.tree_id, ?way, "a draw point learns its lead");
+                d.lead = Some(Lead { values: way.to_vec(), exact: true });
+            }
+        }
+    }
+
     /// Whether a branch from `from` may still make a draw point of its
     /// first draw (no other branch from there did).
     pub fn draw_child_wanted(&self, from: usize) -> bool {
@@ -319,6 +398,7 @@ impl Schedule {
         let depth = self.index(from).map_or(0, |i| self.nodes[i].depth) + node.novel_stops;
         if let Some(i) = draw_parent.and_then(|p| self.index(p)) {
             self.nodes[i].has_draw_child = true;
+            self.nodes[i].draw_child = Some(node.tree_id);
             // The draw right after it: as rare as it is.
             if features.is_empty() {
                 features = self.nodes[i].features.clone();
@@ -342,6 +422,7 @@ impl Schedule {
             from,
             depth,
             draw = ?node.draw,
+            lead = ?node.lead,
             features = ?node.features,
             approaches = ?node.approaches,
             "snapshot to branch from"
@@ -354,8 +435,9 @@ impl Schedule {
             features,
             depth,
             interval: node.interval,
-            draw: node.draw.map(|options| DrawPoint { options, next: 0 }),
+            draw: node.draw.map(|options| DrawPoint { options, next: 0, returned: Vec::new(), lead: node.lead }),
             has_draw_child: false,
+            draw_child: None,
             approaches,
             tree_id: node.tree_id,
         });
@@ -420,6 +502,7 @@ mod tests {
             features,
             interval: false,
             draw,
+            lead: Some(Lead { values: Vec::new(), exact: true }),
             approaches,
             watermarks: &[],
         }
@@ -448,13 +531,45 @@ mod tests {
         for _ in 0..200 {
             let p = s.pick(&mut stream, &|id| !unsatisfied(id) && id != "gate 2");
             if p.tree_id == 1 {
-                tried.push(p.draw);
+                tried.push((p.draw, p.values));
+                if tried.len() == 1 {
+                    // The branch reached 1 inside its timeline, not 2.
+                    s.give_back(1, &[2]);
+                }
             }
         }
-        assert_eq!(&tried[..4], &[Some(0), Some(1), Some(2), None], "options in order, then the stream");
-        assert_eq!(s.draws.chosen, 3);
+        let expected = [(Some(0), vec![1, 2]), (Some(2), vec![]), (None, vec![])];
+        assert_eq!(&tried[..3], &expected, "options in order (the rest to try inside the timeline), then the stream");
+        assert_eq!(s.draws.chosen, 2);
         // Its first draw was made a decision point: the root arms no other.
         assert!(!s.draw_child_wanted(0));
+    }
+
+    #[test]
+    fn a_snapshot_hands_its_weight_to_its_draw_point_while_it_has_values() {
+        for (policy, handed) in [(Policy::Rarity, true), (Policy::RarityOneValue, false)] {
+            let mut s = Schedule::new(policy, timeline(), 0);
+            let g1 = ["assert pass gate 1".to_owned()];
+            s.branch_merged(0, &g1, &[], true);
+            s.add(node(1, &g1, None, &[]), 0, None);
+            s.add(NewNode { novel_stops: 0, ..node(2, &[], Some(Some(2)), &[]) }, 0, Some(1));
+            let weights = |s: &Schedule| {
+                let deepest = s.nodes.iter().map(|n| n.depth).max().unwrap();
+                s.nodes.iter().map(|n| s.weight(n, &[], 0, deepest)).collect::<Vec<f64>>()
+            };
+            let before = weights(&s);
+            // The point's values run out: the snapshot has its weight back.
+            let mut stream = Stream::new(1, "test");
+            while s.nodes[2].draw.as_ref().and_then(DrawPoint::untried).is_some() {
+                let mut n = s.clone();
+                let p = n.pick(&mut stream, &|_| true);
+                if p.tree_id == 2 {
+                    s = n;
+                }
+            }
+            let after = weights(&s);
+            assert_eq!(before[1] * DRAW_BONUS == after[1], handed, "{policy:?}: {before:?} then {after:?}");
+        }
     }
 
     #[test]
@@ -468,8 +583,15 @@ mod tests {
         s.add(node(2, &g2, None, &to_g3), 1, None);
         // The draw right after gate 2, in the branch that opened it.
         s.add(NewNode { novel_stops: 1, ..node(3, &[], Some(None), &to_g3) }, 1, Some(2));
-        // Gates 1 and 2 are satisfied; gate 3 is not.
-        let counts = picks(&mut s, 10, &|id| id != "gate 3");
+        // Gates 1 and 2 are satisfied; gate 3 is not. Each branch from the
+        // draw reaches none of the values it took to try in its timeline.
+        let mut stream = Stream::new(7, "test");
+        let mut counts = BTreeMap::<usize, usize>::new();
+        for _ in 0..10 {
+            let p = s.pick(&mut stream, &|id| id != "gate 3");
+            *counts.entry(p.tree_id).or_default() += 1;
+            s.give_back(p.tree_id, &p.values);
+        }
         assert!(counts.get(&3).copied().unwrap_or(0) >= 7, "the frontier's draw: {counts:?}");
         // The energy policy makes no decision points of draws.
         let mut e = Schedule::new(Policy::Energy, timeline(), 0);

@@ -80,12 +80,6 @@ impl Timeline {
         Timeline { root, segments: Vec::new(), vetoes: Vetoes::default(), winddown_ns: None, rules_on: None }
     }
 
-    pub fn then(&self, segment: Segment) -> Timeline {
-        let mut t = self.clone();
-        t.segments.push(segment);
-        t
-    }
-
     /// This timeline, winding down at `at` unless it already had its time
     /// (a branch from a snapshot inherits its timeline's).
     pub fn winding_down(mut self, at: Option<Vtime>) -> Timeline {
@@ -118,10 +112,15 @@ impl Timeline {
 /// The seed of branch `branch` of an exploration with master seed `master`:
 /// an exploration is itself a pure function of its master seed.
 pub fn branch_seed(master: u64, branch: u64) -> u64 {
+    derived_seed(b"hvsim/branch/v1", master, branch)
+}
+
+/// A seed derived from a seed and a count, under a domain of its own.
+pub(crate) fn derived_seed(domain: &[u8], seed: u64, k: u64) -> u64 {
     let mut h = Sha256::new();
-    h.update(b"hvsim/branch/v1");
-    h.update(master.to_le_bytes());
-    h.update(branch.to_le_bytes());
+    h.update(domain);
+    h.update(seed.to_le_bytes());
+    h.update(k.to_le_bytes());
     u64::from_le_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
 }
 

@@ -172,7 +172,10 @@ pub struct Args {
     roots: Option<PathBuf>,
     /// How each branch picks its snapshot: `rarity` gives weight to rare
     /// signals, to places near a property not yet satisfied and to SDK
-    /// draws with values not yet tried (draws are decision points);
+    /// draws with values not yet tried (draws are decision points, and a
+    /// branch whose value led nowhere gives the draws that follow the
+    /// point's next values inside its timeline); `rarity-one-value` is
+    /// rarity with one value per branch, as before that, for comparison;
     /// `bandit` is rarity with each line of descent's fault rules chosen
     /// by a bandit over what their faults found, layered on swarm's coins;
     /// `energy` is the earlier policy, kept for comparison
@@ -192,6 +195,7 @@ pub struct Args {
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum SchedulePolicy {
     Rarity,
+    RarityOneValue,
     Bandit,
     Energy,
 }
@@ -200,6 +204,7 @@ impl From<SchedulePolicy> for Policy {
     fn from(p: SchedulePolicy) -> Policy {
         match p {
             SchedulePolicy::Rarity => Policy::Rarity,
+            SchedulePolicy::RarityOneValue => Policy::RarityOneValue,
             SchedulePolicy::Bandit => Policy::Bandit,
             SchedulePolicy::Energy => Policy::Energy,
         }

@@ -220,6 +220,18 @@ impl Hypercall {
         self.answer.is_some()
     }
 
+    /// The value the pending draw will read (its low bytes, for a read of
+    /// fewer than 8): the chosen one, or the stream's next 8 bytes. Looking
+    /// changes nothing.
+    pub fn pending_draw_value(&self) -> Option<u64> {
+        let draw = self.answer?;
+        Some(draw.chosen.unwrap_or_else(|| {
+            let mut bytes = [0; 8];
+            self.entropy.clone().fill(&mut bytes);
+            u64::from_le_bytes(bytes)
+        }))
+    }
+
     /// Makes the pending draw return `value` (its low bytes, for a read of
     /// fewer than 8). False if no draw is pending.
     pub fn choose_draw(&mut self, value: u64) -> bool {
@@ -559,10 +571,18 @@ mod tests {
         h.pio_read(hc::DATA, &mut [0; 32], Vtime(0)).unwrap();
         assert_eq!(take(&mut h), None, "a larger read is not an answer and drops it");
         assert_eq!(h.stats().unanswered, 2);
-        // An unchosen draw's answer is the stream's next 8 bytes.
+        // An unchosen draw's answer is the stream's next 8 bytes, and what
+        // it will be can be seen beforehand without changing it.
         let (mut drawn, mut plain) = (Hypercall::new(6, RAM), Hypercall::new(6, RAM));
+        assert_eq!(drawn.pending_draw_value(), None, "no draw pending");
         drawn.announce_draw();
+        let seen = drawn.pending_draw_value();
+        assert_eq!(seen, drawn.pending_draw_value());
         assert_eq!(take(&mut drawn), Some(random8(&mut plain)));
+        assert_eq!(seen, Some(random8(&mut Hypercall::new(6, RAM))));
+        drawn.announce_draw();
+        drawn.choose_draw(9);
+        assert_eq!(drawn.pending_draw_value(), Some(9));
         // ANSWER with bytes still unread is a protocol error.
         cmd(&mut h, hc::op::RANDOM, 4).unwrap();
         assert!(cmd(&mut h, hc::op::ANSWER, 0).is_err());

@@ -106,6 +106,13 @@ impl Machine {
         self.state.devices.hc.draw_pending()
     }
 
+    /// The value the pending SDK draw will read, chosen or not (see
+    /// `Hypercall::pending_draw_value`): what an explorer keeps to give the
+    /// same draw again later.
+    pub fn pending_draw_value(&self) -> Option<u64> {
+        self.state.devices.hc.pending_draw_value()
+    }
+
     /// Makes the pending SDK draw return `value`; recorded in the trace, so
     /// that a timeline with another choice differs there. Call between runs
     /// of the vCPU, after any [`Machine::reseed`].

@@ -27,6 +27,7 @@ struct Mode {
 }
 
 const RARITY: Mode = Mode { name: "rarity", policy: Policy::Rarity, from_snapshots: true };
+const ONE_VALUE: Mode = Mode { name: "one-value", policy: Policy::RarityOneValue, from_snapshots: true };
 const ENERGY: Mode = Mode { name: "energy", policy: Policy::Energy, from_snapshots: true };
 const FROM_ROOT: Mode = Mode { name: "from-root", policy: Policy::Energy, from_snapshots: false };
 const BANDIT: Mode = Mode { name: "bandit", policy: Policy::Bandit, from_snapshots: true };
@@ -88,14 +89,14 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
         hvsim_guest_image::note!(
             "hvsim: bench explore --linux: exploring the Rust SDK vault to its bug (minutes here)"
         );
-        (rust_vault()?, Span::Slice(Vtime(500_000_000)), None, vec![RARITY, ENERGY])
+        (rust_vault()?, Span::Slice(Vtime(500_000_000)), None, vec![RARITY, ONE_VALUE, ENERGY])
     } else {
         let limit = Vtime(20_000_000);
         (
             Target::Raw { guest: "demo".into() },
             Span::Whole { limit },
             Some(Vtime(limit.nanos() / 10)),
-            vec![RARITY, ENERGY, FROM_ROOT],
+            vec![RARITY, ONE_VALUE, ENERGY, FROM_ROOT],
         )
     };
     let config = |seed: u64, mode: &Mode, to_first_bug: bool, branches: u64| ExploreConfig {
@@ -186,7 +187,19 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
     // The baseline against the policy measured: energy against rarity, or
     // swarm's coins (rarity) against the bandit.
     let (base, policy) = if faults { ("rarity", "bandit") } else { ("energy", "rarity") };
-    let ratio = |key: &str| -> Option<f64> { Some(median(base, key)? as f64 / median(policy, key)?.max(1) as f64) };
+    let ratio_of = |base: &str, policy: &str, key: &str| -> Option<f64> {
+        Some(median(base, key)? as f64 / median(policy, key)?.max(1) as f64)
+    };
+    let ratio = |key: &str| ratio_of(base, policy, key);
+    // Draws inside timelines (`steer.rs`): one value per branch against
+    // rarity's several.
+    let steering = (!faults).then(|| {
+        json!({
+            "baseline": ONE_VALUE.name, "policy": RARITY.name,
+            "timelines": ratio_of(ONE_VALUE.name, RARITY.name, "timelines_to_bug"),
+            "ms": ratio_of(ONE_VALUE.name, RARITY.name, "ms_to_bug"),
+        })
+    });
     // Calibration on the demo and the Rust SDK vault (two Linux nodes under
     // faults are measured for the bandit only: minutes a seed).
     let calibrated = CALIBRATION_BRANCHES.min(max_branches);
@@ -222,6 +235,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
                 "baseline": base, "policy": policy,
                 "timelines": ratio("timelines_to_bug"), "ms": ratio("ms_to_bug"),
             },
+            "one_value_over_rarity": steering,
             "explaining": explained,
             "calibration": calibration,
         }))?;
@@ -240,6 +254,15 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
             println!("  {base} / {policy}: {t:.2}x the timelines, {ms:.2}x the wall time (baseline: {base})")
         }
         _ => println!("  {base} / {policy}: a median is not a number within {max_branches} timelines"),
+    }
+    if let Some(s) = &steering {
+        match (s["timelines"].as_f64(), s["ms"].as_f64()) {
+            (Some(t), Some(ms)) => println!(
+                "  one-value / rarity: {t:.2}x the timelines, {ms:.2}x the wall time (one value per branch at a draw \
+                 point, against values given inside timelines too)"
+            ),
+            _ => println!("  one-value / rarity: a median is not a number within {max_branches} timelines"),
+        }
     }
     if !faults {
         println!(

@@ -48,8 +48,9 @@ enum What {
         repeat: usize,
     },
     /// Timelines and wall time to the first bug under the rarity policy
-    /// (SDK draws as decision points) against the energy policy before it
-    /// (and, on the demo, every timeline from the root): medians over
+    /// (SDK draws as decision points, given values inside timelines too)
+    /// against rarity with one value per branch, the energy policy before
+    /// it (and, on the demo, every timeline from the root): medians over
     /// master seeds. On the demo, or (--linux) on the example built with
     /// the official Antithesis Rust SDK, whose bug sits behind five chained
     /// 1-in-8 draws (guest-sdk/examples/antithesis-rust).
