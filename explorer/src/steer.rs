@@ -11,8 +11,9 @@
 //! or its values run out.
 //!
 //! The way to a draw is the values of the draws before it that each led
-//! somewhere (something new followed before the next draw), whoever chose
-//! them (the stream's are seen before the guest reads them). It is *exact*
+//! somewhere (a passing hit or a guidance followed before the next draw,
+//! new or not), whoever chose them (the stream's are seen before the guest
+//! reads them, `Machine::pending_draw_value`). It is *exact*
 //! when it starts where a way is known — the root (empty), a draw point
 //! with an exact lead, an attempt the branch steered — and a *guess* when
 //! it starts at a draw of the stream's after one that led nowhere (taken
@@ -35,8 +36,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lead {
     pub values: Vec<u64>,
-    /// Known to be the way (the explorer chose every value of it), not a
-    /// guess.
+    /// Known to be the way (it starts where a way is known, and each of
+    /// its values led on), not a guess.
     pub exact: bool,
 }
 
