@@ -163,6 +163,9 @@ pub(crate) struct BranchRun {
     pub stops: Vec<StopRecord>,
     /// Coverage new to the branch when it ended.
     pub end_coverage: FreshBits,
+    /// Every edge its timeline had reached, from boot, when it ended (the
+    /// discovery estimates count timelines per edge).
+    pub edges_reached: FreshBits,
     /// How it ended: at its deadline (`None`), or with the guest's end.
     pub end: Option<End>,
     /// Where it ended.
@@ -462,6 +465,7 @@ pub(crate) fn run(
         composer_took,
         stops,
         end_coverage,
+        edges_reached: machine.coverage_map().map(FreshBits::of_map).unwrap_or_default(),
         end,
         end_at: point(machine),
         crash,

@@ -32,6 +32,16 @@ impl Default for Coverage {
 pub struct FreshBits(Vec<(u32, u8)>);
 
 impl FreshBits {
+    /// Every edge set in a guest's coverage map.
+    pub fn of_map(map: &[u8]) -> FreshBits {
+        FreshBits(map.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, &b)| (i as u32, b)).collect())
+    }
+
+    /// The edges, as bit numbers in the map's layout.
+    pub fn edges(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().flat_map(|&(i, bits)| (0..8).filter(move |b| bits & (1 << b) != 0).map(move |b| i * 8 + b))
+    }
+
     /// Every byte is in a coverage map (bits read from a file may not be).
     pub fn fits(&self) -> bool {
         self.0.iter().all(|&(i, _)| (i as usize) < COVERAGE_BYTES)

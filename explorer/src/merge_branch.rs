@@ -233,6 +233,7 @@ fn merge(
     let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
     schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
     schedule.give_back(tree_id, &run.unused_draws);
+    schedule.edges_reached(&run.edges_reached);
     bandit.rewarded(base.rules_on.as_deref(), &run.faults, fruitful);
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).

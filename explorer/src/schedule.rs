@@ -48,6 +48,7 @@ use std::collections::BTreeMap;
 use hvsim_vmm::entropy::Stream;
 use serde::{Deserialize, Serialize};
 
+use crate::coverage::FreshBits;
 use crate::discovery::Incidence;
 use crate::exploration::{DrawTally, Policy};
 use crate::steer::Lead;
@@ -195,6 +196,10 @@ pub(crate) struct Schedule {
     names: BTreeMap<String, Feature>,
     /// Per feature: timelines whose own branch reached it.
     hits: Vec<u64>,
+    /// Per coverage edge (bit in the guest's map): timelines that reached
+    /// it, from boot (the map is cumulative; restoring a snapshot restores
+    /// it). For the discovery estimates only.
+    edge_hits: BTreeMap<u32, u64>,
     /// Per guidance: the snapshot (tree id) where its best value was reached.
     watermarks: BTreeMap<Feature, usize>,
     /// What draws did: for the report.
@@ -332,7 +337,16 @@ impl Schedule {
     /// Each feature's count of timelines that reached it, over `timelines`
     /// merged branches: what the discovery estimates go by.
     pub fn incidence(&self, timelines: u64) -> Incidence {
-        Incidence::of(timelines, self.hits.iter().copied())
+        Incidence::of(timelines, self.hits.iter().chain(self.edge_hits.values()).copied())
+    }
+
+    /// Takes in the coverage edges a merged branch's timeline had reached
+    /// at its end (edges reached before the root are in every timeline:
+    /// never singletons, they leave the estimates as they are).
+    pub fn edges_reached(&mut self, edges: &FreshBits) {
+        for e in edges.edges() {
+            *self.edge_hits.entry(e).or_default() += 1;
+        }
     }
 
     /// Takes in what a merged branch from `from` (a tree id) reached: the
@@ -543,6 +557,26 @@ mod tests {
         assert_eq!(s.draws.chosen, 2);
         // Its first draw was made a decision point: the root arms no other.
         assert!(!s.draw_child_wanted(0));
+    }
+
+    #[test]
+    fn coverage_edges_count_among_the_features_of_the_estimates() {
+        let mut s = Schedule::new(Policy::Rarity, timeline(), 0);
+        let map = |bytes: &[(usize, u8)]| {
+            let mut m = vec![0u8; 16];
+            for &(i, b) in bytes {
+                m[i] = b;
+            }
+            FreshBits::of_map(&m)
+        };
+        // Three timelines: edge 0 in all (before the root), 9 in two, 10 and
+        // 17 in one each.
+        assert_eq!(map(&[(1, 0b110)]).edges().collect::<Vec<_>>(), [9, 10]);
+        s.edges_reached(&map(&[(0, 1), (1, 0b110)]));
+        s.edges_reached(&map(&[(0, 1), (1, 0b010)]));
+        s.edges_reached(&map(&[(0, 1), (2, 0b10)]));
+        let i = s.incidence(3);
+        assert_eq!((i.observed, i.singletons, i.doubletons), (4, 2, 1), "{i:?}");
     }
 
     #[test]
