@@ -33,8 +33,9 @@
 //!   `random_choice` over N options turns into options `0..N` in order:
 //!   the SDKs take the value modulo N) — up to the draw's option count, or
 //!   [`SMALL_VALUES`] — and then the branch's own stream. A branch from a
-//!   draw point whose way is known also takes its other untried values, to
-//!   give inside its timeline when its first leads nowhere (`steer.rs`).
+//!   draw point with a lead (known or guessed) also takes its other untried
+//!   values, to give inside its timeline when its first leads nowhere
+//!   (`steer.rs`).
 //!
 //! - **energy**, the explorer before this module: a new snapshot gets 1 + 2
 //!   × its new signals, × 0.8 per pick; draws are not decision points.
@@ -140,10 +141,7 @@ pub struct Node {
     interval: bool,
     /// The draw this snapshot stands at, if it is a decision point.
     pub draw: Option<DrawPoint>,
-    /// A branch from here made a draw point of its first draw.
-    has_draw_child: bool,
-    /// That draw point (tree id).
-    #[serde(default)]
+    /// The draw point a branch from here made of its first draw (tree id).
     draw_child: Option<usize>,
     /// Assertions (features of their ids) that timelines from here
     /// reached without satisfying.
@@ -218,7 +216,6 @@ impl Schedule {
             depth: 0,
             interval: false,
             draw: None,
-            has_draw_child: false,
             draw_child: None,
             approaches: Vec::new(),
             tree_id,
@@ -293,7 +290,7 @@ impl Schedule {
         };
         // Not after interval snapshots: there are many, each much like the
         // others, and their draws would be as many decision points.
-        let arm_draw = policy.draws() && n.draw.is_none() && !n.has_draw_child && !n.interval;
+        let arm_draw = policy.draws() && n.draw.is_none() && n.draw_child.is_none() && !n.interval;
         self.draws.chosen += u64::from(draw.is_some());
         Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw, lead, values }
     }
@@ -380,9 +377,9 @@ impl Schedule {
         d.returned.dedup();
     }
 
-    /// A timeline reached `reached` (features) along `way`, values the
-    /// explorer gave (`steer.rs`): draw points that stand right after one
-    /// of those features, their way not known yet (or guessed), learn it.
+    /// A timeline reached `reached` (features) along `way`, an exact way
+    /// (`steer.rs`): draw points that stand right after one of those
+    /// features, their lead not known yet (or guessed), learn it.
     pub fn learn_leads(&mut self, reached: &[String], way: &[u64]) {
         let reached: Vec<Feature> = reached.iter().filter_map(|r| self.names.get(r).copied()).collect();
         for n in &mut self.nodes {
@@ -399,7 +396,7 @@ impl Schedule {
     pub fn draw_child_wanted(&self, from: usize) -> bool {
         self.index(from).is_some_and(|i| {
             let n = &self.nodes[i];
-            !n.has_draw_child && n.draw.is_none() && !n.interval
+            n.draw_child.is_none() && n.draw.is_none() && !n.interval
         })
     }
 
@@ -411,7 +408,6 @@ impl Schedule {
         let mut features: Vec<Feature> = node.features.iter().map(|f| self.feature(f)).collect();
         let depth = self.index(from).map_or(0, |i| self.nodes[i].depth) + node.novel_stops;
         if let Some(i) = draw_parent.and_then(|p| self.index(p)) {
-            self.nodes[i].has_draw_child = true;
             self.nodes[i].draw_child = Some(node.tree_id);
             // The draw right after it: as rare as it is.
             if features.is_empty() {
@@ -450,7 +446,6 @@ impl Schedule {
             depth,
             interval: node.interval,
             draw: node.draw.map(|options| DrawPoint { options, next: 0, returned: Vec::new(), lead: node.lead }),
-            has_draw_child: false,
             draw_child: None,
             approaches,
             tree_id: node.tree_id,
