@@ -329,6 +329,70 @@ targets = ["one"]
     }
 }
 
+/// examples/compose/redis-templates: Debian's Redis and three templates,
+/// of which only `transfer` (two writes a transfer, nothing making them
+/// run alone) can find the bug. Under `--schedule bandit` the explorer
+/// chooses each line of descent's template: a round of three gives each
+/// template a line; seed 1's transfer line makes money, its finally check
+/// fails, and the bug's record keeps the template, so that its replay
+/// (a process of its own, which would otherwise draw a template) runs it
+/// again and fails the same way. One and two workers explore the same.
+#[test]
+fn the_bandit_gives_each_template_a_line_and_a_bugs_template_replays() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/compose/redis-templates/compose.yaml");
+    let run = |workers: &str| {
+        let args = [
+            "--compose",
+            compose,
+            "--schedule",
+            "bandit",
+            "--seed",
+            "1",
+            "--branches",
+            "3",
+            "--batch",
+            "3",
+            "--workers",
+            workers,
+            "--reexecute",
+            "0",
+        ];
+        explore_json(&args, &dir.path().join(workers))
+    };
+    let one = run("1");
+    let templates: Vec<(&str, u64, u64)> = one["summary"]["templates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no templates in the summary: {}", one["summary"]))
+        .iter()
+        .map(|t| (t["template"].as_str().unwrap(), t["chosen"].as_u64().unwrap(), t["pulls"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(templates, [("audit", 1, 1), ("deposit", 1, 1), ("transfer", 1, 1)], "{}", one["summary"]);
+    // What Test Composer reported running agrees with what was chosen.
+    let ran = &one["composer"]["templates"];
+    assert!(["audit", "deposit", "transfer"].iter().all(|t| ran[t] == 1), "{}", one["composer"]);
+    let bugs = one["bugs"].as_array().unwrap();
+    let bug = bugs
+        .iter()
+        .find(|b| b["summary"].as_str().is_some_and(|s| s.contains("transfer/finally_total.sh")))
+        .unwrap_or_else(|| panic!("the transfer line found no bug: {bugs:?}"));
+    assert_eq!(bugs.len(), 1, "only the transfer template can fail: {bugs:?}");
+    let file = bug["file"].as_str().unwrap();
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(record["timeline"]["template"], "transfer", "{}", record["timeline"]);
+    let replay = common::replay_reproduces(file, &[]);
+    assert_eq!(replay["trace_matches"], true, "{replay}");
+    let memory = !common::linux_memory_may_differ();
+    let two = run("2");
+    let difference =
+        common::first_difference(&common::exploration_digest(&two, memory), &common::exploration_digest(&one, memory));
+    assert!(difference.is_none(), "2 workers explored otherwise than one, at {difference:?}");
+}
+
 /// examples/compose/counter: Debian's Redis as primary and replica, and a
 /// Test Composer template whose clients read the counter from the replica
 /// under a lock taken on the primary. Explored without faults, no

@@ -39,7 +39,7 @@ use crate::knowledge::Knowledge;
 use crate::services::Services;
 use crate::steer::{self, Lead, Steer, Steering};
 use crate::story;
-use crate::timeline::{is_crash, point, Point, Span, Timeline};
+use crate::timeline::{is_crash, point, LineChoice, Point, Span, Timeline};
 use crate::winddown;
 
 /// A branch to run: from which snapshot, with which seed.
@@ -60,9 +60,9 @@ pub(crate) struct BranchJob {
     /// When Test Composer winds down, for a timeline that has no time yet
     /// (one leaving the root: `winddown.rs`).
     pub winddown: Option<Vtime>,
-    /// The fault rules a line of descent leaving the root switches on,
-    /// when the bandit chose them (`bandit.rs`).
-    pub rules: Option<Vec<bool>>,
+    /// What a line of descent leaving the root runs, where the bandit
+    /// chose (`bandit.rs`): its fault rules, its template.
+    pub line: LineChoice,
     /// With `draw`: the way to it, known or guessed, and the draw's
     /// untried values the branch may give inside its timeline
     /// (`steer.rs`).
@@ -256,10 +256,14 @@ pub(crate) fn run(
     if let Some(on) = &job.base.rules_on {
         assert_eq!(machine.fault_rules().as_ref(), Some(on), "a snapshot holds its line's fault rules");
     }
-    if let Some(on) = &job.rules {
+    assert_eq!(machine.template(), job.base.template.as_deref(), "a snapshot holds its line's template");
+    if let Some(on) = &job.line.rules {
         // A line leaving the root: the rules chosen replace swarm's, before
         // the re-seed draws each rule's next fault (as a replay holds them).
         machine.choose_fault_rules(on);
+    }
+    if let Some(template) = &job.line.template {
+        machine.choose_template(template);
     }
     machine.reseed(job.seed)?;
     assert_eq!(machine.winddown().map(Vtime::nanos), job.base.winddown_ns, "a snapshot holds its timeline's wind-down");

@@ -56,7 +56,7 @@ use crate::schedule::Schedule;
 use crate::setup;
 use crate::state::{interrupted, ms_f, State, TIME_UP};
 use crate::story;
-use crate::timeline::{branch_seed, Timeline};
+use crate::timeline::{branch_seed, LineChoice, Timeline};
 use crate::watch::{Progress, Watch, CHECKPOINT_EVERY};
 use crate::workers::{Check, MachineSettings, Pool, Shared};
 use crate::StartOptions;
@@ -116,7 +116,7 @@ pub fn run(
     state.known.new_coverage(&machine);
     if config.policy == Policy::Bandit {
         let plan = &machine.state().devices.virtio.schedule;
-        state.bandit = Bandit::new(&plan.rules, plan.swarm);
+        state.bandit = Bandit::new(&plan.rules, plan.swarm, &config.target.templates());
     }
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;
@@ -239,7 +239,11 @@ fn branch_rounds(
                     let satisfied = |id: &str| assertions.by_id.get(id).is_some_and(|a| a.passes > 0);
                     let p = state.schedule.pick(&mut picker, &satisfied);
                     // A line of descent leaving the root: the bandit's.
-                    let rules = if p.timeline.rules_on.is_none() { state.bandit.choose(&mut picker) } else { None };
+                    let line = if p.tree_id == state.schedule.nodes()[0].tree_id {
+                        state.bandit.choose(&mut picker)
+                    } else {
+                        LineChoice::default()
+                    };
                     BranchJob {
                         branch,
                         seed,
@@ -248,7 +252,7 @@ fn branch_rounds(
                         draw: p.draw,
                         arm_draw: p.arm_draw,
                         winddown,
-                        rules,
+                        line,
                         lead: p.lead,
                         values: p.values,
                     }
@@ -262,7 +266,7 @@ fn branch_rounds(
                         draw: None,
                         arm_draw: false,
                         winddown,
-                        rules: state.bandit.choose(&mut picker),
+                        line: state.bandit.choose(&mut picker),
                         lead: None,
                         values: Vec::new(),
                     }

@@ -184,6 +184,10 @@ pub struct Exploration {
     /// otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleTally>,
+    /// The Test Composer templates as the bandit saw them (`--schedule
+    /// bandit`, a target with several; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<TemplateTally>,
     /// Branches per round, and the workers that ran them (see
     /// `ExploreConfig::batch`).
     #[serde(default = "one")]
@@ -265,6 +269,7 @@ impl Exploration {
             policy: Policy::default(),
             draws: DrawTally::default(),
             rules: Vec::new(),
+            templates: Vec::new(),
             batch: 1,
             workers: 1,
             root: RootInfo { point: root, setup_complete: true, ended: None, restored: false, setup_failed: None },
@@ -435,6 +440,17 @@ pub struct RuleTally {
     pub chosen: u64,
     /// Timelines it was on in, and those in which its faults struck and
     /// something new was found.
+    pub pulls: u64,
+    pub rewards: u64,
+}
+
+/// One Test Composer template as `--schedule bandit` saw it (`bandit.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TemplateTally {
+    pub template: String,
+    /// Lines of descent the bandit gave it.
+    pub chosen: u64,
+    /// Timelines that ran it, and those that found something new.
     pub pulls: u64,
     pub rewards: u64,
 }

@@ -105,8 +105,8 @@ fn merge(
         interval: bool,
         draw: Option<DrawStop>,
     }
-    let BranchJob { branch, seed, tree_id, base, draw, winddown, rules, .. } = run.job;
-    let base = base.winding_down(winddown).with_rules(rules);
+    let BranchJob { branch, seed, tree_id, base, draw, winddown, line, .. } = run.job;
+    let base = base.winding_down(winddown).of_line(line);
     for (command, ns) in &run.composer_took {
         known.composer_took(command, *ns);
     }
@@ -234,7 +234,7 @@ fn merge(
     schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
     schedule.give_back(tree_id, &run.unused_draws);
     schedule.edges_reached(&run.edges_reached);
-    bandit.rewarded(base.rules_on.as_deref(), &run.faults, fruitful);
+    bandit.rewarded(&base, &run.faults, fruitful);
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).
     let mut start_draw_wanted = schedule.draw_child_wanted(tree_id);

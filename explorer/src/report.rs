@@ -208,6 +208,9 @@ pub struct Summary {
     /// The fault rules as the bandit saw them (`--schedule bandit`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::exploration::RuleTally>,
+    /// The Test Composer templates as the bandit saw them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<crate::exploration::TemplateTally>,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -402,6 +405,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             shards: exp.shards.clone(),
             discovery: exp.discovery.estimates(),
             rules: exp.rules.clone(),
+            templates: exp.templates.clone(),
         },
         assertions,
         bugs,
@@ -759,6 +763,15 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(m, "| --- | --- | --- | --- |");
         for t in &r.summary.rules {
             let _ = writeln!(m, "| {} | {} | {} | {} |", t.kind, t.chosen, t.pulls, t.rewards);
+        }
+        let _ = writeln!(m);
+    }
+    if !r.summary.templates.is_empty() {
+        let _ = writeln!(m, "Test Composer templates as the bandit saw them (`--schedule bandit`):\n");
+        let _ = writeln!(m, "| template | chosen | timelines | found something new |");
+        let _ = writeln!(m, "| --- | --- | --- | --- |");
+        for t in &r.summary.templates {
+            let _ = writeln!(m, "| {} | {} | {} | {} |", t.template, t.chosen, t.pulls, t.rewards);
         }
         let _ = writeln!(m);
     }

@@ -72,12 +72,33 @@ pub struct Timeline {
     /// timeline's for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules_on: Option<Vec<bool>>,
+    /// The Test Composer template its line of descent runs, when the
+    /// explorer chose it (`--schedule bandit`) rather than the composer's
+    /// own draw: decided as the timeline left its root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+}
+
+/// What the explorer chose (`bandit.rs`) for a line of descent leaving the root.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct LineChoice {
+    /// The drawn-fault rules switched on.
+    pub rules: Option<Vec<bool>>,
+    /// The Test Composer template.
+    pub template: Option<String>,
 }
 
 impl Timeline {
     /// The timeline of the root itself.
     pub fn at(root: Point) -> Timeline {
-        Timeline { root, segments: Vec::new(), vetoes: Vetoes::default(), winddown_ns: None, rules_on: None }
+        Timeline {
+            root,
+            segments: Vec::new(),
+            vetoes: Vetoes::default(),
+            winddown_ns: None,
+            rules_on: None,
+            template: None,
+        }
     }
 
     /// This timeline, winding down at `at` unless it already had its time
@@ -87,10 +108,11 @@ impl Timeline {
         self
     }
 
-    /// This timeline, with the fault rules `on` its line of descent
-    /// switched on, unless it already had them.
-    pub fn with_rules(mut self, on: Option<Vec<bool>>) -> Timeline {
-        self.rules_on = self.rules_on.or(on);
+    /// This timeline, with what the explorer chose for its line of descent
+    /// (fault rules switched on, a template), unless it already had them.
+    pub(crate) fn of_line(mut self, line: LineChoice) -> Timeline {
+        self.rules_on = self.rules_on.or(line.rules);
+        self.template = self.template.or(line.template);
         self
     }
 
@@ -102,6 +124,9 @@ impl Timeline {
         m.veto(&self.vetoes);
         if let Some(on) = &self.rules_on {
             m.choose_fault_rules(on);
+        }
+        if let Some(template) = &self.template {
+            m.choose_template(template);
         }
         if let Some(at) = self.winddown_ns {
             m.set_winddown(Vtime(at));

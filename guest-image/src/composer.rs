@@ -73,6 +73,13 @@ impl Composer {
         self.commands.is_empty()
     }
 
+    /// The templates' names, in order (commands are sorted by template).
+    pub fn templates(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.commands.iter().map(|c| c.template.as_str()).collect();
+        names.dedup();
+        names
+    }
+
     /// Init's description of the commands (`hvsim_abi::linux::COMPOSER`).
     pub fn run_file(&self) -> RunFile {
         let mut text = String::new();

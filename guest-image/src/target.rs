@@ -249,7 +249,15 @@ impl Target {
 
     /// Whether its containers hold Test Composer templates.
     pub fn has_composer(&self) -> bool {
-        matches!(self, Target::Linux { system, .. } if !system.composer.is_empty())
+        !self.templates().is_empty()
+    }
+
+    /// Its Test Composer templates' names, in order (none for most targets).
+    pub fn templates(&self) -> Vec<&str> {
+        match self {
+            Target::Linux { system, .. } => system.composer.templates(),
+            Target::Raw { .. } => Vec::new(),
+        }
     }
 
     /// The containers its nodes run (none for most targets).

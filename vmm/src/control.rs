@@ -34,6 +34,12 @@
 //!   command may start, 0 if the timeline took it back (`faults::Vetoes`,
 //!   `hvsim minimize`).
 //!
+//! - `{"hvsim_composer_template": {"templates": ["a", "b"]}}`: init's Test
+//!   Composer is about to choose its template among these; the answer is
+//!   the index of the one the explorer chose for this line of descent
+//!   (`--schedule bandit`, `Machine::choose_template`), `u64::MAX` if it
+//!   chose none (or none of these): the composer draws one itself.
+//!
 //! - `{"hvsim_composer_budget": {}}`: init's Test Composer asks how long it
 //!   may run drivers; the answer is the nanoseconds
 //!   until it must wind down (stop its drivers and run its last check) so
@@ -66,6 +72,8 @@ pub enum Control {
     ComposerRun(u64),
     /// Test Composer asks how long until it winds down.
     ComposerBudget,
+    /// Test Composer asks which of these templates to run.
+    ComposerTemplate(Vec<String>),
 }
 
 /// What a clock question asks for.
@@ -86,13 +94,14 @@ const CLOCK: &str = "hvsim_clock";
 const CUSTOM: &str = "hvsim_custom";
 const COMPOSER_RUN: &str = "hvsim_composer_run";
 const COMPOSER_BUDGET: &str = "hvsim_composer_budget";
+const COMPOSER_TEMPLATE: &str = "hvsim_composer_template";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    let keys = [SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN, COMPOSER_BUDGET];
+    let keys = [SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN, COMPOSER_BUDGET, COMPOSER_TEMPLATE];
     if !keys.iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
@@ -111,6 +120,14 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
     }
     if object.get(COMPOSER_BUDGET).is_some_and(Value::is_object) {
         return Some(Control::ComposerBudget);
+    }
+    if let Some(ask) = object.get(COMPOSER_TEMPLATE) {
+        let names = ask.get("templates")?.as_array()?;
+        return names
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .map(Control::ComposerTemplate);
     }
     if let Some(ask) = object.get(COMPOSER_RUN) {
         return Some(Control::ComposerRun(ask.get("run")?.as_u64()?));
@@ -185,6 +202,12 @@ mod tests {
         assert_eq!(r(r#"{"hvsim_composer_run":{"run":-1}}"#), None);
         assert_eq!(r(r#"{"hvsim_composer_budget":{}}"#), Some(Control::ComposerBudget));
         assert_eq!(r(r#"{"hvsim_composer_budget":1}"#), None);
+        assert_eq!(
+            r(r#"{"hvsim_composer_template":{"templates":["a","b"]}}"#),
+            Some(Control::ComposerTemplate(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(r(r#"{"hvsim_composer_template":{"templates":["a",1]}}"#), None);
+        assert_eq!(r(r#"{"hvsim_composer_template":{}}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,

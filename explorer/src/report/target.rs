@@ -34,8 +34,7 @@ pub fn brief(target: &Target) -> Vec<String> {
         let guest: Vec<&str> = files.iter().map(|(f, _)| f.guest.as_str()).collect();
         lines.push(format!("files: {}", one_line(&guest.join(", "))));
     }
-    let mut templates: Vec<&str> = system.composer.commands.iter().map(|c| c.template.as_str()).collect();
-    templates.dedup();
+    let templates = system.composer.templates();
     if !templates.is_empty() {
         lines.push(format!("Test Composer templates: {}", templates.join(", ")));
     }

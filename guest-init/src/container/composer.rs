@@ -4,7 +4,8 @@
 //! and the run ends when it does: the template's last command has ended.
 //!
 //! Every choice is drawn from the run's seeded stream (`/dev/hvsim`), which
-//! the explorer re-keys at every branch: the template (one per timeline),
+//! the explorer re-keys at every branch: the template (one per timeline,
+//! unless the explorer chose it for the line of descent: `template`),
 //! the first command, the drivers and how many copies run at once, which
 //! container runs a command several hold, when anytime commands start,
 //! and whether the timeline ends with an eventually command. Branches
@@ -119,6 +120,21 @@ fn may_start(run: u64) -> bool {
     }
 }
 
+/// The template to run among `templates`: the one hvsim chose for this
+/// line of descent (`--schedule bandit`), else one drawn from the stream.
+fn template(templates: &[String]) -> String {
+    let names = templates.iter().map(|t| json(t)).collect::<Vec<_>>().join(",");
+    match sdk::ask(&format!(r#"{{"hvsim_composer_template":{{"templates":[{names}]}}}}"#)) {
+        Ok(answer) => {
+            if let Some(chosen) = usize::try_from(u64::from_le_bytes(answer)).ok().and_then(|i| templates.get(i)) {
+                return chosen.clone();
+            }
+        }
+        Err(e) => eprintln!("hvsim-init: composer: drawing the template: {e}"),
+    }
+    pick(templates)
+}
+
 /// When the composer must wind down (monotonic time, which is virtual
 /// time), if hvsim set a time for this timeline.
 fn winddown_at() -> Option<Duration> {
@@ -209,7 +225,7 @@ pub fn run() -> ExitCode {
     }
     let mut templates: Vec<String> = commands.iter().map(|c| c.template.clone()).collect();
     templates.dedup();
-    let template = pick(&templates);
+    let template = template(&templates);
     let of = |kind: Kind| -> Vec<Command> {
         commands.iter().filter(|c| c.template == template && c.kind == kind).cloned().collect()
     };

@@ -211,6 +211,7 @@ impl Devices {
             Control::Clock(want) => return self.hc.answer(self.virtio.clock_answer(*want) as u64),
             Control::ComposerRun(run) => return self.hc.answer(u64::from(self.virtio.schedule.vetoes().starts(*run))),
             Control::ComposerBudget => return self.hc.answer(self.virtio.schedule.composer_budget(now.nanos())),
+            Control::ComposerTemplate(among) => return self.hc.answer(self.virtio.schedule.template_among(among)),
             Control::SetupComplete => self.hc.arm_buggify(),
             Control::PauseFaults(_) | Control::ResumeFaults | Control::CustomDone => {}
         }

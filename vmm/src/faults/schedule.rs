@@ -438,6 +438,10 @@ pub struct Schedule {
     /// is the first re-seed; every later one is a branch.
     #[serde(default)]
     seeded: bool,
+    /// The Test Composer template this line of descent runs, when the
+    /// explorer chose it (`Control::ComposerTemplate`).
+    #[serde(default)]
+    template: Option<String>,
 }
 
 /// A uniform draw from `[lo, hi]`.
@@ -491,6 +495,7 @@ impl Schedule {
             vetoes: super::Vetoes::default(),
             winddown_ns: None,
             seeded: false,
+            template: None,
         }
     }
 
@@ -519,6 +524,23 @@ impl Schedule {
     /// never does.
     pub fn composer_budget(&self, now: u64) -> u64 {
         self.winddown_ns.map_or(u64::MAX, |at| at.saturating_sub(now))
+    }
+
+    /// This line of descent runs Test Composer template `name` (chosen by
+    /// the explorer as the line leaves the root; a line keeps it).
+    pub fn choose_template(&mut self, name: &str) {
+        self.template = Some(name.to_owned());
+    }
+
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+
+    /// What Test Composer's template question reads: the index of the
+    /// template chosen for this line among the guest's `among`, `u64::MAX`
+    /// when none was chosen or it is not among them (the composer draws).
+    pub fn template_among(&self, among: &[String]) -> u64 {
+        self.template.as_ref().and_then(|t| among.iter().position(|a| a == t)).map_or(u64::MAX, |i| i as u64)
     }
 
     pub fn armed(&self) -> bool {
@@ -937,6 +959,22 @@ mod tests {
         assert_eq!(s.composer_budget(7_000), 0);
         let copy: Schedule = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
         assert_eq!(copy.winddown(), Some(1_000));
+    }
+
+    /// Test Composer's template question: the composer draws its own until
+    /// the explorer chose one for the line; then that one's index among
+    /// the guest's, wherever it stands there; a snapshot keeps it.
+    #[test]
+    fn the_template_question_names_the_chosen_template_among_the_guests() {
+        let mut s = Schedule::new(Vec::new(), false, false, 1, 1);
+        let among = |names: &[&str]| names.iter().map(|&n| n.to_owned()).collect::<Vec<_>>();
+        assert_eq!(s.template_among(&among(&["a", "b"])), u64::MAX);
+        s.choose_template("b");
+        assert_eq!(s.template_among(&among(&["a", "b"])), 1);
+        assert_eq!(s.template_among(&among(&["b", "a", "c"])), 0);
+        assert_eq!(s.template_among(&among(&["a", "c"])), u64::MAX, "not among them: the composer draws");
+        let copy: Schedule = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(copy.template(), Some("b"));
     }
 
     /// A vetoed fault is drawn (the others keep their numbers, times and

@@ -539,6 +539,18 @@ impl Machine {
         self.state.devices.virtio.schedule.rules_on().map(<[bool]>::to_vec)
     }
 
+    /// The Test Composer template this line of descent runs, chosen by the
+    /// explorer as the line leaves the root (`--schedule bandit`) in place
+    /// of the composer's own draw.
+    pub fn choose_template(&mut self, name: &str) {
+        self.state.devices.virtio.schedule.choose_template(name);
+    }
+
+    /// Which Test Composer template this line of descent runs, if chosen.
+    pub fn template(&self) -> Option<&str> {
+        self.state.devices.virtio.schedule.template()
+    }
+
     /// The console's complete lines from line `first` on, each with the
     /// virtual time (ns) it began.
     pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, Cow<'_, [u8]>)> + '_ {

@@ -4,9 +4,12 @@
 //! against starting every timeline from the root; medians over master
 //! seeds, all measured in the same run. On the demo, or (`--linux`) on the
 //! example built with the official Antithesis Rust SDK, whose bug sits
-//! behind five chained 1-in-8 draws, or (`--faults`) on two Linux nodes
-//! under a plan of three drawn rules of which only partitions lose the
-//! ping: swarm's coins (`rarity`) against the fault-rule bandit (`bandit`).
+//! behind five chained 1-in-8 draws; or, where the bandit chooses, swarm's
+//! coins and Test Composer's own draws (`rarity`) against the bandit
+//! (`bandit`): (`--faults`) on two Linux nodes under a plan of three drawn
+//! rules of which only partitions lose the ping, or on a compose project
+//! (`--compose`: `examples/compose/redis-templates`, three templates of
+//! which one finds the bug).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,9 +81,47 @@ fn partition_ping() -> Target {
     }
 }
 
-pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, json: bool) -> Result<ExitCode> {
+/// What `hvsim bench explore` explores.
+pub enum Workload {
+    Demo,
+    /// The Rust SDK vault (`--linux`).
+    Vault,
+    /// Two Linux nodes under three drawn rules (`--faults`).
+    Faults,
+    /// A Linux target the options describe (`--compose`, `--image`, ...),
+    /// and what to call it.
+    Project(Box<Target>, String),
+}
+
+impl Workload {
+    /// Whether it measures the bandit against swarm's coins and Test
+    /// Composer's draws (rather than the draw policies).
+    fn bandit(&self) -> bool {
+        matches!(self, Workload::Faults | Workload::Project(..))
+    }
+
+    fn linux(&self) -> bool {
+        !matches!(self, Workload::Demo)
+    }
+}
+
+pub fn bench_explore(seeds: u64, max_branches: u64, workload: Workload, json: bool) -> Result<ExitCode> {
     let host = Host::open()?;
-    let (target, span, every, modes) = if faults {
+    let (linux, bandit) = (workload.linux(), workload.bandit());
+    let target_name = match &workload {
+        Workload::Demo => "the demo".to_owned(),
+        Workload::Vault => "the Rust SDK vault (five chained 1-in-8 draws)".to_owned(),
+        Workload::Faults => {
+            "two Linux nodes under latency, duplicate and partition rules (only partitions lose the ping)".to_owned()
+        }
+        Workload::Project(_, name) => name.clone(),
+    };
+    let (target, span, every, modes) = if let Workload::Project(target, _) = workload {
+        hvsim_guest_image::note!("hvsim: bench explore: {target_name} (minutes here)");
+        // As `hvsim explore` runs a project with templates: whole timelines.
+        let limit = Vtime::from_secs(if target.has_composer() { 120 } else { 60 });
+        (*target, Span::Whole { limit }, Some(Vtime(limit.nanos() / 10)), vec![RARITY, BANDIT])
+    } else if let Workload::Faults = workload {
         hvsim_guest_image::note!(
             "hvsim: bench explore --faults: two Linux nodes under three drawn rules (minutes here)"
         );
@@ -106,7 +147,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
         span,
         snapshot_every: every,
         snapshot_memory: u64::MAX,
-        setup_limit: ExploreConfig::default_setup_limit(linux || faults),
+        setup_limit: ExploreConfig::default_setup_limit(linux),
         branch_from_snapshots: mode.from_snapshots,
         stop_at_first_bug: to_first_bug,
         until_saturated: None,
@@ -186,14 +227,14 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
         .into();
     // The baseline against the policy measured: energy against rarity, or
     // swarm's coins (rarity) against the bandit.
-    let (base, policy) = if faults { ("rarity", "bandit") } else { ("energy", "rarity") };
+    let (base, policy) = if bandit { ("rarity", "bandit") } else { ("energy", "rarity") };
     let ratio_of = |base: &str, policy: &str, key: &str| -> Option<f64> {
         Some(median(base, key)? as f64 / median(policy, key)?.max(1) as f64)
     };
     let ratio = |key: &str| ratio_of(base, policy, key);
     // Draws inside timelines (`steer.rs`): one value per branch against
     // rarity's several.
-    let steering = (!faults).then(|| {
+    let steering = (!bandit).then(|| {
         json!({
             "baseline": ONE_VALUE.name, "policy": RARITY.name,
             "timelines": ratio_of(ONE_VALUE.name, RARITY.name, "timelines_to_bug"),
@@ -201,9 +242,9 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
         })
     });
     // Calibration on the demo and the Rust SDK vault (two Linux nodes under
-    // faults are measured for the bandit only: minutes a seed).
+    // faults and projects are measured for the bandit only: minutes a seed).
     let calibrated = CALIBRATION_BRANCHES.min(max_branches);
-    let calibration = if faults {
+    let calibration = if bandit {
         Value::Null
     } else {
         calibration(seeds, &|seed| explore(&config(seed, &modes[0], false, calibrated), &host, &mut ()))?
@@ -215,13 +256,6 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
         "story_share": total("story_ms") / total("run_ms").max(1.0),
         "likelihood_share": total("likelihood_ms") / total("run_ms").max(1.0),
     });
-    let target_name = if faults {
-        "two Linux nodes under latency, duplicate and partition rules (only partitions lose the ping)"
-    } else if linux {
-        "the Rust SDK vault (five chained 1-in-8 draws)"
-    } else {
-        "the demo"
-    };
     if json {
         print_report(json!({
             "benchmark": "explore",
@@ -264,7 +298,7 @@ pub fn bench_explore(seeds: u64, max_branches: u64, linux: bool, faults: bool, j
             _ => println!("  one-value / rarity: a median is not a number within {max_branches} timelines"),
         }
     }
-    if !faults {
+    if !bandit {
         println!(
             "  discovery estimates ({}, {calibrated} branches a seed, no stop at the bug): chance one of the next \
              {WINDOW} timelines finds something new, estimated at branch k, against how often the next {WINDOW} did",

@@ -53,7 +53,10 @@ enum What {
     /// it (and, on the demo, every timeline from the root): medians over
     /// master seeds. On the demo, or (--linux) on the example built with
     /// the official Antithesis Rust SDK, whose bug sits behind five chained
-    /// 1-in-8 draws (guest-sdk/examples/antithesis-rust).
+    /// 1-in-8 draws (guest-sdk/examples/antithesis-rust). With --faults, or
+    /// a project (--compose ...): swarm's coins and Test Composer's own
+    /// template draws against the bandit (`--schedule bandit`).
+    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
     Explore {
         /// Master seeds to measure (1..=N).
         #[arg(long, default_value = "5", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -63,13 +66,19 @@ enum What {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
         /// Explore the Rust SDK vault instead of the demo.
-        #[arg(long, conflicts_with = "faults")]
+        #[arg(long, conflicts_with_all = ["faults", "compose", "image"])]
         linux: bool,
         /// Explore two Linux nodes under three drawn fault rules, only one
-        /// of which leads to the bug: swarm's coins against the fault-rule
-        /// bandit (`--schedule bandit`).
-        #[arg(long)]
+        /// of which leads to the bug: swarm's coins against the bandit
+        /// (`--schedule bandit`).
+        #[arg(long, conflicts_with_all = ["compose", "image"])]
         faults: bool,
+        /// With --compose (or --image ...): explore that project, swarm's
+        /// coins and Test Composer's own template draws against the bandit
+        /// (e.g. examples/compose/redis-templates/compose.yaml: three
+        /// templates, one of which finds the bug).
+        #[command(flatten)]
+        linux_args: crate::linux_args::LinuxArgs,
     },
     /// Branches per second of an exploration run by several workers (a
     /// machine and a thread each) against the same exploration run by one,
@@ -208,9 +217,20 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat } => bench_snapshot(repeat.max(1), json),
-        What::Explore { seeds, max_branches, linux, faults } => {
-            let max_branches = max_branches.unwrap_or(if linux || faults { 200 } else { 1000 });
-            explore::bench_explore(seeds, max_branches, linux, faults, json)
+        What::Explore { seeds, max_branches, linux, faults, linux_args } => {
+            let workload = if linux_args.implies_linux() {
+                let name = linux_args.compose.as_ref().map(|c| c.display().to_string()).or(linux_args.image.clone());
+                explore::Workload::Project(Box::new(linux_args.target(false)?), name.unwrap_or_default())
+            } else if faults {
+                explore::Workload::Faults
+            } else if linux {
+                explore::Workload::Vault
+            } else {
+                explore::Workload::Demo
+            };
+            let max_branches =
+                max_branches.unwrap_or(if matches!(workload, explore::Workload::Demo) { 1000 } else { 200 });
+            explore::bench_explore(seeds, max_branches, workload, json)
         }
         What::Shards { branches, linux } => shards::bench_shards(branches, linux, json),
         What::Workers { workers, branches, linux } => {

@@ -632,7 +632,8 @@ impl Virtio {
             | Control::Buggify { .. }
             | Control::Clock(_)
             | Control::ComposerRun(_)
-            | Control::ComposerBudget => return,
+            | Control::ComposerBudget
+            | Control::ComposerTemplate(_) => return,
         };
         self.apply(steps);
     }
