@@ -284,6 +284,13 @@ pub mod composer {
         pub fn is_driver(self) -> bool {
             matches!(self, Kind::ParallelDriver | Kind::SerialDriver | Kind::SingletonDriver)
         }
+
+        /// Whether a line of descent may switch it off (`--schedule
+        /// bandit`): drivers and anytime commands, which the composer picks
+        /// among again and again; not the commands that set up or check.
+        pub fn switchable(self) -> bool {
+            self.is_driver() || self == Kind::Anytime
+        }
     }
 }
 

@@ -330,13 +330,15 @@ targets = ["one"]
 }
 
 /// examples/compose/redis-templates: Debian's Redis and three templates,
-/// of which only `transfer` (two writes a transfer, nothing making them
-/// run alone) can find the bug. Under `--schedule bandit` the explorer
-/// chooses each line of descent's template: a round of three gives each
-/// template a line; seed 1's transfer line makes money, its finally check
-/// fails, and the bug's record keeps the template, so that its replay
-/// (a process of its own, which would otherwise draw a template) runs it
-/// again and fails the same way. One and two workers explore the same.
+/// of which only `transfer` can find the bug, and only with its parallel
+/// driver on (two transfers' writes interleaving; its serial driver runs
+/// alone). Under `--schedule bandit` the explorer chooses each line of
+/// descent's template and which of its drivers are on: a round of three
+/// gives each template a line; seed 4's transfer line has both drivers on,
+/// makes money and fails its check, and the bug's record keeps the template
+/// and the drivers, so that its replay (a process of its own, whose
+/// composer would otherwise draw a template and run every driver) runs
+/// them again and fails the same way. One and two workers explore the same.
 #[test]
 fn the_bandit_gives_each_template_a_line_and_a_bugs_template_replays() {
     if !linux_available() {
@@ -352,7 +354,7 @@ fn the_bandit_gives_each_template_a_line_and_a_bugs_template_replays() {
             "--schedule",
             "bandit",
             "--seed",
-            "1",
+            "4",
             "--branches",
             "3",
             "--batch",
@@ -379,11 +381,17 @@ fn the_bandit_gives_each_template_a_line_and_a_bugs_template_replays() {
     let bug = bugs
         .iter()
         .find(|b| b["summary"].as_str().is_some_and(|s| s.contains("transfer/finally_total.sh")))
-        .unwrap_or_else(|| panic!("the transfer line found no bug: {bugs:?}"));
+        .unwrap_or_else(|| panic!("the transfer line found no bug: {}", one["composer"]));
     assert_eq!(bugs.len(), 1, "only the transfer template can fail: {bugs:?}");
     let file = bug["file"].as_str().unwrap();
     let record: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     assert_eq!(record["timeline"]["template"], "transfer", "{}", record["timeline"]);
+    let drivers = ["transfer/parallel_driver_transfer.sh", "transfer/serial_driver_transfer.sh"];
+    assert_eq!(record["timeline"]["commands"], serde_json::json!(drivers), "{}", record["timeline"]);
+    // Only the transfer template has two drivers to switch on or off.
+    let arms: Vec<&str> =
+        one["summary"]["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+    assert_eq!(arms, drivers, "{}", one["summary"]);
     let replay = common::replay_reproduces(file, &[]);
     assert_eq!(replay["trace_matches"], true, "{replay}");
     let memory = !common::linux_memory_may_differ();

@@ -61,7 +61,7 @@ pub(crate) struct BranchJob {
     /// (one leaving the root: `winddown.rs`).
     pub winddown: Option<Vtime>,
     /// What a line of descent leaving the root runs, where the bandit
-    /// chose (`bandit.rs`): its fault rules, its template.
+    /// chose (`bandit.rs`): its fault rules, its template and commands.
     pub line: LineChoice,
     /// With `draw`: the way to it, known or guessed, and the draw's
     /// untried values the branch may give inside its timeline
@@ -257,6 +257,7 @@ pub(crate) fn run(
         assert_eq!(machine.fault_rules().as_ref(), Some(on), "a snapshot holds its line's fault rules");
     }
     assert_eq!(machine.template(), job.base.template.as_deref(), "a snapshot holds its line's template");
+    assert_eq!(machine.composer_commands(), job.base.commands.as_deref(), "a snapshot holds its line's commands");
     if let Some(on) = &job.line.rules {
         // A line leaving the root: the rules chosen replace swarm's, before
         // the re-seed draws each rule's next fault (as a replay holds them).
@@ -264,6 +265,9 @@ pub(crate) fn run(
     }
     if let Some(template) = &job.line.template {
         machine.choose_template(template);
+    }
+    if let Some(on) = &job.line.commands {
+        machine.choose_commands(on);
     }
     machine.reseed(job.seed)?;
     assert_eq!(machine.winddown().map(Vtime::nanos), job.base.winddown_ns, "a snapshot holds its timeline's wind-down");

@@ -116,7 +116,7 @@ pub fn run(
     state.known.new_coverage(&machine);
     if config.policy == Policy::Bandit {
         let plan = &machine.state().devices.virtio.schedule;
-        state.bandit = Bandit::new(&plan.rules, plan.swarm, &config.target.templates());
+        state.bandit = Bandit::new(&plan.rules, plan.swarm, config.target.composer());
     }
     let taken = Instant::now();
     let (tree, cursor) = SnapshotTree::new(&mut machine)?;

@@ -188,6 +188,10 @@ pub struct Exploration {
     /// bandit`, a target with several; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub templates: Vec<TemplateTally>,
+    /// The Test Composer commands a line may switch off, as the bandit
+    /// saw them (`--schedule bandit`; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandTally>,
     /// Branches per round, and the workers that ran them (see
     /// `ExploreConfig::batch`).
     #[serde(default = "one")]
@@ -270,6 +274,7 @@ impl Exploration {
             draws: DrawTally::default(),
             rules: Vec::new(),
             templates: Vec::new(),
+            commands: Vec::new(),
             batch: 1,
             workers: 1,
             root: RootInfo { point: root, setup_complete: true, ended: None, restored: false, setup_failed: None },
@@ -451,6 +456,22 @@ pub struct TemplateTally {
     /// Lines of descent the bandit gave it.
     pub chosen: u64,
     /// Timelines that ran it, and those that found something new.
+    pub pulls: u64,
+    pub rewards: u64,
+}
+
+/// One Test Composer driver or anytime command as `--schedule bandit` saw
+/// it (`bandit.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CommandTally {
+    /// `template/file`.
+    pub command: String,
+    pub template: String,
+    /// Lines of descent in which the bandit chose it (the coins may have
+    /// switched it on in others).
+    pub chosen: u64,
+    /// Timelines it was on in, and those in which it ran and something new
+    /// was found.
     pub pulls: u64,
     pub rewards: u64,
 }

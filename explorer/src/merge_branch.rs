@@ -234,7 +234,8 @@ fn merge(
     schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
     schedule.give_back(tree_id, &run.unused_draws);
     schedule.edges_reached(&run.edges_reached);
-    bandit.rewarded(&base, &run.faults, fruitful);
+    let ran: Vec<&str> = run.composer_took.iter().map(|(command, _)| command.as_str()).collect();
+    bandit.rewarded(&base, &run.faults, &ran, fruitful);
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).
     let mut start_draw_wanted = schedule.draw_child_wanted(tree_id);

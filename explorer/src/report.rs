@@ -211,6 +211,9 @@ pub struct Summary {
     /// The Test Composer templates as the bandit saw them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub templates: Vec<crate::exploration::TemplateTally>,
+    /// The Test Composer commands as the bandit saw them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::exploration::CommandTally>,
 }
 
 /// What `hvsim explore --json` prints and `report.json` holds.
@@ -406,6 +409,7 @@ pub fn report(exp: &Exploration, bugs_dir: &Path, invocation: &Invocation) -> Re
             discovery: exp.discovery.estimates(),
             rules: exp.rules.clone(),
             templates: exp.templates.clone(),
+            commands: exp.commands.clone(),
         },
         assertions,
         bugs,
@@ -772,6 +776,15 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(m, "| --- | --- | --- | --- |");
         for t in &r.summary.templates {
             let _ = writeln!(m, "| {} | {} | {} | {} |", t.template, t.chosen, t.pulls, t.rewards);
+        }
+        let _ = writeln!(m);
+    }
+    if !r.summary.commands.is_empty() {
+        let _ = writeln!(m, "Test Composer commands as the bandit saw them (`--schedule bandit`):\n");
+        let _ = writeln!(m, "| command | chosen | timelines on | ran and found something new |");
+        let _ = writeln!(m, "| --- | --- | --- | --- |");
+        for t in &r.summary.commands {
+            let _ = writeln!(m, "| {} | {} | {} | {} |", t.command, t.chosen, t.pulls, t.rewards);
         }
         let _ = writeln!(m);
     }

@@ -265,9 +265,12 @@ pub fn parse(line: &[u8]) -> SdkMessage {
         },
         history::KEY => history::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::History),
         composer::KEY => ComposerEvent::parse(body).map_or_else(SdkMessage::Garbage, SdkMessage::Composer),
-        "hvsim_clock" | "hvsim_custom" | "hvsim_faults" | "hvsim_composer_run" | "hvsim_composer_template" => {
-            SdkMessage::Machine
-        }
+        "hvsim_clock"
+        | "hvsim_custom"
+        | "hvsim_faults"
+        | "hvsim_composer_run"
+        | "hvsim_composer_template"
+        | "hvsim_composer_commands" => SdkMessage::Machine,
         name => SdkMessage::Event { name: name.to_owned(), details: body.clone() },
     }
 }

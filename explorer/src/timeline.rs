@@ -77,6 +77,11 @@ pub struct Timeline {
     /// own draw: decided as the timeline left its root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
+    /// The Test Composer drivers and anytime commands its line of descent
+    /// switched on (`template/file`), when the explorer chose them
+    /// (`--schedule bandit`): decided as the timeline left its root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
 }
 
 /// What the explorer chose (`bandit.rs`) for a line of descent leaving the root.
@@ -86,6 +91,8 @@ pub(crate) struct LineChoice {
     pub rules: Option<Vec<bool>>,
     /// The Test Composer template.
     pub template: Option<String>,
+    /// The Test Composer commands switched on.
+    pub commands: Option<Vec<String>>,
 }
 
 impl Timeline {
@@ -98,6 +105,7 @@ impl Timeline {
             winddown_ns: None,
             rules_on: None,
             template: None,
+            commands: None,
         }
     }
 
@@ -109,10 +117,12 @@ impl Timeline {
     }
 
     /// This timeline, with what the explorer chose for its line of descent
-    /// (fault rules switched on, a template), unless it already had them.
+    /// (fault rules and commands switched on, a template), unless it
+    /// already had them.
     pub(crate) fn of_line(mut self, line: LineChoice) -> Timeline {
         self.rules_on = self.rules_on.or(line.rules);
         self.template = self.template.or(line.template);
+        self.commands = self.commands.or(line.commands);
         self
     }
 
@@ -127,6 +137,9 @@ impl Timeline {
         }
         if let Some(template) = &self.template {
             m.choose_template(template);
+        }
+        if let Some(on) = &self.commands {
+            m.choose_commands(on);
         }
         if let Some(at) = self.winddown_ns {
             m.set_winddown(Vtime(at));

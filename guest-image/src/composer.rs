@@ -73,6 +73,13 @@ impl Composer {
         self.commands.is_empty()
     }
 
+    /// The commands a line of descent may switch off (`Kind::switchable`),
+    /// as `template/file`, each with its template.
+    pub fn switchable(&self) -> Vec<(&str, String)> {
+        let on = self.commands.iter().filter(|c| c.kind().switchable());
+        on.map(|c| (c.template.as_str(), format!("{}/{}", c.template, c.file))).collect()
+    }
+
     /// The templates' names, in order (commands are sorted by template).
     pub fn templates(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.commands.iter().map(|c| c.template.as_str()).collect();

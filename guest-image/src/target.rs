@@ -254,9 +254,14 @@ impl Target {
 
     /// Its Test Composer templates' names, in order (none for most targets).
     pub fn templates(&self) -> Vec<&str> {
+        self.composer().map_or(Vec::new(), Composer::templates)
+    }
+
+    /// Its Test Composer commands, if it has any place for them.
+    pub fn composer(&self) -> Option<&Composer> {
         match self {
-            Target::Linux { system, .. } => system.composer.templates(),
-            Target::Raw { .. } => Vec::new(),
+            Target::Linux { system, .. } => Some(&system.composer),
+            Target::Raw { .. } => None,
         }
     }
 

@@ -40,6 +40,13 @@
 //!   (`--schedule bandit`, `Machine::choose_template`), `u64::MAX` if it
 //!   chose none (or none of these): the composer draws one itself.
 //!
+//! - `{"hvsim_composer_commands": {"commands": ["t/a.sh", "t/b.sh"]}}`:
+//!   init's Test Composer is about to run its template's drivers and
+//!   anytime commands, these; the answer is a mask of those switched on
+//!   for this line of descent (bit i: command i; `Machine::choose_commands`),
+//!   `u64::MAX` (every one) if the explorer chose none, none of these, or
+//!   the list is longer than 64.
+//!
 //! - `{"hvsim_composer_budget": {}}`: init's Test Composer asks how long it
 //!   may run drivers; the answer is the nanoseconds
 //!   until it must wind down (stop its drivers and run its last check) so
@@ -74,6 +81,8 @@ pub enum Control {
     ComposerBudget,
     /// Test Composer asks which of these templates to run.
     ComposerTemplate(Vec<String>),
+    /// Test Composer asks which of these commands are switched on.
+    ComposerCommands(Vec<String>),
 }
 
 /// What a clock question asks for.
@@ -95,13 +104,25 @@ const CUSTOM: &str = "hvsim_custom";
 const COMPOSER_RUN: &str = "hvsim_composer_run";
 const COMPOSER_BUDGET: &str = "hvsim_composer_budget";
 const COMPOSER_TEMPLATE: &str = "hvsim_composer_template";
+const COMPOSER_COMMANDS: &str = "hvsim_composer_commands";
 
 /// What `message` asks of the machine, if anything. Only a message that
 /// starts with one of the control keys is parsed at all.
 pub fn recognize(message: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(message).ok()?.trim_start();
     let key = text.strip_prefix('{')?.trim_start();
-    let keys = [SETUP, FAULTS, DRAW, BUGGIFY, CLOCK, CUSTOM, COMPOSER_RUN, COMPOSER_BUDGET, COMPOSER_TEMPLATE];
+    let keys = [
+        SETUP,
+        FAULTS,
+        DRAW,
+        BUGGIFY,
+        CLOCK,
+        CUSTOM,
+        COMPOSER_RUN,
+        COMPOSER_BUDGET,
+        COMPOSER_TEMPLATE,
+        COMPOSER_COMMANDS,
+    ];
     if !keys.iter().any(|k| key.starts_with(&format!("\"{k}\""))) {
         return None;
     }
@@ -121,13 +142,14 @@ pub fn recognize(message: &[u8]) -> Option<Control> {
     if object.get(COMPOSER_BUDGET).is_some_and(Value::is_object) {
         return Some(Control::ComposerBudget);
     }
+    let names = |list: &Value| -> Option<Vec<String>> {
+        list.as_array()?.iter().map(|n| n.as_str().map(str::to_owned)).collect()
+    };
     if let Some(ask) = object.get(COMPOSER_TEMPLATE) {
-        let names = ask.get("templates")?.as_array()?;
-        return names
-            .iter()
-            .map(|n| n.as_str().map(str::to_owned))
-            .collect::<Option<_>>()
-            .map(Control::ComposerTemplate);
+        return names(ask.get("templates")?).map(Control::ComposerTemplate);
+    }
+    if let Some(ask) = object.get(COMPOSER_COMMANDS) {
+        return names(ask.get("commands")?).map(Control::ComposerCommands);
     }
     if let Some(ask) = object.get(COMPOSER_RUN) {
         return Some(Control::ComposerRun(ask.get("run")?.as_u64()?));
@@ -208,6 +230,11 @@ mod tests {
         );
         assert_eq!(r(r#"{"hvsim_composer_template":{"templates":["a",1]}}"#), None);
         assert_eq!(r(r#"{"hvsim_composer_template":{}}"#), None);
+        assert_eq!(
+            r(r#"{"hvsim_composer_commands":{"commands":["t/a.sh"]}}"#),
+            Some(Control::ComposerCommands(vec!["t/a.sh".into()]))
+        );
+        assert_eq!(r(r#"{"hvsim_composer_commands":{"commands":"t/a.sh"}}"#), None);
         assert_eq!(r(r#"{"hvsim_custom":{"index":0,"node":1}}"#), None);
         for other in [
             r#"{"hvsim_faults":{"pause":-1}}"#,

@@ -72,7 +72,12 @@ struct Command {
 
 impl Command {
     fn property(&self) -> String {
-        format!("Test Composer: {}/{} exits 0", self.template, self.file)
+        format!("Test Composer: {} exits 0", self.name())
+    }
+
+    /// `template/file`, as the explorer names it.
+    fn name(&self) -> String {
+        format!("{}/{}", self.template, self.file)
     }
 }
 
@@ -133,6 +138,21 @@ fn template(templates: &[String]) -> String {
         Err(e) => eprintln!("hvsim-init: composer: drawing the template: {e}"),
     }
     pick(templates)
+}
+
+/// Of the template's drivers and anytime commands, those this line of
+/// descent switches on: hvsim says (`--schedule bandit`); every one if it
+/// chose none, or cannot be asked.
+fn switched_on(commands: &[Command]) -> Vec<Command> {
+    let names = commands.iter().map(|c| json(&c.name())).collect::<Vec<_>>().join(",");
+    let mask = match sdk::ask(&format!(r#"{{"hvsim_composer_commands":{{"commands":[{names}]}}}}"#)) {
+        Ok(answer) => u64::from_le_bytes(answer),
+        Err(e) => {
+            eprintln!("hvsim-init: composer: every command on: {e}");
+            u64::MAX
+        }
+    };
+    commands.iter().enumerate().filter(|&(i, _)| i >= 64 || mask & 1 << i != 0).map(|(_, c)| c.clone()).collect()
 }
 
 /// When the composer must wind down (monotonic time, which is virtual
@@ -226,8 +246,13 @@ pub fn run() -> ExitCode {
     let mut templates: Vec<String> = commands.iter().map(|c| c.template.clone()).collect();
     templates.dedup();
     let template = template(&templates);
+    // Drivers and anytime commands: those switched on for the line.
+    let on = switched_on(
+        &commands.iter().filter(|c| c.template == template && c.kind.switchable()).cloned().collect::<Vec<_>>(),
+    );
     let of = |kind: Kind| -> Vec<Command> {
-        commands.iter().filter(|c| c.template == template && c.kind == kind).cloned().collect()
+        let from = if kind.switchable() { &on } else { &commands };
+        from.iter().filter(|c| c.template == template && c.kind == kind).cloned().collect()
     };
     println!("hvsim-init: composer: template {template}");
     event(&format!(r#""event":"template","template":{}"#, json(&template)));
@@ -355,7 +380,7 @@ impl Composer {
         let path = format!("{TEST_DIR}/{}/{}", command.template, command.file);
         match spawn(node, &[path]) {
             Ok((pid, pidfd, out, err)) => {
-                let label = format!("{service} {}/{}", command.template, command.file);
+                let label = format!("{service} {}", command.name());
                 event(&format!(
                     r#""event":"start","run":{run},"template":{},"command":{},"service":{}"#,
                     json(&command.template),

@@ -212,6 +212,7 @@ impl Devices {
             Control::ComposerRun(run) => return self.hc.answer(u64::from(self.virtio.schedule.vetoes().starts(*run))),
             Control::ComposerBudget => return self.hc.answer(self.virtio.schedule.composer_budget(now.nanos())),
             Control::ComposerTemplate(among) => return self.hc.answer(self.virtio.schedule.template_among(among)),
+            Control::ComposerCommands(among) => return self.hc.answer(self.virtio.schedule.commands_among(among)),
             Control::SetupComplete => self.hc.arm_buggify(),
             Control::PauseFaults(_) | Control::ResumeFaults | Control::CustomDone => {}
         }

@@ -442,6 +442,10 @@ pub struct Schedule {
     /// explorer chose it (`Control::ComposerTemplate`).
     #[serde(default)]
     template: Option<String>,
+    /// The Test Composer commands this line of descent switches on, when
+    /// the explorer chose them (`Control::ComposerCommands`).
+    #[serde(default)]
+    commands: Option<Vec<String>>,
 }
 
 /// A uniform draw from `[lo, hi]`.
@@ -496,6 +500,7 @@ impl Schedule {
             winddown_ns: None,
             seeded: false,
             template: None,
+            commands: None,
         }
     }
 
@@ -541,6 +546,34 @@ impl Schedule {
     /// when none was chosen or it is not among them (the composer draws).
     pub fn template_among(&self, among: &[String]) -> u64 {
         self.template.as_ref().and_then(|t| among.iter().position(|a| a == t)).map_or(u64::MAX, |i| i as u64)
+    }
+
+    /// This line of descent switches on Test Composer commands `on` (named
+    /// `template/file`; chosen by the explorer as the line leaves the root).
+    pub fn choose_commands(&mut self, on: &[String]) {
+        assert!(!on.is_empty(), "a line of descent keeps at least one command");
+        self.commands = Some(on.to_vec());
+    }
+
+    pub fn commands(&self) -> Option<&[String]> {
+        self.commands.as_deref()
+    }
+
+    /// What Test Composer's commands question reads: a mask of the guest's
+    /// `among` that this line switched on (bit i: `among[i]`); every one
+    /// (`u64::MAX`) when none was chosen, none of them is on, or there are
+    /// more than a mask holds.
+    pub fn commands_among(&self, among: &[String]) -> u64 {
+        let Some(on) = &self.commands else { return u64::MAX };
+        if among.len() > 64 {
+            return u64::MAX;
+        }
+        let mask = among.iter().enumerate().filter(|(_, c)| on.contains(c)).fold(0u64, |m, (i, _)| m | 1 << i);
+        if mask == 0 {
+            u64::MAX
+        } else {
+            mask
+        }
     }
 
     pub fn armed(&self) -> bool {
@@ -975,6 +1008,25 @@ mod tests {
         assert_eq!(s.template_among(&among(&["a", "c"])), u64::MAX, "not among them: the composer draws");
         let copy: Schedule = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
         assert_eq!(copy.template(), Some("b"));
+    }
+
+    /// Test Composer's commands question: every command until the explorer
+    /// switched some on for the line; then a mask of those among the
+    /// guest's; every one again when none of them is on (a line keeps at
+    /// least one command) or the list is too long for a mask.
+    #[test]
+    fn the_commands_question_masks_the_commands_switched_on() {
+        let mut s = Schedule::new(Vec::new(), false, false, 1, 1);
+        let names = |n: &[&str]| n.iter().map(|&c| c.to_owned()).collect::<Vec<_>>();
+        assert_eq!(s.commands_among(&names(&["t/a", "t/b", "t/c"])), u64::MAX);
+        s.choose_commands(&names(&["t/a", "t/c"]));
+        assert_eq!(s.commands_among(&names(&["t/a", "t/b", "t/c"])), 0b101);
+        assert_eq!(s.commands_among(&names(&["t/c", "t/b"])), 0b01);
+        assert_eq!(s.commands_among(&names(&["u/a"])), u64::MAX, "none of them on: every one");
+        let many: Vec<String> = (0..65).map(|i| format!("t/{i}")).collect();
+        assert_eq!(s.commands_among(&many), u64::MAX);
+        let copy: Schedule = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(copy.commands(), Some(&names(&["t/a", "t/c"])[..]));
     }
 
     /// A vetoed fault is drawn (the others keep their numbers, times and

@@ -551,6 +551,18 @@ impl Machine {
         self.state.devices.virtio.schedule.template()
     }
 
+    /// The Test Composer commands this line of descent switches on (named
+    /// `template/file`), chosen by the explorer as the line leaves the
+    /// root (`--schedule bandit`); the composer chooses among those only.
+    pub fn choose_commands(&mut self, on: &[String]) {
+        self.state.devices.virtio.schedule.choose_commands(on);
+    }
+
+    /// Which Test Composer commands this line of descent switches on, if chosen.
+    pub fn composer_commands(&self) -> Option<&[String]> {
+        self.state.devices.virtio.schedule.commands()
+    }
+
     /// The console's complete lines from line `first` on, each with the
     /// virtual time (ns) it began.
     pub fn console_lines_from(&self, first: usize) -> impl Iterator<Item = (u64, Cow<'_, [u8]>)> + '_ {

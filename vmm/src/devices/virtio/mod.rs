@@ -633,7 +633,8 @@ impl Virtio {
             | Control::Clock(_)
             | Control::ComposerRun(_)
             | Control::ComposerBudget
-            | Control::ComposerTemplate(_) => return,
+            | Control::ComposerTemplate(_)
+            | Control::ComposerCommands(_) => return,
         };
         self.apply(steps);
     }
