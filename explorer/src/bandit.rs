@@ -1,7 +1,8 @@
-//! Fault rules and Test Composer templates chosen by what they found
-//! (`--schedule bandit`): UCB1 bandits (Auer, Cesa-Bianchi and Fischer,
-//! 2002) over a fault plan's drawn rules, layered on swarm testing (Groce
-//! et al., ISSTA 2012), and over the target's templates.
+//! Fault rules and Test Composer templates and commands chosen by what
+//! they found (`--schedule bandit`): UCB1 bandits (Auer, Cesa-Bianchi and
+//! Fischer, 2002) over a fault plan's drawn rules and a template's drivers
+//! and anytime commands, layered on swarm testing (Groce et al., ISSTA
+//! 2012), and over the target's templates.
 //!
 //! Swarm switches each rule on with a coin per line of descent (a branch
 //! from the root and everything that grows from it). Here the bandit picks
@@ -15,8 +16,11 @@
 //! A line runs one template, so there the bandit's choice is the whole
 //! choice (UCB1's bound keeps trying the others, less and less often): a
 //! template is pulled by every timeline of a line that ran it and rewarded
-//! when the timeline found something new. Without the bandit, the composer
-//! draws its template from the timeline's stream.
+//! when the timeline found something new. Of its drivers and anytime
+//! commands, the line switches some on as it does rules (the composer
+//! picks only among those); one is rewarded when it ran in a timeline that
+//! found something new. Without the bandit, the composer draws its
+//! template from the timeline's stream and keeps every command.
 //!
 //! The choices are made from merged knowledge and the explorer's seeded
 //! stream, kept in the timeline (and so in a bug's record) and replayed:

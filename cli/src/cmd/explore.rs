@@ -178,8 +178,8 @@ pub struct Args {
     /// rarity with one value per branch, as before that, for comparison;
     /// `bandit` is rarity with each line of descent's fault rules chosen
     /// by a bandit over what their faults found, layered on swarm's coins,
-    /// and its Test Composer template by a bandit over what its timelines
-    /// found;
+    /// and its Test Composer template and drivers by bandits over what
+    /// their timelines found;
     /// `energy` is the earlier policy, kept for comparison
     /// (docs/exploration.md).
     #[arg(long, value_enum, default_value_t = SchedulePolicy::Rarity)]
