@@ -761,33 +761,37 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     }
     let _ = writeln!(m, "\n## Coverage and bugs over time\n");
     let _ = writeln!(m, "Discovery: {}.\n", r.summary.discovery.describe());
-    if !r.summary.rules.is_empty() {
-        let _ = writeln!(m, "Fault rules as the bandit saw them (`--schedule bandit`):\n");
-        let _ = writeln!(m, "| rule | chosen | timelines on | struck and found something new |");
-        let _ = writeln!(m, "| --- | --- | --- | --- |");
-        for t in &r.summary.rules {
-            let _ = writeln!(m, "| {} | {} | {} | {} |", t.kind, t.chosen, t.pulls, t.rewards);
+    // The bandit's arms (`--schedule bandit`): name, chosen, pulls, rewards.
+    let arms = |m: &mut String, what: &str, columns: &str, rows: Vec<(&str, u64, u64, u64)>| {
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(m, "{what} as the bandit saw them (`--schedule bandit`):\n");
+        let _ = writeln!(m, "{columns}\n| --- | --- | --- | --- |");
+        for (name, chosen, pulls, rewards) in rows {
+            let _ = writeln!(m, "| {name} | {chosen} | {pulls} | {rewards} |");
         }
         let _ = writeln!(m);
-    }
-    if !r.summary.templates.is_empty() {
-        let _ = writeln!(m, "Test Composer templates as the bandit saw them (`--schedule bandit`):\n");
-        let _ = writeln!(m, "| template | chosen | timelines | found something new |");
-        let _ = writeln!(m, "| --- | --- | --- | --- |");
-        for t in &r.summary.templates {
-            let _ = writeln!(m, "| {} | {} | {} | {} |", t.template, t.chosen, t.pulls, t.rewards);
-        }
-        let _ = writeln!(m);
-    }
-    if !r.summary.commands.is_empty() {
-        let _ = writeln!(m, "Test Composer commands as the bandit saw them (`--schedule bandit`):\n");
-        let _ = writeln!(m, "| command | chosen | timelines on | ran and found something new |");
-        let _ = writeln!(m, "| --- | --- | --- | --- |");
-        for t in &r.summary.commands {
-            let _ = writeln!(m, "| {} | {} | {} | {} |", t.command, t.chosen, t.pulls, t.rewards);
-        }
-        let _ = writeln!(m);
-    }
+    };
+    let s = &r.summary;
+    arms(
+        &mut m,
+        "Fault rules",
+        "| rule | chosen | timelines on | struck and found something new |",
+        s.rules.iter().map(|t| (t.kind.as_str(), t.chosen, t.pulls, t.rewards)).collect(),
+    );
+    arms(
+        &mut m,
+        "Test Composer templates",
+        "| template | chosen | timelines | found something new |",
+        s.templates.iter().map(|t| (t.template.as_str(), t.chosen, t.pulls, t.rewards)).collect(),
+    );
+    arms(
+        &mut m,
+        "Test Composer commands",
+        "| command | chosen | timelines on | ran and found something new |",
+        s.commands.iter().map(|t| (t.command.as_str(), t.chosen, t.pulls, t.rewards)).collect(),
+    );
     let _ = writeln!(m, "| branch | wall ms | snapshots | signals | edges | bugs | features | next timeline new |");
     let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for p in &r.series {
