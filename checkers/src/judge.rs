@@ -19,7 +19,7 @@ use crate::log::{self, LogReport, LogVerdict};
 use crate::model;
 use crate::queue::{self, QueueKey, QueueVerdict};
 use crate::set::{self, SetKey, SetVerdict};
-use crate::txn::{self, Consistency, TxnModel, TxnVerdict, Validity};
+use crate::txn::{self, Consistency, TxnModel, TxnOptions, TxnVerdict, Validity};
 
 /// What a history's objects are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -80,15 +80,30 @@ impl ModelKind {
 /// What a check is bounded by and held to.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// The linearizability search's bounds.
+    /// The linearizability search's bounds; their steps bound the
+    /// transactional searches too.
     pub limits: Limits,
     /// The model a transactional history must satisfy.
     pub consistency: Consistency,
+    /// rw-register: writes follow reads within a transaction
+    /// (`txn::rw_register`).
+    pub writes_follow_reads: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { limits: Limits::default(), consistency: Consistency::Serializable }
+        Options { limits: Limits::default(), consistency: Consistency::Serializable, writes_follow_reads: true }
+    }
+}
+
+impl Options {
+    /// The transactional checker's options.
+    pub fn txn(&self) -> TxnOptions {
+        TxnOptions {
+            consistency: self.consistency,
+            writes_follow_reads: self.writes_follow_reads,
+            steps: self.limits.steps,
+        }
     }
 }
 
@@ -123,7 +138,7 @@ pub fn judge(model: ModelKind, events: &[Event], options: Options) -> Result<Jud
         }
         ModelKind::ListAppend | ModelKind::RwRegister => {
             let model = model.transactional().expect("a transactional model");
-            Ok(transactional(&txn::check(model, events, options.consistency)?))
+            Ok(transactional(&txn::check(model, events, options.txn())?))
         }
         ModelKind::Set => Ok(set(&set::check(events)?)),
         ModelKind::Queue => Ok(queue(&queue::check(events)?)),
@@ -269,6 +284,7 @@ fn transactional(v: &TxnVerdict) -> Judgement {
     let status = match v.verdict {
         Validity::Valid => Status::Valid,
         Validity::Invalid => Status::Invalid,
+        Validity::Undecided => Status::Undecided,
     };
     Judgement {
         status,

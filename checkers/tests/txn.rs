@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use hvsim_checkers::history::{Event, EventType};
 use hvsim_checkers::shrink::shrink;
-use hvsim_checkers::txn::generate::{self, Shape, Store};
-use hvsim_checkers::txn::{check, Anomaly, Consistency, TxnModel, TxnVerdict, Validity};
+use hvsim_checkers::txn::generate::{self, Injected, Shape, Store};
+use hvsim_checkers::txn::{check, Anomaly, Consistency, TxnModel, TxnOptions, TxnVerdict, Validity};
 use hvsim_checkers::{judge, ModelKind, Options, Status};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -50,7 +50,7 @@ impl H {
         self.invoke(p, ops).event(p, EventType::Fail, ops)
     }
     fn check(&self, model: TxnModel) -> TxnVerdict {
-        check(model, &self.0, Serializable).unwrap()
+        check(model, &self.0, TxnOptions::new(Serializable)).unwrap()
     }
 }
 
@@ -94,8 +94,11 @@ fn g1a_aborted_read() {
 
 #[test]
 fn g1b_intermediate_read() {
+    // The read also missed 2, which follows 1 in x's order: a G-single
+    // as well (as Elle finds too).
     let write = || H::default().txn(0, r#"[["append","x",1],["append","x",2]]"#);
-    anomaly(LA, write().txn(1, r#"[["r","x",[1]]]"#), write().txn(1, r#"[["r","x",[1,2]]]"#), &[G1b], &[ReadCommitted]);
+    let (with, without) = (write().txn(1, r#"[["r","x",[1]]]"#), write().txn(1, r#"[["r","x",[1,2]]]"#));
+    anomaly(LA, with, without, &[G1b, GSingle], &[ReadCommitted]);
     let write = || H::default().txn(0, r#"[["w","x",1],["w","x",2]]"#);
     anomaly(RW, write().txn(1, r#"[["r","x",1]]"#), write().txn(1, r#"[["r","x",2]]"#), &[G1b], &[ReadCommitted]);
 }
@@ -162,7 +165,9 @@ fn g2_item_write_skew() {
         assert_eq!(v.standing.strongest_consistent, [SnapshotIsolation]);
         let e = &v.anomalies[0];
         assert_eq!(e.cycle.len(), 2, "{e:?}");
-        assert!(check(model, &h(model, empty).0, SnapshotIsolation).unwrap().verdict == Validity::Valid);
+        assert!(
+            check(model, &h(model, empty).0, TxnOptions::new(SnapshotIsolation)).unwrap().verdict == Validity::Valid
+        );
         // T1 saw T0's append: T0 precedes T1, and there is no cycle.
         let clean = h(model, seen).check(model);
         assert!(clean.found.is_empty(), "{}", clean.summary());
@@ -207,12 +212,32 @@ fn list_anomalies_of_single_reads() {
         &[ReadUncommitted],
     );
     let x12 = || x1().txn(1, r#"[["append","x",2]]"#).txn(2, r#"[["r","x",[1,2]]]"#);
+    // T3 also read x ending in 1 after T1's append of 2, the next element
+    // in the longest read, had completed: a stale read.
     anomaly(
         LA,
         x12().txn(3, r#"[["r","x",[2,1]]]"#),
         x12().txn(3, r#"[["r","x",[1,2]]]"#),
-        &[IncompatibleOrder],
+        &[IncompatibleOrder, GSingleRealtime],
         &[ReadCommitted],
+    );
+    // A transaction's own appends out of the order it made them, or a
+    // later one without the earlier.
+    let two = || H::default().txn(0, r#"[["append","x",1],["append","x",2]]"#);
+    // (Ending in 1, the read is an intermediate read too.)
+    anomaly(
+        LA,
+        two().txn(1, r#"[["r","x",[2,1]]]"#),
+        two().txn(1, r#"[["r","x",[1,2]]]"#),
+        &[IncompatibleOrder, G1b],
+        &[ReadCommitted],
+    );
+    let v = two().txn(1, r#"[["r","x",[2]]]"#).check(LA);
+    assert!(v.found.contains_key(&IncompatibleOrder), "{}", v.summary());
+    assert!(
+        v.anomalies.iter().any(|e| e.what == "T1 read x with 2 but without 1, which T0 appended before it"),
+        "{:?}",
+        v.anomalies
     );
     anomaly(
         LA,
@@ -248,7 +273,7 @@ fn a_stale_read_after_completion_is_serializable_but_not_strict() {
     assert_eq!(v.standing.weakest_ruled_out, [StrictSerializable]);
     let rt = v.anomalies[0].cycle.iter().find(|s| s.why.contains("completed")).unwrap();
     assert_eq!(rt.why, "T0 completed (line 2) before T1 was invoked (line 3)");
-    assert_eq!(check(LA, &after.0, StrictSerializable).unwrap().verdict, Validity::Invalid);
+    assert_eq!(check(LA, &after.0, TxnOptions::new(StrictSerializable)).unwrap().verdict, Validity::Invalid);
     // Concurrent, the read may come first.
     let concurrent =
         H::default().invoke(0, write).invoke(1, read).ok(0, write).ok(1, read).txn(2, r#"[["r","x",[1]]]"#);
@@ -258,9 +283,10 @@ fn a_stale_read_after_completion_is_serializable_but_not_strict() {
 #[test]
 fn malformed_transactions_are_refused_with_their_line() {
     let twice = H::default().txn(0, r#"[["append","x",1]]"#).txn(1, r#"[["append","x",1]]"#);
-    let e = check(LA, &twice.0, Serializable).unwrap_err().to_string();
+    let e = check(LA, &twice.0, TxnOptions::new(Serializable)).unwrap_err().to_string();
     assert_eq!(e, "line 3: 1 appended to x again (first at line 1): each element is appended to a key once");
-    let e = check(RW, &H::default().txn(0, r#"[["r","x",[1]]]"#).0, Serializable).unwrap_err().to_string();
+    let e =
+        check(RW, &H::default().txn(0, r#"[["r","x",[1]]]"#).0, TxnOptions::new(Serializable)).unwrap_err().to_string();
     assert!(e.starts_with("line 2: ") && e.contains("a value is an integer or a string"), "{e}");
 }
 
@@ -271,7 +297,7 @@ fn an_injected_write_skew_shrinks_to_its_three_transactions() {
         let kind = if model == LA { ModelKind::ListAppend } else { ModelKind::RwRegister };
         let clean = judge(kind, &base, Options::default()).unwrap();
         assert_eq!(clean.status, Status::Valid, "{}", clean.summary);
-        let skewed = generate::with_write_skew(model, base);
+        let skewed = generate::inject(model, base, Injected::WriteSkew);
         let j = judge(kind, &skewed, Options::default()).unwrap();
         assert_eq!(j.status, Status::Invalid, "{}", j.summary);
         assert_eq!(j.anomalies, BTreeSet::from(["G2-item".to_owned()]));
@@ -289,7 +315,7 @@ fn snapshot_isolation_stores_show_write_skew_and_nothing_worse() {
         for model in [LA, RW] {
             let shape = Shape { keys: 3, ..Shape::new(300) };
             let events = generate::history(model, Store::SnapshotIsolation, shape, seed);
-            let v = check(model, &events, SnapshotIsolation).unwrap();
+            let v = check(model, &events, TxnOptions::new(SnapshotIsolation)).unwrap();
             assert_eq!(v.verdict, Validity::Valid, "seed {seed} {}: {}", model.name(), v.summary());
             skews += usize::from(v.found.contains_key(&G2Item));
         }
@@ -307,7 +333,7 @@ proptest! {
         let model = if list_append { LA } else { RW };
         let shape = Shape { keys, writes_per_key: 8, ..Shape::new(n) };
         let events = generate::history(model, Store::Serializable, shape, seed);
-        let v = check(model, &events, StrictSerializable).unwrap();
+        let v = check(model, &events, TxnOptions::new(StrictSerializable)).unwrap();
         prop_assert!(v.found.is_empty(), "{}: {}", model.name(), v.summary());
         prop_assert_eq!(v.transactions.ok + v.transactions.info + v.transactions.fail, n);
     }
@@ -315,8 +341,8 @@ proptest! {
 
 #[test]
 fn verdicts_are_json_with_the_anomaly_names_elle_uses() {
-    let events = generate::with_write_skew(LA, Vec::new());
-    let v = serde_json::to_value(check(LA, &events, Serializable).unwrap()).unwrap();
+    let events = generate::inject(LA, Vec::new(), Injected::WriteSkew);
+    let v = serde_json::to_value(check(LA, &events, TxnOptions::new(Serializable)).unwrap()).unwrap();
     assert_eq!(v["verdict"], "invalid");
     assert_eq!(v["found"], json!({"G2-item": 1}));
     assert_eq!(v["strongest_consistent"], json!(["snapshot-isolation"]));

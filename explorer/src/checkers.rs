@@ -31,11 +31,21 @@ pub struct CheckerSpec {
     /// (`serializable` if not given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
+    /// rw-register: whether a transaction's write to a key follows the
+    /// version of it the transaction read (true if not given; never at
+    /// read-uncommitted; docs/checkers.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_follow_reads: Option<bool>,
 }
 
 impl CheckerSpec {
     fn options(&self) -> Options {
-        Options { limits: LIMITS, consistency: self.consistency.unwrap_or(Options::default().consistency) }
+        let default = Options::default();
+        Options {
+            limits: LIMITS,
+            consistency: self.consistency.unwrap_or(default.consistency),
+            writes_follow_reads: self.writes_follow_reads.unwrap_or(default.writes_follow_reads),
+        }
     }
 }
 

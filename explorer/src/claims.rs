@@ -845,7 +845,13 @@ mod tests {
     }
 
     fn set_spec() -> CheckerSpec {
-        CheckerSpec { name: "set".into(), model: hvsim_checkers::ModelKind::Set, history: None, consistency: None }
+        CheckerSpec {
+            name: "set".into(),
+            model: hvsim_checkers::ModelKind::Set,
+            history: None,
+            consistency: None,
+            writes_follow_reads: None,
+        }
     }
 
     fn judged(

@@ -8,6 +8,8 @@
 //! model = "set"          # register, set, queue, ledger, lease, log, list-append or rw-register
 //! consistency = "serializable" # list-append and rw-register: the isolation
 //!                        # level the history must keep (default serializable)
+//! writes_follow_reads = false # rw-register: don't order a write after the
+//!                        # version its transaction read (default true)
 //! history = "elements"   # optional: the events whose `history` is this
 //! name = "elements"      # optional: default the model, and the history
 //!
@@ -69,6 +71,7 @@ struct Entry {
     model: ModelKind,
     history: Option<String>,
     consistency: Option<Consistency>,
+    writes_follow_reads: Option<bool>,
 }
 
 impl Manifest {
@@ -104,7 +107,19 @@ impl Manifest {
                     e.model.name()
                 ));
             }
-            checkers.push(CheckerSpec { name, model: e.model, history: e.history, consistency: e.consistency });
+            if e.writes_follow_reads.is_some() && e.model != ModelKind::RwRegister {
+                return Err(format!(
+                    "checker {name:?}: `writes_follow_reads` is for the rw-register model, not {}",
+                    e.model.name()
+                ));
+            }
+            checkers.push(CheckerSpec {
+                name,
+                model: e.model,
+                history: e.history,
+                consistency: e.consistency,
+                writes_follow_reads: e.writes_follow_reads,
+            });
         }
         let mut ids = BTreeSet::new();
         let mut claims = Vec::new();
@@ -166,6 +181,10 @@ mod tests {
         let m =
             Manifest::parse("[[checker]]\nmodel = \"list-append\"\nconsistency = \"snapshot-isolation\"\n").unwrap();
         assert_eq!(m.checkers[0].consistency, Some(hvsim_checkers::txn::Consistency::SnapshotIsolation));
+        let m = Manifest::parse("[[checker]]\nmodel = \"rw-register\"\nwrites_follow_reads = false\n").unwrap();
+        assert_eq!(m.checkers[0].writes_follow_reads, Some(false));
+        let e = Manifest::parse("[[checker]]\nmodel = \"list-append\"\nwrites_follow_reads = true\n").unwrap_err();
+        assert!(e.contains("`writes_follow_reads` is for the rw-register model"), "{e}");
         let e = Manifest::parse("[[checker]]\nmodel = \"set\"\nconsistency = \"serializable\"\n").unwrap_err();
         assert!(e.contains("`consistency` is for transactional models"), "{e}");
         let e = Manifest::parse("[[checker]]\nmodel = \"rw-register\"\nconsistency = \"linearizable\"\n").unwrap_err();

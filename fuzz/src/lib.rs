@@ -32,6 +32,7 @@ pub const TARGETS: &[Target] = &[
     ("layers", extract::layers),
     ("image", extract::image),
     ("history", history),
+    ("txn_history", txn_history),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {
@@ -134,6 +135,27 @@ pub fn history(data: &[u8]) {
     if let Verdict::Linearizable { operations, .. } = verdict {
         let ops = history::operations(&history::parse(text).expect("parsed once")).expect("paired once");
         assert_eq!(operations, ops.len());
+    }
+}
+
+/// A history (JSON lines) checked as transactions of both models at every
+/// consistency model, with a small step limit: a verdict or a one-line
+/// error, and the same verdict twice (a timeline's check must be a
+/// function of its history).
+pub fn txn_history(data: &[u8]) {
+    use hvsim_checkers::txn::{check_text, Consistency, TxnModel, TxnOptions, FUZZ_STEPS};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    for model in [TxnModel::ListAppend, TxnModel::RwRegister] {
+        for c in Consistency::ALL {
+            let options = TxnOptions { steps: FUZZ_STEPS, ..TxnOptions::new(c) };
+            let Ok(v) = check_text(model, text, options) else { continue };
+            let again = check_text(model, text, options).expect("checked once");
+            assert_eq!(
+                (v.verdict, &v.found, v.edges),
+                (again.verdict, &again.found, again.edges),
+                "the same history, another verdict"
+            );
+        }
     }
 }
 

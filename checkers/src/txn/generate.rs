@@ -9,7 +9,12 @@
 //! - snapshot isolation: a transaction reads the snapshot of its start and
 //!   commits at its end unless a transaction that committed since its
 //!   start wrote a key it writes (first committer wins), so histories may
-//!   show write skew and nothing worse.
+//!   show write skew and nothing worse;
+//! - read committed: a transaction reads what is committed when it runs,
+//!   and its writes commit only when it completes, whatever committed in
+//!   between: lost updates and write skews everywhere, tied by their
+//!   read-write edges into one strongly connected component as large as
+//!   the history.
 //!
 //! Some transactions fail (and take no effect) or end unknown (`info`: they
 //! take effect or not, and their process is replaced by a new one).
@@ -27,6 +32,7 @@ use crate::history::{Event, EventType};
 pub enum Store {
     Serializable,
     SnapshotIsolation,
+    ReadCommitted,
 }
 
 /// The workload.
@@ -59,8 +65,17 @@ enum Planned {
 
 enum Phase {
     Idle,
-    Invoked { plan: Vec<Planned>, snapshot: Option<(u64, HashMap<u64, Vec<u64>>)> },
-    Done { plan: Vec<Planned>, outcome: Option<Vec<Value>> },
+    Invoked {
+        plan: Vec<Planned>,
+        snapshot: Option<(u64, HashMap<u64, Vec<u64>>)>,
+    },
+    /// Executed: its reads (`None`: it failed), and the writes it commits
+    /// when it completes (a read-committed store's).
+    Done {
+        plan: Vec<Planned>,
+        outcome: Option<Vec<Value>>,
+        pending: Vec<(u64, u64)>,
+    },
 }
 
 struct Sim {
@@ -111,10 +126,12 @@ pub fn history(model: TxnModel, store: Store, shape: Shape, seed: u64) -> Vec<Ev
             }
             Phase::Idle => Phase::Idle,
             Phase::Invoked { plan, snapshot } => {
-                let outcome = sim.execute(&plan, snapshot);
-                Phase::Done { plan, outcome }
+                let defer = store == Store::ReadCommitted;
+                let (outcome, pending) = sim.execute(&plan, snapshot, defer);
+                Phase::Done { plan, outcome, pending }
             }
-            Phase::Done { plan, outcome } => {
+            Phase::Done { plan, outcome, pending } => {
+                sim.commit(&pending);
                 let unknown = shape.faults && sim.rng.below(40) == 0;
                 match outcome {
                     _ if unknown => {
@@ -155,10 +172,16 @@ impl Sim {
         plan
     }
 
-    /// Runs a transaction: its reads' values, or `None` if it failed.
-    fn execute(&mut self, plan: &[Planned], snapshot: Option<(u64, HashMap<u64, Vec<u64>>)>) -> Option<Vec<Value>> {
+    /// Runs a transaction: its reads' values, or `None` if it failed; and,
+    /// if it is to `defer` its commit, the writes to commit.
+    fn execute(
+        &mut self,
+        plan: &[Planned],
+        snapshot: Option<(u64, HashMap<u64, Vec<u64>>)>,
+        defer: bool,
+    ) -> (Option<Vec<Value>>, Vec<(u64, u64)>) {
         if self.shape.faults && self.rng.below(20) == 0 {
-            return None;
+            return (None, Vec::new());
         }
         let (start, mut view) = match snapshot {
             Some((start, view)) => (Some(start), view),
@@ -169,7 +192,7 @@ impl Sim {
                 .iter()
                 .any(|p| matches!(p, Planned::Write(k, _) if self.committed_at.get(k).is_some_and(|&at| at > start)));
             if conflict {
-                return None;
+                return (None, Vec::new());
             }
         }
         let mut reads = Vec::new();
@@ -185,14 +208,29 @@ impl Sim {
                 Planned::Write(k, v) => view.entry(k).or_default().push(v),
             }
         }
-        self.commits += 1;
-        for p in plan {
-            if let Planned::Write(k, v) = *p {
-                self.data.entry(k).or_default().push(v);
-                self.committed_at.insert(k, self.commits);
-            }
+        let writes: Vec<(u64, u64)> = plan
+            .iter()
+            .filter_map(|p| match *p {
+                Planned::Write(k, v) => Some((k, v)),
+                Planned::Read(_) => None,
+            })
+            .collect();
+        if defer {
+            return (Some(reads), writes);
         }
-        Some(reads)
+        self.commit(&writes);
+        (Some(reads), Vec::new())
+    }
+
+    fn commit(&mut self, writes: &[(u64, u64)]) {
+        if writes.is_empty() {
+            return;
+        }
+        self.commits += 1;
+        for &(k, v) in writes {
+            self.data.entry(k).or_default().push(v);
+            self.committed_at.insert(k, self.commits);
+        }
     }
 
     fn emit(&mut self, process: u64, kind: EventType, plan: &[Planned], reads: Option<&[Value]>) {
@@ -228,32 +266,76 @@ fn touched(data: &HashMap<u64, Vec<u64>>, plan: &[Planned]) -> HashMap<u64, Vec<
         .collect()
 }
 
-/// Appends a write skew to a history: two concurrent transactions that
-/// each read two fresh keys empty and append to a different one, then a
-/// reader that sees both appends. Serializable stores forbid it; snapshot
-/// isolation allows it.
-pub fn with_write_skew(model: TxnModel, mut events: Vec<Event>) -> Vec<Event> {
-    let process = events.iter().map(|e| e.process).max().map_or(0, |p| p + 1);
+/// An anomaly `inject` adds to a history, over two keys of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Injected {
+    /// Two concurrent transactions each read both keys empty and write a
+    /// different one; a later reader sees both writes (G2-item).
+    WriteSkew,
+    /// A transaction writes both keys; a concurrent one reads the first as
+    /// it was before and the second as written (G-single).
+    ReadSkew,
+    /// Two concurrent transactions each write one key and read the other's
+    /// write (G1c).
+    CircularFlow,
+}
+
+/// Appends `anomaly` to a history, on fresh keys and processes.
+pub fn inject(model: TxnModel, mut events: Vec<Event>, anomaly: Injected) -> Vec<Event> {
+    let p = events.iter().map(|e| e.process).max().map_or(0, |p| p + 1);
     let (x, y) = (1_000_000_000u64, 1_000_000_001u64);
-    let write = match model {
+    let w = match model {
         TxnModel::ListAppend => "append",
         TxnModel::RwRegister => "w",
     };
-    let (seen_x, seen_y, empty) = match model {
-        TxnModel::ListAppend => (json!([1]), json!([2]), json!([])),
-        TxnModel::RwRegister => (json!(1), json!(2), Value::Null),
+    // A read's result: the list or register holding `v` (nothing: empty).
+    let seen = |v: Option<u64>| match (model, v) {
+        (TxnModel::ListAppend, v) => json!(v.into_iter().collect::<Vec<_>>()),
+        (TxnModel::RwRegister, v) => json!(v),
     };
-    let t1 = |r: Value| json!([["r", x, r.clone()], ["r", y, r], [write, x, 1]]);
-    let t2 = |r: Value| json!([["r", x, r.clone()], ["r", y, r], [write, y, 2]]);
-    let lines = [
-        (process, EventType::Invoke, t1(Value::Null)),
-        (process + 1, EventType::Invoke, t2(Value::Null)),
-        (process, EventType::Ok, t1(empty.clone())),
-        (process + 1, EventType::Ok, t2(empty)),
-        (process, EventType::Invoke, json!([["r", x, null], ["r", y, null]])),
-        (process, EventType::Ok, json!([["r", x, seen_x], ["r", y, seen_y]])),
-    ];
-    for (process, kind, value) in lines {
+    // (process, kind, micro-operations with reads known)
+    let lines: Vec<(u64, EventType, Value)> = match anomaly {
+        Injected::WriteSkew => {
+            let t1 = json!([["r", x, seen(None)], ["r", y, seen(None)], [w, x, 1]]);
+            let t2 = json!([["r", x, seen(None)], ["r", y, seen(None)], [w, y, 2]]);
+            vec![
+                (p, EventType::Invoke, t1.clone()),
+                (p + 1, EventType::Invoke, t2.clone()),
+                (p, EventType::Ok, t1),
+                (p + 1, EventType::Ok, t2),
+                (p, EventType::Invoke, json!([["r", x, seen(Some(1))], ["r", y, seen(Some(2))]])),
+                (p, EventType::Ok, json!([["r", x, seen(Some(1))], ["r", y, seen(Some(2))]])),
+            ]
+        }
+        Injected::ReadSkew => {
+            let t1 = json!([[w, x, 1], [w, y, 1]]);
+            let t2 = json!([["r", x, seen(None)], ["r", y, seen(Some(1))]]);
+            vec![
+                (p, EventType::Invoke, t1.clone()),
+                (p + 1, EventType::Invoke, t2.clone()),
+                (p, EventType::Ok, t1),
+                (p + 1, EventType::Ok, t2),
+            ]
+        }
+        Injected::CircularFlow => {
+            let t1 = json!([[w, x, 1], ["r", y, seen(Some(1))]]);
+            let t2 = json!([[w, y, 1], ["r", x, seen(Some(1))]]);
+            vec![
+                (p, EventType::Invoke, t1.clone()),
+                (p + 1, EventType::Invoke, t2.clone()),
+                (p, EventType::Ok, t1),
+                (p + 1, EventType::Ok, t2),
+            ]
+        }
+    };
+    for (process, kind, mut value) in lines {
+        if kind == EventType::Invoke {
+            for m in value.as_array_mut().expect("micro-operations") {
+                if m[0] == "r" {
+                    m[2] = Value::Null;
+                }
+            }
+        }
         let line = events.len() + 1;
         events.push(Event { process, kind, f: "txn".into(), key: None, value, time: None, line });
     }

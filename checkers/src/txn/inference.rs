@@ -23,6 +23,10 @@ pub struct Observation {
 pub struct Inference {
     pub graph: Graph,
     pub observed: Vec<Observation>,
+    /// Whether the reads leave the order of some committed writes open:
+    /// then the graph alone cannot prove a verdict valid above read
+    /// committed, and `execution.rs` searches.
+    pub open: bool,
 }
 
 /// A write's (or an append's) key and value.

@@ -164,6 +164,9 @@ pub fn transactions(model: TxnModel, events: &[Event]) -> Result<Vec<Txn>> {
                 Outcome::Unknown => Status::Info,
                 Outcome::Failed => Status::Fail,
             };
+            if let Some(c) = op.completed.filter(|_| status == Status::Ok) {
+                completes_its_invocation(&events[op.invoked], &events[c])?;
+            }
             let Value::Array(mops) = &op.value else {
                 return Err(malformed(format!("a transaction's value is a list of [f, key, value], not {}", op.value)));
             };
@@ -177,6 +180,30 @@ pub fn transactions(model: TxnModel, events: &[Event]) -> Result<Vec<Txn>> {
             Ok(Txn { process: op.process, status, mops, line: op.line, invoked: op.invoked, completed })
         })
         .collect()
+}
+
+/// An `ok` completion must say what the transaction read: without its
+/// values, its reads would be unknown, and taking them as empty (as a null
+/// read of a list is) would invent anomalies or hide them. Its
+/// micro-operations are the invocation's, in order, with the reads filled
+/// in.
+fn completes_its_invocation(invoke: &Event, ok: &Event) -> Result<()> {
+    let malformed = |detail: String| Error::Malformed { line: ok.line, detail };
+    let Value::Array(done) = &ok.value else {
+        return Err(malformed(format!(
+            "a transaction completed ok without its micro-operations (value {}): what it read is unknown",
+            ok.value
+        )));
+    };
+    let Value::Array(asked) = &invoke.value else { return Ok(()) };
+    let head = |m: &Value| m.as_array().map(|m| (m.first().cloned(), m.get(1).cloned()));
+    if asked.len() != done.len() || asked.iter().zip(done).any(|(a, d)| head(a) != head(d)) {
+        return Err(malformed(format!(
+            "the completion's micro-operations {} are not those invoked at line {} ({})",
+            ok.value, invoke.line, invoke.value
+        )));
+    }
+    Ok(())
 }
 
 fn mop(model: TxnModel, m: &Value, known: bool) -> std::result::Result<Mop, String> {
@@ -234,5 +261,12 @@ mod tests {
         assert!(e.contains("not \"read\""), "{e}");
         let e = refused(r#"{"process":0,"type":"invoke","f":"txn","value":[["w",[1],1]]}"#, TxnModel::RwRegister);
         assert!(e.contains("a key is an integer or a string"), "{e}");
+        // Completed ok without its values: refused, not read as empty.
+        let invoke = r#"{"process":0,"type":"invoke","f":"txn","value":[["r","x",null]]}"#;
+        let e = refused(&format!("{invoke}\n{}", r#"{"process":0,"type":"ok","f":"txn"}"#), TxnModel::ListAppend);
+        assert!(e.starts_with("line 2: a transaction completed ok without its micro-operations"), "{e}");
+        let other = r#"{"process":0,"type":"ok","f":"txn","value":[["r","y",[]]]}"#;
+        let e = refused(&format!("{invoke}\n{other}"), TxnModel::ListAppend);
+        assert!(e.starts_with("line 2: the completion's micro-operations") && e.contains("invoked at line 1"), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use hvsim_checkers::history::EventType;
 use hvsim_checkers::txn::transaction::Scalar;
-use hvsim_checkers::txn::Consistency;
+use hvsim_checkers::txn::{Consistency, TxnOptions};
 use hvsim_checkers::{history, judge, Limits, ModelKind, Options, Status};
 use hvsim_explorer::document::{Document, Tag};
 use schemars::JsonSchema;
@@ -30,12 +30,21 @@ pub struct Args {
     /// strict-serializable.
     #[arg(long, default_value = "serializable")]
     consistency: Consistency,
+    /// rw-register: do not take a transaction's write to a key as following
+    /// the version of it the transaction read (Elle's `wfr-keys?` off;
+    /// it is never taken at read-uncommitted).
+    #[arg(long)]
+    no_writes_follow_reads: bool,
     /// Steps the linearizability search may take per key before it
-    /// answers "undecided" (default: no limit but `--time`).
+    /// answers "undecided" (default: no limit but `--time`); for a
+    /// transactional history, the steps its searches may take (default
+    /// 10,000,000: the G-single search's edges, the search for an execution
+    /// where reads leave the order of writes open).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     step_limit: Option<u64>,
     /// Wall time the linearizability search may take over the whole
-    /// history before it answers "undecided" (`90s`, `10m`).
+    /// history before it answers "undecided" (`90s`, `10m`; a
+    /// transactional history's searches are bounded by `--step-limit`).
     #[arg(long, default_value = "5m", value_parser = crate::util::parse_duration)]
     time: std::time::Duration,
 }
@@ -136,8 +145,17 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     if model.transactional().is_none() && args.consistency != Options::default().consistency {
         anyhow::bail!("--consistency is for transactional models (list-append, rw-register), not {}", model.name());
     }
-    let limits = Limits { steps: args.step_limit.unwrap_or(u64::MAX), time: Some(args.time), ..Limits::default() };
-    let options = Options { limits, consistency: args.consistency };
+    if args.no_writes_follow_reads && model != ModelKind::RwRegister {
+        anyhow::bail!("--no-writes-follow-reads is for the rw-register model, not {}", model.name());
+    }
+    // A transactional history's searches are bounded by steps alone, so
+    // that the verdict is the same on every machine.
+    let steps = match model.transactional() {
+        Some(_) => args.step_limit.unwrap_or(TxnOptions::new(args.consistency).steps),
+        None => args.step_limit.unwrap_or(u64::MAX),
+    };
+    let limits = Limits { steps, time: Some(args.time), ..Limits::default() };
+    let options = Options { limits, consistency: args.consistency, writes_follow_reads: !args.no_writes_follow_reads };
     let events = history::parse(&text).with_context(|| format!("history {path}"))?;
     let j = judge(model, &events, options).with_context(|| format!("history {path}"))?;
     if json {

@@ -16,8 +16,8 @@ use hvsim_checkers::generate::{history, Object};
 use hvsim_checkers::history::parse;
 use hvsim_checkers::linearizable::{check_costed, check_whole, Cost, Limits, Verdict};
 use hvsim_checkers::model::operations;
-use hvsim_checkers::txn::generate::{self as txn_generate, Shape, Store};
-use hvsim_checkers::txn::{self, Consistency, TxnModel};
+use hvsim_checkers::txn::generate::{self as txn_generate, Injected, Shape, Store};
+use hvsim_checkers::txn::{self, Consistency, TxnModel, TxnOptions, Validity};
 use hvsim_checkers::{judge, ModelKind, Options};
 
 /// One search's result: wall milliseconds, its cost, its verdict's name.
@@ -65,7 +65,7 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
             })
         })
         .collect();
-    let transactional = transactional(steps)?;
+    let transactional = transactional()?;
     let ledgers = ledgers()?;
     if json {
         print_report(serde_json::json!({
@@ -101,32 +101,23 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
             g["ms_10k_over_1k"].as_f64().unwrap_or_default()
         );
     }
+    println!("transactional histories, each against the clean history of its size in the same run:");
     println!(
-        "transactional histories of a simulated serializable store (8 processes, 8 keys at a time, 32 writes a key):"
+        "  clean: a serializable store (8 processes, 8 keys at a time, 32 writes a key); +anomaly: the same with one"
     );
-    println!("  baseline: the register search on a key-value history of as many operations, 5 clients");
-    println!("  model       |    txns | parse ms | check ms | edges   | clean | +write skew ms | found    | register ms | register verdict | check/register");
+    println!("  injected; read-committed: a store whose transactions commit when they complete, one huge component");
+    println!("  model       | history          |    txns | check ms | x clean | verdict      | largest cycle | found");
     for r in &transactional {
         println!(
-            "  {:<11} | {:>7} | {:>8.0} | {:>8.0} | {:>7} | {:<5} | {:>13.0} | {:<8} | {:>11.0} | {:<16} | {:>6.2}",
+            "  {:<11} | {:<16} | {:>7} | {:>8.0} | {:>7.2} | {:<12} | {:>13} | {}",
             r["model"].as_str().unwrap_or_default(),
+            r["history"].as_str().unwrap_or_default(),
             r["transactions"],
-            r["parse_ms"].as_f64().unwrap_or_default(),
             r["check_ms"].as_f64().unwrap_or_default(),
-            r["edges"],
-            r["clean"],
-            r["skew_ms"].as_f64().unwrap_or_default(),
-            r["skew_found"].as_str().unwrap_or_default(),
-            r["register_ms"].as_f64().unwrap_or_default(),
-            r["register_verdict"].as_str().unwrap_or_default(),
-            r["check_over_register"].as_f64().unwrap_or_default(),
-        );
-    }
-    for pair in transactional.chunks(2) {
-        let ratio = pair[1]["check_ms"].as_f64().unwrap_or(0.0) / pair[0]["check_ms"].as_f64().unwrap_or(1.0).max(1e-6);
-        println!(
-            "  growth, {} 10k -> 100k transactions (check time): x{ratio:.1}",
-            pair[0]["model"].as_str().unwrap_or_default()
+            r["over_clean"].as_f64().unwrap_or_default(),
+            r["verdict"].as_str().unwrap_or_default(),
+            r["largest_component"],
+            r["found"].as_str().unwrap_or_default(),
         );
     }
     println!("ledgers (five accounts) and logs (five clients appending), operations taking effect in turn:");
@@ -145,35 +136,43 @@ pub fn bench_checkers(steps: u64, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The transactional checker's rows: per model, 10k and 100k transactions.
-fn transactional(steps: u64) -> Result<Vec<serde_json::Value>> {
+/// The transactional checker's rows: per model, a clean history of 10k and
+/// 100k transactions, and at 100k the same with each kind of anomaly
+/// injected and a read-committed store's history, each timed against the
+/// clean one of its size.
+fn transactional() -> Result<Vec<serde_json::Value>> {
     let mut rows = Vec::new();
     for model in [TxnModel::ListAppend, TxnModel::RwRegister] {
         for n in [10_000, 100_000] {
-            let events = txn_generate::history(model, Store::Serializable, Shape::new(n), 1);
-            let text: String =
-                events.iter().map(|e| serde_json::to_string(e).map(|l| l + "\n")).collect::<Result<_, _>>()?;
-            let t = Instant::now();
-            let events = parse(&text)?;
-            let parse_ms = t.elapsed().as_secs_f64() * 1e3;
-            let t = Instant::now();
-            let clean = txn::check(model, &events, Consistency::StrictSerializable)?;
-            let check_ms = t.elapsed().as_secs_f64() * 1e3;
-            let skewed = txn_generate::with_write_skew(model, events);
-            let t = Instant::now();
-            let skew = txn::check(model, &skewed, Consistency::Serializable)?;
-            let skew_ms = t.elapsed().as_secs_f64() * 1e3;
-            let found: Vec<&str> = skew.found.keys().map(|a| a.name()).collect();
-            let register = operations(&parse(&history(Object::Map, n, 5, 1))?)?;
-            let (register_ms, _, register_verdict) =
-                measure(|| check_costed(&register, Limits { steps, ..Limits::default() }))?;
-            rows.push(serde_json::json!({
-                "model": model.name(), "transactions": n, "parse_ms": parse_ms, "check_ms": check_ms,
-                "edges": clean.edges, "clean": clean.found.is_empty(),
-                "skew_ms": skew_ms, "skew_found": found.join(","),
-                "register_ms": register_ms, "register_verdict": register_verdict,
-                "check_over_register": check_ms / register_ms.max(1e-6),
-            }));
+            let clean = txn_generate::history(model, Store::Serializable, Shape::new(n), 1);
+            let mut histories = vec![("clean", clean.clone())];
+            if n == 100_000 {
+                histories.extend([
+                    ("+G2-item", txn_generate::inject(model, clean.clone(), Injected::WriteSkew)),
+                    ("+G-single", txn_generate::inject(model, clean.clone(), Injected::ReadSkew)),
+                    ("+G1c", txn_generate::inject(model, clean, Injected::CircularFlow)),
+                    ("read-committed", txn_generate::history(model, Store::ReadCommitted, Shape::new(n), 1)),
+                ]);
+            }
+            let mut clean_ms = None;
+            for (history, events) in histories {
+                let t = Instant::now();
+                let v = txn::check(model, &events, TxnOptions::new(Consistency::Serializable))?;
+                let check_ms = t.elapsed().as_secs_f64() * 1e3;
+                let clean_ms = *clean_ms.get_or_insert(check_ms);
+                let found: Vec<String> = v.found.iter().map(|(a, n)| format!("{a} ({n})")).collect();
+                let verdict = match v.verdict {
+                    Validity::Valid => "valid",
+                    Validity::Invalid => "invalid",
+                    Validity::Undecided => "undecided",
+                };
+                rows.push(serde_json::json!({
+                    "model": model.name(), "history": history, "transactions": n, "check_ms": check_ms,
+                    "over_clean": check_ms / clean_ms.max(1e-6), "verdict": verdict,
+                    "largest_component": v.components.largest, "found": found.join(", "),
+                    "search": v.search,
+                }));
+            }
         }
     }
     Ok(rows)
