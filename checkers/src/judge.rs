@@ -19,7 +19,7 @@ use crate::log::{self, LogReport, LogVerdict};
 use crate::model;
 use crate::queue::{self, QueueKey, QueueVerdict};
 use crate::set::{self, SetKey, SetVerdict};
-use crate::txn::{self, Consistency, TxnModel, TxnOptions, TxnVerdict, Validity};
+use crate::txn::{self, Consistency, Searches, TxnModel, TxnOptions, TxnVerdict, Validity};
 
 /// What a history's objects are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -88,11 +88,18 @@ pub struct Options {
     /// rw-register: writes follow reads within a transaction
     /// (`txn::rw_register`).
     pub writes_follow_reads: bool,
+    /// Which models a transactional check searches executions for.
+    pub searches: Searches,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { limits: Limits::default(), consistency: Consistency::Serializable, writes_follow_reads: true }
+        Options {
+            limits: Limits::default(),
+            consistency: Consistency::Serializable,
+            writes_follow_reads: true,
+            searches: Searches::Standing,
+        }
     }
 }
 
@@ -103,6 +110,7 @@ impl Options {
             consistency: self.consistency,
             writes_follow_reads: self.writes_follow_reads,
             steps: self.limits.steps,
+            searches: self.searches,
         }
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{Event, EventType};
 use crate::judge::{judge, ModelKind, Options, Status};
+use crate::txn::Searches;
 
 /// A sub-history, and what finding it took.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -72,6 +73,11 @@ pub fn shrink(
         let keep: BTreeSet<usize> = ops.iter().copied().collect();
         events.iter().zip(&op_of).filter(|(_, o)| keep.contains(o)).map(|(e, _)| e.clone()).collect()
     };
+    // A transactional history's anomalies that the graph shows need no
+    // search for an execution: a sub-history that would need one to be
+    // found invalid does not fail the same way.
+    let searches = if anomalies.iter().any(|a| a.ends_with("-cycle-exists")) { Searches::Asked } else { Searches::Off };
+    let options = Options { searches, ..options };
     let mut checks = 0;
     let mut still_fails = |ops: &[usize]| -> Option<bool> {
         if checks >= max_checks {

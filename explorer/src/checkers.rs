@@ -45,6 +45,7 @@ impl CheckerSpec {
             limits: LIMITS,
             consistency: self.consistency.unwrap_or(default.consistency),
             writes_follow_reads: self.writes_follow_reads.unwrap_or(default.writes_follow_reads),
+            ..default
         }
     }
 }

@@ -135,6 +135,9 @@ struct Problem {
     /// transaction wrote (a register's one such value; a list's elements
     /// no transaction appended, at the start of its longest read).
     initial: HashMap<Key, Vec<Scalar>>,
+    /// Whether every version seen is one some committed transaction wrote
+    /// (or was there before the history): if not, no execution can show it.
+    feasible: bool,
     /// Per member, its place in the order candidates are tried in: by when
     /// it completed (it took effect before), or for one that never did,
     /// when it was invoked (it took effect after).
@@ -148,6 +151,9 @@ struct Problem {
 pub fn search(model: TxnModel, txns: &[Txn], graph: &Graph, level: Level, bound: u64) -> Searched {
     let run = |level: Level, bound: u64| {
         let p = Problem::new(model, txns, graph, level);
+        if !p.feasible {
+            return Searched { outcome: Outcome::Unexplained, realtime: level.realtime(), steps: 0 };
+        }
         let mut s = Search::new(&p, level, bound);
         let outcome = s.run();
         Searched { outcome, realtime: level.realtime(), steps: s.steps.min(bound) }
@@ -238,8 +244,6 @@ impl Problem {
             }
             seen[i] = saw.into_iter().collect();
         }
-        let written: HashSet<(Key, &Scalar)> =
-            writer.keys().filter_map(|(k, v)| keys.get(k).map(|&k| (k, *v))).collect();
         let mut before = vec![Vec::new(); n];
         let mut started_before = vec![Vec::new(); n];
         for e in &graph.edges {
@@ -261,6 +265,7 @@ impl Problem {
             started.iter().for_each(|&a| started_after[a].push(b));
         }
         let rank = members.iter().map(|&t| (txns[t].completed.unwrap_or(txns[t].invoked), t)).collect();
+        let written: HashSet<(Key, &Scalar)> = writes.iter().flatten().map(|(k, v)| (*k, v)).collect();
         let mut initial: HashMap<Key, Vec<Scalar>> = HashMap::new();
         let mut unwritten: HashMap<Key, BTreeSet<Scalar>> = HashMap::new();
         for (k, s) in seen.iter().flatten() {
@@ -282,7 +287,29 @@ impl Problem {
         // state; two cannot both be.
         initial
             .extend(unwritten.into_iter().filter(|(_, vs)| vs.len() == 1).map(|(k, vs)| (k, vs.into_iter().collect())));
-        Problem { members, writes, seen, before, after, started_before, started_after, readers, initial, rank }
+        let feasible = seen.iter().flatten().all(|(k, s)| {
+            let first = initial.get(k).map(Vec::as_slice).unwrap_or_default();
+            match s {
+                Seen::List(l) => {
+                    l.iter().enumerate().all(|(i, e)| written.contains(&(*k, e)) || first.get(i) == Some(e))
+                }
+                Seen::Value(Some(v)) => written.contains(&(*k, v)) || first == [v.clone()],
+                Seen::Value(None) => true,
+            }
+        });
+        Problem {
+            members,
+            writes,
+            seen,
+            before,
+            after,
+            started_before,
+            started_after,
+            readers,
+            initial,
+            rank,
+            feasible,
+        }
     }
 }
 

@@ -56,11 +56,26 @@ pub struct TxnOptions {
     /// Steps the searches may take: the G-single search's edges, the
     /// execution search's moves. The same answer on every machine.
     pub steps: u64,
+    /// The models an execution is searched for where reads leave the
+    /// order of writes open.
+    pub searches: Searches,
+}
+
+/// Which models to search executions for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Searches {
+    /// The model asked, then every other one the standing names.
+    Standing,
+    /// The model asked only: the others are left undecided.
+    Asked,
+    /// None: a verdict that needs one is undecided (what the shrinker
+    /// asks, when the anomalies it keeps are cycles the graph shows).
+    Off,
 }
 
 impl TxnOptions {
     pub fn new(consistency: Consistency) -> TxnOptions {
-        TxnOptions { consistency, writes_follow_reads: true, steps: 10_000_000 }
+        TxnOptions { consistency, writes_follow_reads: true, steps: 10_000_000, searches: Searches::Standing }
     }
 }
 
@@ -89,10 +104,10 @@ pub struct TxnVerdict {
     /// why that leaves the verdict as it is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsearched: Vec<Unsearched>,
-    /// The search for an execution at the model asked, where reads left
-    /// the order of writes open.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub search: Option<Searched>,
+    /// The searches for an execution, where reads left the order of
+    /// writes open: the model asked first, then those the standing names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<LevelSearch>,
     #[serde(flatten)]
     pub standing: Standing,
 }
@@ -188,55 +203,56 @@ pub fn check(model: TxnModel, events: &[Event], options: TxnOptions) -> Result<T
     // blind writes to a register, two appends no read shows). The graph
     // decides read uncommitted and read committed alone (no version order
     // makes a G1c go away that the reads do not show).
-    let mut search = None;
+    let mut searches: Vec<LevelSearch> = Vec::new();
     let mut undecided = Vec::new();
     if open {
-        let ruled_out = Standing::of(&found.keys().copied().collect(), &[]);
-        if !ruled_out.rules_out(consistency) {
-            if let Some(level) = level(consistency) {
-                let s = execution::search(model, &txns, &graph, level, options.steps);
-                match s.outcome {
-                    Outcome::Explained => {}
-                    Outcome::Unexplained => {
-                        let anomaly = unexplained(consistency);
-                        note(&mut found, anomaly, &|| {
-                            Explained {
-                            anomaly,
-                            transactions: Vec::new(),
-                            what: format!(
-                                "no order of the writes the reads leave open explains every read at {consistency}: every one has a cycle it forbids ({} steps searched)",
-                                s.steps
-                            ),
-                            cycle: Vec::new(),
-                        }
-                        });
-                    }
-                    Outcome::Stopped => undecided.push(consistency),
-                }
-                search = Some(s);
+        // The model asked first (its verdict), then each other the
+        // standing names, strongest first, until every one is ruled out
+        // by what was found, proven by an execution found, or left
+        // undecided by a search that stopped.
+        let mut proven: BTreeSet<Consistency> = BTreeSet::new();
+        let order = [consistency].into_iter().chain(Consistency::ALL.into_iter().rev());
+        for m in order {
+            let Some(level) = level(m) else { continue };
+            let ruled_out = Standing::of(&found.keys().copied().collect(), &[]).rules_out(m);
+            if ruled_out || proven.contains(&m) || undecided.contains(&m) {
+                continue;
             }
-        }
-        // The models the search did not decide: those that need one and
-        // that the execution found does not prove (a serial order proves
-        // repeatable read and serializable, strict serializable too if it
-        // keeps real-time order; its starts and commits, snapshot
-        // isolation), nor one of them imply.
-        let proven: Vec<Consistency> = match search {
-            Some(Searched { outcome: Outcome::Explained, realtime, .. }) => match level(consistency) {
-                Some(Level::Serial { .. }) if realtime => {
-                    vec![Consistency::RepeatableRead, Consistency::Serializable, Consistency::StrictSerializable]
+            let wanted = match options.searches {
+                Searches::Standing => true,
+                Searches::Asked => m == consistency,
+                Searches::Off => false,
+            };
+            if !wanted {
+                undecided.push(m);
+                continue;
+            }
+            // The model asked decides the verdict, and gets every step;
+            // each other one a hundredth (a history with a cycle in every
+            // order and none shown can take a search all its steps to
+            // refute).
+            let bound = if m == consistency { options.steps } else { (options.steps / 100).max(10_000) };
+            let s = execution::search(model, &txns, &graph, level, bound);
+            match s.outcome {
+                Outcome::Explained => proven.extend(proves(level, s.realtime)),
+                Outcome::Unexplained => {
+                    let anomaly = unexplained(m);
+                    note(&mut found, anomaly, &|| {
+                        Explained {
+                        anomaly,
+                        transactions: Vec::new(),
+                        what: format!(
+                            "no order of the writes the reads leave open explains every read at {m}: every one has a cycle it forbids ({} steps searched)",
+                            s.steps
+                        ),
+                        cycle: Vec::new(),
+                    }
+                    });
                 }
-                Some(Level::Serial { .. }) => vec![Consistency::RepeatableRead, Consistency::Serializable],
-                Some(Level::SnapshotIsolation { .. }) => vec![Consistency::SnapshotIsolation],
-                None => Vec::new(),
-            },
-            _ => Vec::new(),
-        };
-        undecided.extend(
-            Consistency::ALL
-                .into_iter()
-                .filter(|&m| level(m).is_some() && m != consistency && !proven.iter().any(|p| p.implies_model(m))),
-        );
+                Outcome::Stopped => undecided.push(m),
+            }
+            searches.push(LevelSearch { consistency: m, search: s });
+        }
     }
     let standing = Standing::of(&found.keys().copied().collect(), &undecided);
     let verdict = if standing.rules_out(consistency) {
@@ -264,7 +280,7 @@ pub fn check(model: TxnModel, events: &[Event], options: TxnOptions) -> Result<T
         found,
         anomalies,
         unsearched: cycles.unsearched,
-        search,
+        searches,
         standing,
     })
 }
@@ -286,6 +302,27 @@ fn level(m: Consistency) -> Option<Level> {
         Consistency::RepeatableRead | Consistency::Serializable => Some(Level::Serial { realtime: false }),
         Consistency::SnapshotIsolation => Some(Level::SnapshotIsolation { realtime: false }),
         Consistency::StrictSerializable => Some(Level::Serial { realtime: true }),
+    }
+}
+
+/// A search for an execution at one model.
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema)]
+pub struct LevelSearch {
+    pub consistency: Consistency,
+    #[serde(flatten)]
+    pub search: Searched,
+}
+
+/// The models an execution found at `level` proves: a serial order proves
+/// repeatable read, snapshot isolation (each transaction's snapshot taken
+/// where it stands) and serializable, strict serializable too if it keeps
+/// real-time order; starts and commits prove snapshot isolation.
+fn proves(level: Level, realtime: bool) -> Vec<Consistency> {
+    use Consistency::*;
+    match level {
+        Level::Serial { .. } if realtime => vec![RepeatableRead, SnapshotIsolation, Serializable, StrictSerializable],
+        Level::Serial { .. } => vec![RepeatableRead, SnapshotIsolation, Serializable],
+        Level::SnapshotIsolation { .. } => vec![SnapshotIsolation],
     }
 }
 
@@ -331,7 +368,7 @@ impl TxnVerdict {
             open => format!("{strongest}; not searched: {}", names(open)),
         };
         if self.verdict == Validity::Undecided {
-            let steps = self.search.map_or(0, |s| s.steps);
+            let steps = self.searches.first().map_or(0, |s| s.search.steps);
             return format!(
                 "undecided whether {}: {counted}, no anomaly found, and the search for an execution that explains every read stopped at its bound of {steps} steps (raise --step-limit); {strongest}",
                 self.consistency

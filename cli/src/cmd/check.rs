@@ -155,7 +155,12 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         None => args.step_limit.unwrap_or(u64::MAX),
     };
     let limits = Limits { steps, time: Some(args.time), ..Limits::default() };
-    let options = Options { limits, consistency: args.consistency, writes_follow_reads: !args.no_writes_follow_reads };
+    let options = Options {
+        limits,
+        consistency: args.consistency,
+        writes_follow_reads: !args.no_writes_follow_reads,
+        ..Options::default()
+    };
     let events = history::parse(&text).with_context(|| format!("history {path}"))?;
     let j = judge(model, &events, options).with_context(|| format!("history {path}"))?;
     if json {
