@@ -149,17 +149,32 @@ struct Problem {
 /// the steps: they are what databases mostly do, and real time narrows
 /// the choices at each step to the transactions running at once.
 pub fn search(model: TxnModel, txns: &[Txn], graph: &Graph, level: Level, bound: u64) -> Searched {
+    let p = Problem::new(model, txns, graph, level);
+    // Too few steps for even one move per transaction count as all spent.
+    let stopped =
+        |level: Level, bound: u64| Searched { outcome: Outcome::Stopped, realtime: level.realtime(), steps: bound };
+    if !p.feasible {
+        return Searched { outcome: Outcome::Unexplained, realtime: level.realtime(), steps: 0 };
+    }
+    // An execution takes a move per transaction (two for snapshot
+    // isolation's start and commit): a bound below that cannot find one.
+    let moves = p.members.len() as u64 * if matches!(level, Level::Serial { .. }) { 1 } else { 2 };
     let run = |level: Level, bound: u64| {
-        let p = Problem::new(model, txns, graph, level);
-        if !p.feasible {
-            return Searched { outcome: Outcome::Unexplained, realtime: level.realtime(), steps: 0 };
+        if bound < moves {
+            return stopped(level, bound);
         }
+        let p = Problem::new(model, txns, graph, level);
         let mut s = Search::new(&p, level, bound);
         let outcome = s.run();
         Searched { outcome, realtime: level.realtime(), steps: s.steps.min(bound) }
     };
     if level.realtime() {
         return run(level, bound);
+    }
+    // Room for one attempt only: the one most likely to succeed.
+    if bound / 2 < moves {
+        let hinted = run(level.with_realtime(), bound);
+        return if hinted.outcome == Outcome::Explained { hinted } else { stopped(level, bound) };
     }
     let hinted = run(level.with_realtime(), bound / 2);
     if hinted.outcome == Outcome::Explained {

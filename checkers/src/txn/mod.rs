@@ -228,10 +228,15 @@ pub fn check(model: TxnModel, events: &[Event], options: TxnOptions) -> Result<T
                 continue;
             }
             // The model asked decides the verdict, and gets every step;
-            // each other one a hundredth (a history with a cycle in every
-            // order and none shown can take a search all its steps to
-            // refute).
-            let bound = if m == consistency { options.steps } else { (options.steps / 100).max(10_000) };
+            // each other one a hundredth, or four a transaction (enough
+            // for an execution found without going back): a history with
+            // a cycle in every order and none shown can take a search all
+            // its steps to refute.
+            let bound = if m == consistency {
+                options.steps
+            } else {
+                (options.steps / 100).max(4 * txns.len() as u64).min(options.steps)
+            };
             let s = execution::search(model, &txns, &graph, level, bound);
             match s.outcome {
                 Outcome::Explained => proven.extend(proves(level, s.realtime)),
