@@ -259,6 +259,43 @@ echo '{"antithesis_assert":{"id":"the final check passes","message":"the final c
     assert_eq!(s["timelines"]["at_limit"], 2, "{s}");
 }
 
+/// `--time` spent while a branch that has already failed runs on: its bug
+/// is kept (the record written, exit status 8, and it replays), as an
+/// interruption keeps it; the ending says the time budget was spent after
+/// the branch, and the budget holds though the guest spins without exits.
+/// (Before, the merge stopped at the round's first branch once the clock
+/// had passed the budget, and the exploration ended clean, exit 0.)
+#[test]
+fn a_branch_that_failed_keeps_its_bug_when_the_time_budget_runs_out() {
+    if !linux_available() {
+        return;
+    }
+    let script = r#"echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+echo '{"antithesis_assert":{"id":"never false","message":"never false","condition":false,"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{},"details":null}}' > $HVSIM_SDK_OUTPUT
+while :; do :; done
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    // The root first: saved, then restored in a moment below, so that the
+    // budget is spent in the branch rather than the boot.
+    let root = explore_json(&["--linux", "--init-cmd", script, "--branches", "0"], &dir.path().join("root"));
+    assert_eq!(root["summary"]["setup_complete"], true, "{}", root["summary"]);
+    let args = ["--linux", "--init-cmd", script, "--time", "20s", "--timeline-limit", "1000s", "--batch", "1"];
+    let r = explore_json(&args, &dir.path().join("timed"));
+    let s = &r["summary"];
+    assert_eq!(s["root_restored"], true, "{s}");
+    assert_eq!(s["bugs"], 1, "{s}");
+    assert_eq!(s["ending"], serde_json::json!({"how": "time-spent", "branches": 1}), "{s}");
+    // The shell spins in user mode, where the guest exits only at the
+    // watchdog (a minute): the raised interrupt kicks it out at once.
+    assert!(s["wall_ms"].as_u64().unwrap() < 50_000, "--time 20s held only at the watchdog: {s}");
+    let run = latest(&dir.path().join("timed"));
+    let md = read(&run.join("report.md"));
+    assert!(md.contains("the time budget was spent after 1 branch(es)"), "{md}");
+    let records: Vec<_> = std::fs::read_dir(run.join("bugs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(records.len(), 1, "the bug's record is written: {records:?}");
+    replay_reproduces(records[0].to_str().unwrap(), &[]);
+}
+
 /// `hvsim run` prints the guest's console as the run goes, not when it
 /// ends: the guest's first line arrives while the guest still sleeps
 /// through a day of virtual time (hours of wall time here, at the nested

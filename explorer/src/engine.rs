@@ -181,7 +181,7 @@ pub fn run(
         // An interrupt during the last confirmations or the estimates cut
         // them short: the exploration did not finish.
         if let (Ending::Running, Some(reason)) = (&state.ending, interrupt.reason()) {
-            state.ending = interrupted(reason);
+            state.ending = interrupted(reason, state.branches);
         }
         if state.ending == Ending::Running {
             state.ending = Ending::Finished;
@@ -190,6 +190,11 @@ pub fn run(
         // running end at their next exit.
         Ok(pool.finish())
     })?;
+    // The time may have run out in the middle of the last round, whose
+    // finished branches merged after.
+    if let Ending::TimeSpent { branches } = &mut state.ending {
+        *branches = state.branches;
+    }
     Ok(state.exploration(config, guest_profile))
 }
 
@@ -209,16 +214,24 @@ fn branch_rounds(
     let mut picker = Stream::new(config.seed, &config.shard.picker());
     let share = config.budget.branches.map(|b| config.shard.share(b));
     let mut checkpointed = Instant::now();
-    let exhausted = |s: &State| {
+    // What ends the exploration by what it merged: decided after each
+    // merged branch, so a round merges up to the same branch whatever the
+    // workers. The wall clock ends it between rounds only, or through the
+    // timer's interrupt: every branch of a round that finished merges.
+    let spent = |s: &State| {
         (config.stop_at_first_bug && !s.bugs.records.is_empty())
             || s.saturated(config)
             || share.is_some_and(|b| s.branches >= b)
             || config.budget.vtime.is_some_and(|v| s.vtime_total >= v.nanos())
-            || config.budget.wall.is_some_and(|w| s.started.elapsed() >= w)
     };
-    while state.ending == Ending::Running && !exhausted(state) {
+    let time_up = |s: &State| config.budget.wall.is_some_and(|w| s.started.elapsed() >= w);
+    while state.ending == Ending::Running && !spent(state) {
         if let Some(reason) = interrupt.reason() {
-            state.ending = interrupted(reason);
+            state.ending = interrupted(reason, state.branches);
+            break;
+        }
+        if time_up(state) {
+            state.ending = Ending::TimeSpent { branches: state.branches };
             break;
         }
         let remaining = share.map_or(u64::MAX, |b| b - state.branches);
@@ -289,7 +302,7 @@ fn branch_rounds(
         let round_start = state.branches;
         let mut merged: Option<u64> = None;
         for (k, run) in runs.into_iter().enumerate() {
-            if exhausted(state) {
+            if spent(state) {
                 break;
             }
             let run = match run {

@@ -135,6 +135,10 @@ pub enum Ending {
     Running,
     /// Its budget was spent, or there was nothing more to explore.
     Finished,
+    /// Its wall-time budget (`--time`) was spent, after `branches`
+    /// merged: branches still running then were cut short (one that had
+    /// already failed kept its bug, `branch.rs`).
+    TimeSpent { branches: u64 },
     /// Its interrupt was raised from outside (`reason`: as raised; a
     /// signal's number for `hvsim explore`).
     Interrupted { reason: usize },
@@ -143,11 +147,20 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// Whether it ended as its budget says (rather than interrupted, or
+    /// ended by an error).
+    pub fn ran_to_end(&self) -> bool {
+        matches!(self, Ending::Finished | Ending::TimeSpent { .. })
+    }
+
     /// One line for humans.
     pub fn describe(&self) -> String {
         match self {
             Ending::Running => "still running".into(),
             Ending::Finished => "finished".into(),
+            Ending::TimeSpent { branches } => format!(
+                "the time budget was spent after {branches} branch(es); the branches running then were cut short"
+            ),
             Ending::Interrupted { reason } => match *reason {
                 2 => "interrupted (SIGINT)".into(),
                 15 => "interrupted (SIGTERM)".into(),

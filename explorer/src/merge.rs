@@ -333,6 +333,10 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut p.likelihood_ms, likelihood_ms);
         out.ending = std::cmp::max_by_key(out.ending.clone(), e.ending, ending_rank);
     }
+    // A shard's time ran out: the merge's words count every shard's branches.
+    if let Ending::TimeSpent { branches } = &mut out.ending {
+        *branches = out.branches;
+    }
     // In the order found: by branch, then (several bugs of the root) by
     // virtual time.
     let mut order: Vec<usize> = (0..out.bugs.len()).collect();
@@ -415,9 +419,10 @@ const GARBAGE_EXAMPLES: usize = 10;
 fn ending_rank(e: &Ending) -> (u8, String) {
     let rank = match e {
         Ending::Finished => 0,
-        Ending::Running => 1,
-        Ending::Interrupted { .. } => 2,
-        Ending::Failed { .. } => 3,
+        Ending::TimeSpent { .. } => 1,
+        Ending::Running => 2,
+        Ending::Interrupted { .. } => 3,
+        Ending::Failed { .. } => 4,
     };
     (rank, e.describe())
 }

@@ -461,6 +461,7 @@ pub(crate) fn root_words(exp: &Exploration) -> String {
     match (&exp.ending, r.setup_complete) {
         (_, true) => "setup complete".into(),
         (Ending::Interrupted { .. }, false) => "setup interrupted before it completed".into(),
+        (Ending::TimeSpent { .. }, false) => "the time budget was spent before setup completed".into(),
         _ => "setup never reported; root taken at the limit".into(),
     }
 }

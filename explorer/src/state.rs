@@ -44,10 +44,11 @@ pub(crate) fn ms(d: Duration) -> u64 {
 pub(crate) const TIME_UP: usize = usize::MAX - 1;
 
 /// How an exploration whose machines were interrupted for `reason` ended:
-/// its wall-time budget was spent, or it was interrupted.
-pub(crate) fn interrupted(reason: usize) -> Ending {
+/// its wall-time budget was spent (after `branches`), or it was
+/// interrupted.
+pub(crate) fn interrupted(reason: usize, branches: u64) -> Ending {
     if reason == TIME_UP {
-        Ending::Finished
+        Ending::TimeSpent { branches }
     } else {
         Ending::Interrupted { reason }
     }
@@ -177,7 +178,7 @@ impl State {
             return;
         }
         self.ending = match interrupt.reason() {
-            Some(reason) => interrupted(reason),
+            Some(reason) => interrupted(reason, self.branches),
             None => Ending::Failed { during, error: e.to_string() },
         };
         interrupt.raise(ENDED_BY_ERROR);

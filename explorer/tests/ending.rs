@@ -108,3 +108,31 @@ fn a_host_side_error_ends_the_exploration_naming_what_failed() {
     assert!(!bug.reproduction.confirmed(), "{:?}", bug.reproduction);
     assert!(interrupt.raised(), "the explorer stopped its machines");
 }
+
+/// A raised interrupt reaches a guest that spins in user mode without
+/// exits (where only the watchdog, here a minute, would force one): the
+/// watchdog kicks it out within its poll, invisibly (no kick counted, the
+/// run still replayable), and the run ends with `Interrupted`. This is what
+/// makes `--time` and SIGINT hold inside a spinning branch.
+#[test]
+fn a_raised_interrupt_reaches_a_guest_spinning_without_exits() {
+    let Some(host) = host() else { return };
+    let interrupt = Interrupt::new();
+    let start = StartOptions {
+        watchdog: Some(Some(std::time::Duration::from_secs(60))),
+        interrupt: Some(interrupt.clone()),
+        ..StartOptions::default()
+    };
+    let mut machine = Target::Raw { guest: "spin".into() }.start(1, &host, &start).unwrap().machine;
+    let raised = std::time::Instant::now();
+    let raiser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        interrupt.raise(2);
+    });
+    let end = machine.run_until(Vtime(u64::MAX));
+    raiser.join().unwrap();
+    assert!(matches!(end, Err(hvsim_vmm::Error::Interrupted)), "{end:?}");
+    let took = raised.elapsed();
+    assert!(took < std::time::Duration::from_secs(30), "the interrupt waited for the watchdog: {took:?}");
+    assert_eq!(machine.state().counters.watchdog_kicks, 0, "the interrupt's kick is not the watchdog's");
+}

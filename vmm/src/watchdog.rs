@@ -8,14 +8,24 @@
 //! Such an exit happens at a point that depends on host timing, so the run
 //! loop marks the run non-replayable when it sees one. The watchdog touches
 //! nothing but two counters and the signal: it is not a device thread.
+//!
+//! It also carries the machine's [`Interrupt`] into `KVM_RUN`: a guest
+//! spinning in user mode may not exit for the whole timeout (a minute for
+//! Linux), so once the interrupt is raised the watchdog kicks the vCPU
+//! within [`INTERRUPT_POLL`], invisibly to the guest (like the profiler's
+//! kick: no time, no event), and the run loop ends at its next check.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::kick;
+use crate::Interrupt;
+
+/// How soon a raised interrupt reaches a vCPU inside `KVM_RUN`.
+pub const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Default)]
 struct Shared {
@@ -36,8 +46,9 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts watching the calling thread, which must be the vCPU thread.
-    pub fn start(timeout: Duration) -> Result<Watchdog> {
+    /// Starts watching the calling thread, which must be the vCPU thread,
+    /// and `interrupt`, if any.
+    pub fn start(timeout: Duration, interrupt: Option<Interrupt>) -> Result<Watchdog> {
         kick::install()?;
         // SAFETY: pthread_self has no preconditions.
         let target = unsafe { libc::pthread_self() };
@@ -45,7 +56,7 @@ impl Watchdog {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hvsim-watchdog".into())
-            .spawn(move || watch(&s, target, timeout))
+            .spawn(move || watch(&s, target, timeout, interrupt.as_ref()))
             .map_err(|e| Error::Host("starting the watchdog thread", e))?;
         Ok(Watchdog { shared, timeout, thread: Some(thread) })
     }
@@ -78,14 +89,25 @@ impl Watchdog {
     }
 }
 
-fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration) {
+fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration, interrupt: Option<&Interrupt>) {
     let mut last = s.progress.load(Ordering::SeqCst);
+    let mut since = Instant::now();
     let mut stop = s.stop.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        stop = s.wake.wait_timeout(stop, timeout).unwrap_or_else(|p| p.into_inner()).0;
+        let wait = if interrupt.is_some() { timeout.min(INTERRUPT_POLL) } else { timeout };
+        stop = s.wake.wait_timeout(stop, wait).unwrap_or_else(|p| p.into_inner()).0;
         if *stop {
             return;
         }
+        if interrupt.is_some_and(Interrupt::raised) && s.in_guest.load(Ordering::SeqCst) {
+            // Not `kicked`: the run loop takes it for no exit at all.
+            // SAFETY: as below.
+            unsafe { kick::kick(target) };
+        }
+        if since.elapsed() < timeout {
+            continue;
+        }
+        since = Instant::now();
         let now = s.progress.load(Ordering::SeqCst);
         if now == last && s.in_guest.load(Ordering::SeqCst) {
             s.kicks.fetch_add(1, Ordering::SeqCst);

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use hvsim_explorer::merge;
 use hvsim_explorer::report::RunDir;
-use hvsim_explorer::Ending;
 
 use crate::cmd::explore::{exit_status, print_summary};
 
@@ -42,7 +41,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         inputs.push((dir, exploration));
     }
     for (dir, e) in &inputs {
-        if e.ending != Ending::Finished {
+        if !e.ending.ran_to_end() {
             eprintln!("hvsim: merge: warning: {} {}: merged as it stands", dir.display(), e.ending.describe());
         }
     }

@@ -326,7 +326,7 @@ fn decide(r: &Report, bugs: &[BugFinding]) -> (Decision, Vec<String>) {
     if r.claims.is_empty() {
         reasons.push("no claims are stated: the properties held, but no promise was tested against faults".into());
     }
-    if !matches!(r.summary.ending, crate::exploration::Ending::Finished) {
+    if !r.summary.ending.ran_to_end() {
         reasons.push(format!("the exploration did not run to its end: {}", r.summary.ending.describe()));
     }
     let missing = r.summary.shards.missing();

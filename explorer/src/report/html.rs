@@ -74,7 +74,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                 }
                 (header(r))
                 div.chips {
-                    span class=(match s.ending { Ending::Finished => "", Ending::Running => "warn", _ => "bad" }) {
+                    span class=(match s.ending { Ending::Finished => "", Ending::Running | Ending::TimeSpent { .. } => "warn", _ => "bad" }) {
                         (s.ending.describe())
                     }
                     span { "master seed " (s.seed) }

@@ -45,6 +45,9 @@ fn why(exp: &Exploration) -> String {
     if !exp.root.setup_complete && matches!(exp.ending, Ending::Interrupted { .. }) {
         return "the exploration was interrupted during setup, before any timeline ran".into();
     }
+    if !exp.root.setup_complete && matches!(exp.ending, Ending::TimeSpent { .. }) {
+        return "the time budget (--time) was spent during setup, before any timeline ran: raise it".into();
+    }
     if !exp.root.setup_complete {
         return "setup complete was never reported, so the root was taken at the setup limit: report it when the \
                 system is ready (the SDK's setup_complete), or raise --setup-limit"

@@ -461,6 +461,8 @@ impl Machine {
     /// is raised.
     pub fn set_interrupt(&mut self, interrupt: crate::Interrupt) {
         self.interrupt = Some(interrupt);
+        // The watchdog carries it into `KVM_RUN`: started again with it.
+        self.vcpu_thread = None;
     }
 
     /// Makes `run_until` return [`Stop::Message`] after each guest message.

@@ -113,7 +113,8 @@ impl Machine {
             if let Some(cpu) = self.host.pin_cpu {
                 crate::host::pin_current_thread(cpu)?;
             }
-            self.watchdog = self.host.watchdog.map(Watchdog::start).transpose()?;
+            let interrupt = &self.interrupt;
+            self.watchdog = self.host.watchdog.map(|t| Watchdog::start(t, interrupt.clone())).transpose()?;
             if let Some(p) = &mut self.profiler {
                 p.stop_sampler();
             }
