@@ -21,7 +21,8 @@
 //! It is a depth-first search over what may come next, pruned by what must
 //! hold of any witness: the graph's edges; a write may not bury a version
 //! some transaction still has to read; states already left behind are not
-//! entered again. Its steps are bounded (`--step-limit`): a search that
+//! entered again. Its steps (each candidate move weighed counts one, so
+//! that the bound bounds time) are bounded (`--step-limit`): a search that
 //! stops there leaves the verdict undecided, never valid. A transaction
 //! that may have committed (`info`) and whose writes no one read is taken
 //! as not committed, which only removes constraints.
@@ -365,7 +366,12 @@ struct Search<'a> {
     p: &'a Problem,
     level: Level,
     bound: u64,
+    /// Moves made and candidate moves weighed: what a bound counts, so
+    /// that it bounds the time too, however many candidates each move
+    /// passes over.
     steps: u64,
+    /// Candidates weighed by `next` since the last step was counted.
+    weighed: std::cell::Cell<u64>,
     /// Each key's state: the values written to it, in order, each with a
     /// hash of the list up to it (what the state's fingerprint holds).
     state: HashMap<Key, Vec<(Scalar, u64)>>,
@@ -404,6 +410,7 @@ impl<'a> Search<'a> {
             level,
             bound,
             steps: 0,
+            weighed: std::cell::Cell::new(0),
             state,
             done: vec![false; n],
             started: vec![false; n],
@@ -442,6 +449,12 @@ impl<'a> Search<'a> {
         })
     }
 
+    /// Counts a candidate weighed (always true, to sit in a filter).
+    fn weigh(&self) -> bool {
+        self.weighed.set(self.weighed.get() + 1);
+        true
+    }
+
     /// The next move after `after`, in the order moves are tried.
     fn next(&self, after: Option<Move>) -> Option<Move> {
         let p = self.p;
@@ -455,7 +468,7 @@ impl<'a> Search<'a> {
                 .ready
                 .range((from(after, false), std::ops::Bound::Unbounded))
                 .map(|&(_, i)| i)
-                .find(|&i| self.sees_now(i) && !self.buries(i, &self.done))
+                .find(|&i| self.weigh() && self.sees_now(i) && !self.buries(i, &self.done))
                 .map(Move::Start);
         }
         if !matches!(after, Some(Move::Start(_))) {
@@ -463,7 +476,7 @@ impl<'a> Search<'a> {
                 .running
                 .range((from(after, true), std::ops::Bound::Unbounded))
                 .map(|&(_, i)| i)
-                .find(|&i| self.unstarted[i] == 0 && !self.buries(i, &self.started));
+                .find(|&i| self.weigh() && self.unstarted[i] == 0 && !self.buries(i, &self.started));
             if let Some(i) = commit {
                 return Some(Move::Commit(i));
             }
@@ -474,7 +487,8 @@ impl<'a> Search<'a> {
             .map(|&(_, i)| i)
             .find(|&i| {
                 // First committer wins: no two writers of a key overlap.
-                self.sees_now(i)
+                self.weigh()
+                    && self.sees_now(i)
                     && !self.running.iter().any(|&(_, u)| p.writes[i].iter().any(|(k, _)| writes_key(u, *k)))
             })
             .map(Move::Start)
@@ -593,16 +607,17 @@ impl<'a> Search<'a> {
                 self.revert(m);
                 committed -= self.commits(m);
             }
-            let Some(m) = self.next(last) else {
+            let next = self.next(last);
+            self.steps += self.weighed.take();
+            if self.steps > self.bound {
+                return Outcome::Stopped;
+            }
+            let Some(m) = next else {
                 self.dead.insert(self.print);
                 stack.pop();
                 continue;
             };
             *stack.last_mut().expect("still there") = (Some(m), true);
-            self.steps += 1;
-            if self.steps > self.bound {
-                return Outcome::Stopped;
-            }
             self.perform(m);
             committed += self.commits(m);
             if !self.dead.contains(&self.print) {
