@@ -163,8 +163,9 @@ pub(crate) struct BranchRun {
     pub stops: Vec<StopRecord>,
     /// Coverage new to the branch when it ended.
     pub end_coverage: FreshBits,
-    /// Every edge its timeline had reached, from boot, when it ended (the
-    /// discovery estimates count timelines per edge).
+    /// Every edge it reached that its timeline had not reached before it
+    /// (the discovery estimates count timelines per edge, as they count
+    /// features: `discovery.rs`).
     pub edges_reached: FreshBits,
     /// How it ended: at its deadline (`None`), or with the guest's end.
     pub end: Option<End>,
@@ -279,6 +280,7 @@ pub(crate) fn run(
         machine.choose_draw(value)?;
     }
     let mut known = known.clone();
+    let start_map = machine.coverage_map().map(<[u8]>::to_vec);
     // The first draw after something new (or after the start, if the job
     // says) is a decision point: which stop armed it.
     let mut armed: Option<Option<usize>> = (rules.draws && job.arm_draw).then_some(None);
@@ -473,7 +475,10 @@ pub(crate) fn run(
         composer_took,
         stops,
         end_coverage,
-        edges_reached: machine.coverage_map().map(FreshBits::of_map).unwrap_or_default(),
+        edges_reached: machine
+            .coverage_map()
+            .map(|m| FreshBits::set_since(start_map.as_deref(), m))
+            .unwrap_or_default(),
         end,
         end_at: point(machine),
         crash,

@@ -34,7 +34,14 @@ pub struct FreshBits(Vec<(u32, u8)>);
 impl FreshBits {
     /// Every edge set in a guest's coverage map.
     pub fn of_map(map: &[u8]) -> FreshBits {
-        FreshBits(map.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, &b)| (i as u32, b)).collect())
+        FreshBits::set_since(None, map)
+    }
+
+    /// The edges set in `end` that were not in `start` (a map as it was
+    /// earlier in the same run; none yet: every edge set is).
+    pub fn set_since(start: Option<&[u8]>, end: &[u8]) -> FreshBits {
+        let before = |i: usize| start.and_then(|s| s.get(i)).copied().unwrap_or(0);
+        FreshBits(end.iter().enumerate().map(|(i, &b)| (i as u32, b & !before(i))).filter(|&(_, b)| b != 0).collect())
     }
 
     /// The edges, as bit numbers in the map's layout.

@@ -66,20 +66,16 @@ impl Incidence {
         if self.timelines == 0 {
             return Estimate { value: 0.0, low: 0.0, high: 1.0 };
         }
-        // Chao and Jost's factor; one timeline alone has none (0/0).
-        let factor = if n > 1.0 { (n - 1.0) * q1 / ((n - 1.0) * q1 + 2.0 * q2) } else { 1.0 };
-        // (A chance: with few timelines Q1/n can pass 1.)
-        let value = if q1 == 0.0 { 0.0 } else { (q1 / n * factor).min(1.0) };
-        // Q1 is a count, about Poisson: its relative error about 1/sqrt(Q1).
-        // With none, the chance of a new feature is under 3/n (the rule of
-        // three: 95% for an event not seen in n tries).
-        let (low, high) = if q1 == 0.0 {
-            (0.0, (3.0 / n).min(1.0))
-        } else {
-            let e = 1.96 / q1.sqrt();
-            ((value * (1.0 - e)).max(0.0), (value * (1.0 + e)).min(1.0))
-        };
-        Estimate { value, low, high }
+        // Chao and Jost's factor; one timeline alone has none (0/0), nor
+        // do counts without singletons.
+        let factor = if n > 1.0 && q1 > 0.0 { (n - 1.0) * q1 / ((n - 1.0) * q1 + 2.0 * q2) } else { 1.0 };
+        // Q1 is a count, about Poisson: each end of the interval is the
+        // one-sided 95% bound of a Poisson mean given Q1. With no
+        // singletons the upper is about 3/n: the rule of three, for an
+        // event not seen in n tries. (A chance: with few timelines Q1/n
+        // can pass 1.)
+        let chance = |q: f64| (q / n * factor).min(1.0);
+        Estimate { value: chance(q1), low: chance(poisson_bound(q1, -Z95)), high: chance(poisson_bound(q1, Z95)) }
     }
 
     /// The chance that at least one of the next `k` timelines reaches
@@ -116,9 +112,31 @@ impl Incidence {
     }
 }
 
-/// What the stop rule (`--until-saturated P`) asks: that the estimated
-/// chance that the next [`SATURATION_WINDOW`] timelines reach something
-/// new fall below `P`, once at least twice as many timelines have run.
+/// The normal quantile of a one-sided 95% bound.
+const Z95: f64 = 1.6449;
+
+/// A one-sided bound of a Poisson mean given a count of `k`: the upper
+/// (`z > 0`: half the chi-square quantile at 2k + 2 degrees of freedom)
+/// or the lower (`z < 0`: at 2k), by Wilson and Hilferty's cube-root
+/// approximation of the chi-square quantile (the upper within 1% of the
+/// exact bound: 4.73 for 4.74 at one; the lower, a little low at small
+/// counts, errs wide), and exactly at none.
+fn poisson_bound(k: f64, z: f64) -> f64 {
+    if k == 0.0 {
+        // Exact: none seen, e^-m = 5% (the rule of three).
+        return if z > 0.0 { 20f64.ln() } else { 0.0 };
+    }
+    let dof = if z > 0.0 { 2.0 * k + 2.0 } else { 2.0 * k };
+    let a = 2.0 / (9.0 * dof);
+    (dof * (1.0 - a + z * a.sqrt()).powi(3) / 2.0).max(0.0)
+}
+
+/// What the stop rule (`--until-saturated P`) asks: that the upper 95%
+/// bound of the chance that the next timeline reaches something new fall
+/// below `P`, once at least [`SATURATION_WINDOW`] twice over have run.
+/// An upper bound, never the point estimate: with no feature reached by
+/// one timeline only the estimate is 0 after any number of timelines,
+/// while the bound is about 3/n (so `P = 0.01` waits for about 300).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Saturation {
     pub below: f64,
@@ -189,8 +207,9 @@ impl Estimates {
         );
         if let (Some(rule), Some(at)) = (self.until_saturated, self.saturated_at) {
             line += &format!(
-                "; ended by --until-saturated {} at branch {at} (the chance for the next {} fell below it)",
-                rule.below, self.window
+                "; ended by --until-saturated {} at branch {at} (the upper bound of the chance that the next \
+                 timeline reaches something new fell below it)",
+                rule.below
             );
         }
         line
@@ -203,7 +222,7 @@ pub const SATURATION_WINDOW: u64 = 10;
 impl Saturation {
     /// Whether `i` says the exploration is saturated.
     pub fn reached(&self, i: &Incidence) -> bool {
-        i.timelines >= 2 * SATURATION_WINDOW && i.new_within(SATURATION_WINDOW).value < self.below
+        i.timelines >= 2 * SATURATION_WINDOW && i.next_new().high < self.below
     }
 }
 
@@ -227,9 +246,14 @@ mod tests {
         assert!(close(t.value, 13.6), "{t:?}");
         assert!(t.low > 10.0 && t.low < 13.6 && t.high > 13.6, "{t:?}");
         // Every feature reached twice or more: nothing new expected, and
-        // the rule of three bounds it.
+        // the rule of three bounds it (3/n).
         let i = Incidence::of(30, [2, 3, 30]);
-        assert_eq!((i.next_new().value, i.next_new().high), (0.0, 0.1));
+        assert_eq!(i.next_new().value, 0.0);
+        assert!((i.next_new().high - 0.1).abs() < 0.001, "{:?}", i.next_new());
+        // One singleton: Poisson's upper 95% bound for a count of one is
+        // 4.74.
+        let i = Incidence::of(100, [1, 3, 100]);
+        assert!((i.next_new().high - 0.0474).abs() < 0.0005, "{:?}", i.next_new());
         assert_eq!(i.total().value, 3.0);
         // No doubletons: the bias-corrected form, S + (n-1)/n Q1(Q1-1)/2.
         let i = Incidence::of(5, [1, 1, 1, 5]);
@@ -258,10 +282,25 @@ mod tests {
         let p = i.next_new().value;
         assert!(close(i.new_within(10).value, 1.0 - (1.0 - p).powi(10)));
         let rule = Saturation { below: 0.5 };
-        assert!(rule.reached(&i), "{:?}", i.new_within(10));
+        assert!(rule.reached(&i), "{:?}", i.next_new());
         assert!(!Saturation { below: 0.05 }.reached(&i));
         // Too few timelines to go by, however quiet.
         assert!(!rule.reached(&Incidence::of(19, [19])));
         assert!(rule.reached(&Incidence::of(20, [20])));
+    }
+
+    /// The rule goes by the upper bound, never the point estimate: with no
+    /// singletons the estimate is 0 at once, but P = 0.01 waits for the
+    /// rule of three, 3/n < 0.01, about 300 timelines.
+    #[test]
+    fn the_rule_waits_for_the_upper_bound_not_the_point_estimate() {
+        let rule = Saturation { below: 0.01 };
+        let quiet = |n| Incidence::of(n, [n, n / 2, 2]);
+        assert_eq!(quiet(117).next_new().value, 0.0);
+        assert!(!rule.reached(&quiet(117)) && !rule.reached(&quiet(299)), "{:?}", quiet(299).next_new());
+        assert!(rule.reached(&quiet(301)), "{:?}", quiet(301).next_new());
+        // A singleton more keeps it going: Poisson's bound for one, 4.74/n.
+        let one = |n| Incidence::of(n, [n, 1]);
+        assert!(!rule.reached(&one(460)) && rule.reached(&one(480)), "{:?}", one(480).next_new());
     }
 }

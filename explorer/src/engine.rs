@@ -146,6 +146,7 @@ pub fn run(
         interrupt: interrupt.clone(),
     };
     state.schedule = Schedule::new(config.policy, Timeline::at(state.root.point), shared.tree().root());
+    state.schedule.reached_before_root(&state.root_reached);
     let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
         branch_rounds(&mut pool, &shared, config, &cx, &mut state, &interrupt, watch);

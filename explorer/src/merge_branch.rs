@@ -104,6 +104,8 @@ fn merge(
         snapshot: Option<Delta>,
         interval: bool,
         draw: Option<DrawStop>,
+        /// How many of the branch's `reached` it had reached here.
+        reached: usize,
     }
     let BranchJob { branch, seed, tree_id, base, draw, winddown, line, .. } = run.job;
     let base = base.winding_down(winddown).of_line(line);
@@ -147,6 +149,7 @@ fn merge(
             snapshot: stop.snapshot,
             interval: stop.interval,
             draw: stop.draw,
+            reached: 0,
         };
         let mut reached_here = Vec::new();
         for msg in &stop.messages {
@@ -180,6 +183,7 @@ fn merge(
                 }
             }
         }
+        judged.reached = reached.len();
         if let Some(way) = &stop.way {
             schedule.learn_leads(&reached_here, way);
         }
@@ -284,6 +288,7 @@ fn merge(
             lead: s.draw.map(|d| d.lead),
             approaches: &after,
             watermarks: &s.watermarks,
+            reached: &reached[..s.reached],
         };
         schedule.add(node, tree_id, draw_parent);
     }

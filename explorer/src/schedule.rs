@@ -146,6 +146,10 @@ pub struct Node {
     /// Assertions (features of their ids) that timelines from here
     /// reached without satisfying.
     approaches: Vec<Feature>,
+    /// Every feature its timeline reached on the way here, sorted: what a
+    /// branch from here reaches again is not new to its timeline.
+    #[serde(skip)]
+    reached: Vec<Feature>,
     #[serde(skip)]
     pub(crate) tree_id: usize,
 }
@@ -165,6 +169,8 @@ pub(crate) struct NewNode<'a> {
     pub lead: Option<Lead>,
     /// Assertions the rest of the branch reached without satisfying.
     pub approaches: &'a [String],
+    /// Features its branch reached up to it.
+    pub reached: &'a [String],
     /// Guidance whose best value was reached here.
     pub watermarks: &'a [String],
 }
@@ -192,11 +198,14 @@ pub(crate) struct Schedule {
     /// Interned features: assertion states (`pass`/`fail` hits), guidance,
     /// and assertion ids (for approaches).
     names: BTreeMap<String, Feature>,
-    /// Per feature: timelines whose own branch reached it.
+    /// Per feature: timelines whose own branch reached it (rarity).
     hits: Vec<u64>,
-    /// Per coverage edge (bit in the guest's map): timelines that reached
-    /// it, from boot (the map is cumulative; restoring a snapshot restores
-    /// it). For the discovery estimates only.
+    /// Per feature and per coverage edge (bit in the guest's map):
+    /// timelines whose own branch reached it when the way to the branch's
+    /// start had not. One meaning for both, what the discovery estimates
+    /// count (`discovery.rs`): a coverage map only shows an edge's first
+    /// reach, so a feature reached again is not counted either.
+    new_hits: Vec<u64>,
     edge_hits: BTreeMap<u32, u64>,
     /// Per guidance: the snapshot (tree id) where its best value was reached.
     watermarks: BTreeMap<Feature, usize>,
@@ -218,9 +227,28 @@ impl Schedule {
             draw: None,
             draw_child: None,
             approaches: Vec::new(),
+            reached: Vec::new(),
             tree_id,
         };
         Schedule { policy, nodes: vec![root], ..Schedule::default() }
+    }
+
+    /// Takes in the features reached before the root (during setup).
+    pub fn reached_before_root(&mut self, reached: &[String]) {
+        let prefix = self.features_of(reached);
+        self.nodes[0].reached = prefix;
+    }
+
+    /// The features named, sorted, once each.
+    fn features_of(&mut self, names: &[String]) -> Vec<Feature> {
+        let mut fs: Vec<Feature> = names.iter().map(|r| self.feature(r)).collect();
+        fs.sort_unstable();
+        fs.dedup();
+        fs
+    }
+
+    fn reached_at(&self, tree_id: usize) -> &[Feature] {
+        self.index(tree_id).map_or(&[], |i| &self.nodes[i].reached)
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -238,6 +266,7 @@ impl Schedule {
         let f = self.hits.len() as Feature;
         self.names.insert(name.to_owned(), f);
         self.hits.push(0);
+        self.new_hits.push(0);
         f
     }
 
@@ -334,12 +363,11 @@ impl Schedule {
     /// Each feature's count of timelines that reached it, over `timelines`
     /// merged branches: what the discovery estimates go by.
     pub fn incidence(&self, timelines: u64) -> Incidence {
-        Incidence::of(timelines, self.hits.iter().chain(self.edge_hits.values()).copied())
+        Incidence::of(timelines, self.new_hits.iter().chain(self.edge_hits.values()).copied())
     }
 
-    /// Takes in the coverage edges a merged branch's timeline had reached
-    /// at its end (edges reached before the root are in every timeline:
-    /// never singletons, they leave the estimates as they are).
+    /// Takes in the coverage edges a merged branch reached that its
+    /// timeline had not reached before it.
     pub fn edges_reached(&mut self, edges: &FreshBits) {
         for e in edges.edges() {
             *self.edge_hits.entry(e).or_default() += 1;
@@ -350,11 +378,13 @@ impl Schedule {
     /// features of its own messages, the assertions it reached without
     /// satisfying, and whether it found anything new.
     pub fn branch_merged(&mut self, from: usize, reached: &[String], approaches: &[String], fruitful: bool) {
-        let mut seen: Vec<Feature> = reached.iter().map(|r| self.feature(r)).collect();
-        seen.sort_unstable();
-        seen.dedup();
+        let seen = self.features_of(reached);
+        let before = self.reached_at(from).to_vec();
         for f in seen {
             self.hits[f as usize] += 1;
+            if before.binary_search(&f).is_err() {
+                self.new_hits[f as usize] += 1;
+            }
         }
         let approached: Vec<Feature> = approaches.iter().map(|a| self.feature(&format!("id {a}"))).collect();
         if let Some(i) = self.index(from) {
@@ -406,6 +436,10 @@ impl Schedule {
     /// is: branches from there do not make it again.
     pub fn add(&mut self, node: NewNode<'_>, from: usize, draw_parent: Option<usize>) {
         let mut features: Vec<Feature> = node.features.iter().map(|f| self.feature(f)).collect();
+        let mut reached = self.features_of(node.reached);
+        reached.extend_from_slice(self.reached_at(from));
+        reached.sort_unstable();
+        reached.dedup();
         let depth = self.index(from).map_or(0, |i| self.nodes[i].depth) + node.novel_stops;
         if let Some(i) = draw_parent.and_then(|p| self.index(p)) {
             self.nodes[i].draw_child = Some(node.tree_id);
@@ -448,6 +482,7 @@ impl Schedule {
             draw: node.draw.map(|options| DrawPoint { options, next: 0, returned: Vec::new(), lead: node.lead }),
             draw_child: None,
             approaches,
+            reached,
             tree_id: node.tree_id,
         });
     }
@@ -514,6 +549,7 @@ mod tests {
             lead: Some(Lead { values: Vec::new(), exact: true }),
             approaches,
             watermarks: &[],
+            reached: features,
         }
     }
 

@@ -139,6 +139,7 @@ fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
         let o = state.known.process(&msg.bytes);
         assert!(o.bug.is_none(), "only roots reached without a bug are saved");
         state.root.setup_complete |= o.setup_complete;
+        state.root_reached.extend(o.reached);
     }
     assert!(state.root.setup_complete, "only roots at setup complete are saved");
     state.root.point = saved.point;
@@ -172,6 +173,7 @@ fn setup(
                 sdk_messages += 1;
                 let o = state.known.process(&msg.bytes);
                 state.root.setup_complete |= o.setup_complete;
+                state.root_reached.extend(o.reached);
                 let Some(kind) = o.bug else { continue };
                 let at = point(machine);
                 match first {

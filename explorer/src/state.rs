@@ -60,6 +60,8 @@ pub(crate) struct State {
     pub(crate) known: Knowledge,
     pub(crate) bugs: Bugs,
     pub(crate) root: RootInfo,
+    /// The features reached on the way to the root (`Schedule`).
+    pub(crate) root_reached: Vec<String>,
     pub(crate) schedule: Schedule,
     /// The fault rules' bandit (`--schedule bandit`).
     pub(crate) bandit: Bandit,
@@ -92,6 +94,7 @@ impl State {
                 restored: false,
                 setup_failed: None,
             },
+            root_reached: Vec::new(),
             schedule: Schedule::default(),
             bandit: Bandit::default(),
             branches: 0,
