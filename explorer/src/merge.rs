@@ -10,13 +10,16 @@
 //!   each shard at most once: anything else is refused, saying what
 //!   differs;
 //! - bugs are deduplicated by their stable id; the record kept is the one
-//!   found first by (virtual time, shard, branch), and it lists every shard
-//!   that saw the bug;
+//!   found first by (virtual time, shard, branch), then (a bug of the root,
+//!   which every shard has) the least by what it says, and it lists every
+//!   shard that saw the bug;
 //! - assertion counts are summed, so a `sometimes` satisfied in any shard
 //!   is satisfied and an `always` failed in any shard is failed; claims are
 //!   judged again from their summed tallies and the merged bugs;
-//! - fault evidence, checker, composer, buggify and harness tallies, and
-//!   timelines are summed; coverage is the union of the shards' edges.
+//! - fault evidence, checker, composer, buggify and harness tallies, the
+//!   bandit's (rules, templates, commands), draws, and timelines are
+//!   summed; coverage is the union of the shards' edges, and a coverage
+//!   module two shards name is the greater (edges, base).
 //!   What the root run did (faults before setup complete, its messages) is
 //!   in every shard's tallies, so it counts once per shard; signals and the
 //!   series of coverage and bugs over branches are sums of the shards' own;
@@ -33,10 +36,13 @@ use crate::assertions::Assertions;
 use crate::bug::BugRecord;
 use crate::checkers::CheckerTally;
 use crate::claims::{ClaimTally, HarnessTally};
-use crate::composer::CommandTally;
+use crate::composer::{CommandTally, ComposerTally};
 use crate::coverage::Coverage;
 use crate::error::{ExploreError, Result};
-use crate::exploration::{Ending, Exploration, Phases, Read, SeriesPoint, FILE, FORMAT};
+use crate::exploration::{
+    CommandTally as BanditCommand, DrawTally, Dropped, Ending, Exploration, Garbage, Instrumentation, Phases, Read,
+    RuleTally, SeriesPoint, TemplateTally, TimelineEnds, TreeMemory, FILE, FORMAT,
+};
 use crate::roots::first_difference;
 use crate::shard::{Shard, Shards};
 
@@ -177,22 +183,19 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     // theirs).
     let saw = |b: &BugRecord, shard: u32| if b.shards.is_empty() { vec![shard] } else { b.shards.clone() };
     let mut seen: Vec<Vec<u32>> = out.bugs.iter().map(|b| saw(b, first_shard)).collect();
-    // Which record of a bug is kept: the first found, by (virtual time,
-    // the shard that ran its branch, branch). The root's bugs (branch 0)
-    // are every shard's, the same.
-    let first_found = |b: &BugRecord| (b.at.vtime_ns, Shard::of_branch(b.branch, shards.count), b.branch);
     // Each assertion's and checker's first bug, as each shard named it.
     let mut assertion_bugs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut checker_bugs: Vec<Vec<String>> = out.checkers.iter().map(|_| Vec::new()).collect();
-    let mut named = |e: &Exploration, assertion_bugs: &mut BTreeMap<String, Vec<String>>| {
-        for a in e.assertions.iter() {
-            assertion_bugs.entry(a.id.clone()).or_default().extend(a.bug.clone());
-        }
-        for (c, t) in checker_bugs.iter_mut().zip(&e.checkers) {
-            c.extend(t.bug.clone());
-        }
-    };
-    named(&out, &mut assertion_bugs);
+    let mut named =
+        |assertions: &Assertions, checkers: &[CheckerTally], assertion_bugs: &mut BTreeMap<String, Vec<String>>| {
+            for a in assertions.iter() {
+                assertion_bugs.entry(a.id.clone()).or_default().extend(a.bug.clone());
+            }
+            for (c, t) in checker_bugs.iter_mut().zip(checkers) {
+                c.extend(t.bug.clone());
+            }
+        };
+    named(&out.assertions, &out.checkers, &mut assertion_bugs);
     let mut series = vec![std::mem::take(&mut out.series)];
     // Discovery estimates need each feature's count over every shard's
     // timelines, which a shard does not keep: shards merged have none (one
@@ -203,32 +206,117 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     let mut coverage = Coverage::default();
     coverage.merge_bits(&out.coverage);
     for e in parts {
-        let shard = e.shards.indices[0];
-        named(&e, &mut assertion_bugs);
-        add(&mut out.timelines.ended, e.timelines.ended);
-        add(&mut out.timelines.at_limit, e.timelines.at_limit);
+        // Taken apart whole, as each tally below: a field added to an
+        // exploration does not compile until the merge says how it
+        // combines.
+        let Exploration {
+            // Equal in every shard (`identity`), or recomputed below.
+            target: _,
+            seed: _,
+            budget: _,
+            span: _,
+            snapshot_every_ns: _,
+            branch_from_snapshots: _,
+            policy: _,
+            batch: _,
+            world: _,
+            coverage_edges: _,
+            discovery: _,
+            guest_profile: _,
+            timelines,
+            tree,
+            draws,
+            rules,
+            templates,
+            commands,
+            workers,
+            root,
+            branches,
+            snapshots,
+            signals,
+            wall_ms,
+            vtime_ns,
+            assertions,
+            bugs: shard_bugs,
+            events,
+            composer,
+            checkers,
+            claims,
+            harness,
+            host_limits,
+            garbage,
+            dropped,
+            faults,
+            instrumentation,
+            series: shard_series,
+            first_bug,
+            phases,
+            ending,
+            shards: of,
+            coverage: shard_coverage,
+        } = e;
+        let shard = of.indices[0];
+        named(&assertions, &checkers, &mut assertion_bugs);
+        let TimelineEnds { ended, at_limit } = timelines;
+        add(&mut out.timelines.ended, ended);
+        add(&mut out.timelines.at_limit, at_limit);
+        let TreeMemory { root_bytes, bytes, state_bytes, peak_bytes, budget_bytes: _, evicted } = tree;
         let t = &mut out.tree;
-        add(&mut t.root_bytes, e.tree.root_bytes);
-        add(&mut t.bytes, e.tree.bytes);
-        add(&mut t.state_bytes, e.tree.state_bytes);
-        add(&mut t.peak_bytes, e.tree.peak_bytes);
-        add(&mut t.evicted, e.tree.evicted);
-        add(&mut out.draws.points, e.draws.points);
-        add(&mut out.draws.chosen, e.draws.chosen);
-        add(&mut out.workers, e.workers);
-        out.root.restored &= e.root.restored;
-        add(&mut out.branches, e.branches);
-        add(&mut out.snapshots, e.snapshots);
-        add(&mut out.signals, e.signals);
-        out.wall_ms = out.wall_ms.max(e.wall_ms);
-        add(&mut out.vtime_ns, e.vtime_ns);
-        add_assertions(&mut out.assertions, &e.assertions);
-        for bug in e.bugs {
+        add(&mut t.root_bytes, root_bytes);
+        add(&mut t.bytes, bytes);
+        add(&mut t.state_bytes, state_bytes);
+        add(&mut t.peak_bytes, peak_bytes);
+        add(&mut t.evicted, evicted);
+        let DrawTally { points, chosen, steered } = draws;
+        add(&mut out.draws.points, points);
+        add(&mut out.draws.chosen, chosen);
+        add(&mut out.draws.steered, steered);
+        merge_tallies(
+            &mut out.rules,
+            rules,
+            |r| (r.kind.clone(), r.landing.clone()),
+            |o, RuleTally { kind: _, landing: _, chosen, pulls, rewards }| {
+                add(&mut o.chosen, chosen);
+                add(&mut o.pulls, pulls);
+                add(&mut o.rewards, rewards);
+            },
+        );
+        merge_tallies(
+            &mut out.templates,
+            templates,
+            |t| (t.template.clone(), String::new()),
+            |o, TemplateTally { template: _, chosen, pulls, rewards }| {
+                add(&mut o.chosen, chosen);
+                add(&mut o.pulls, pulls);
+                add(&mut o.rewards, rewards);
+            },
+        );
+        merge_tallies(
+            &mut out.commands,
+            commands,
+            |c| (c.command.clone(), c.template.clone()),
+            |o, BanditCommand { command: _, template: _, chosen, pulls, rewards }| {
+                add(&mut o.chosen, chosen);
+                add(&mut o.pulls, pulls);
+                add(&mut o.rewards, rewards);
+            },
+        );
+        add(&mut out.workers, workers);
+        // The root's point is equal (`identity`); what else it says, the
+        // same in every shard that reached it.
+        out.root.restored &= root.restored;
+        add(&mut out.branches, branches);
+        add(&mut out.snapshots, snapshots);
+        add(&mut out.signals, signals);
+        out.wall_ms = out.wall_ms.max(wall_ms);
+        add(&mut out.vtime_ns, vtime_ns);
+        add_assertions(&mut out.assertions, &assertions);
+        for bug in shard_bugs {
             let saw = saw(&bug, shard);
             match out.bugs.iter().position(|b| b.id == bug.id) {
                 Some(i) => {
                     let occurrences = out.bugs[i].occurrences.saturating_add(bug.occurrences);
-                    if first_found(&bug) < first_found(&out.bugs[i]) {
+                    if kept_first(&bug, &out.bugs[i], shards.count) {
                         out.bugs[i] = bug;
                     }
                     out.bugs[i].occurrences = occurrences;
@@ -240,16 +328,15 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
                 }
             }
         }
-        for (k, n) in e.events {
+        for (k, n) in events {
             add(out.events.entry(k).or_default(), n);
         }
-        for (t, n) in e.composer.templates {
+        let ComposerTally { templates: composer_templates, commands: composer_commands, winddowns } = composer;
+        for (t, n) in composer_templates {
             add(out.composer.templates.entry(t).or_default(), n);
         }
-        add(&mut out.composer.winddowns, e.composer.winddowns);
-        // Tallies are taken apart whole, so that a field added to one
-        // does not compile until the merge says how it combines.
-        for (c, t) in e.composer.commands {
+        add(&mut out.composer.winddowns, winddowns);
+        for (c, t) in composer_commands {
             let o = out.composer.commands.entry(c).or_default();
             let CommandTally { started, succeeded, failed, by_fault, stopped, longest_ns } = t;
             o.longest_ns = o.longest_ns.max(longest_ns);
@@ -260,7 +347,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             add(&mut o.stopped, stopped);
         }
         // Identity made the checker and claim lists equal, in order.
-        for (o, t) in out.checkers.iter_mut().zip(e.checkers) {
+        for (o, t) in out.checkers.iter_mut().zip(checkers) {
             let CheckerTally {
                 spec: _,
                 timelines,
@@ -280,33 +367,39 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             add(&mut o.operations, operations);
             o.malformed_example = least(o.malformed_example.take(), malformed_example);
         }
-        for (o, t) in out.claims.iter_mut().zip(e.claims) {
+        for (o, t) in out.claims.iter_mut().zip(claims) {
             add_claim(o, t);
         }
         // The least example, with the service exit that goes with it.
-        let HarnessTally { timelines, example, service_exit } = e.harness;
+        let HarnessTally { timelines, example, service_exit } = harness;
         add(&mut out.harness.timelines, timelines);
         if example.is_some() && (out.harness.example.is_none() || example < out.harness.example) {
             (out.harness.example, out.harness.service_exit) = (example, service_exit);
         }
-        out.host_limits = union(std::mem::take(&mut out.host_limits), e.host_limits, usize::MAX);
-        add(&mut out.garbage.count, e.garbage.count);
-        add(&mut out.dropped.assertions, e.dropped.assertions);
-        add(&mut out.dropped.guidance, e.dropped.guidance);
-        add(&mut out.dropped.events, e.dropped.events);
-        add(&mut out.dropped.composer, e.dropped.composer);
-        add(&mut out.dropped.instrumentation, e.dropped.instrumentation);
-        out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), e.garbage.examples, GARBAGE_EXAMPLES);
-        out.faults.merge(&e.faults);
-        coverage.merge_bits(&e.coverage);
-        let sdks = |v: Vec<serde_json::Value>| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let all = union(sdks(std::mem::take(&mut out.instrumentation.sdks)), sdks(e.instrumentation.sdks), usize::MAX);
+        out.host_limits = union(std::mem::take(&mut out.host_limits), host_limits, usize::MAX);
+        let Garbage { count, examples } = garbage;
+        add(&mut out.garbage.count, count);
+        out.garbage.examples = union(std::mem::take(&mut out.garbage.examples), examples, GARBAGE_EXAMPLES);
+        let Dropped { assertions, guidance, events, composer, instrumentation: instrumented } = dropped;
+        add(&mut out.dropped.assertions, assertions);
+        add(&mut out.dropped.guidance, guidance);
+        add(&mut out.dropped.events, events);
+        add(&mut out.dropped.composer, composer);
+        add(&mut out.dropped.instrumentation, instrumented);
+        out.faults.merge(&faults);
+        coverage.merge_bits(&shard_coverage);
+        let Instrumentation { sdks, coverage_modules } = instrumentation;
+        let text = |v: Vec<serde_json::Value>| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let all = union(text(std::mem::take(&mut out.instrumentation.sdks)), text(sdks), usize::MAX);
         out.instrumentation.sdks = all.iter().filter_map(|x| serde_json::from_str(x).ok()).collect();
-        for (name, m) in e.instrumentation.coverage_modules {
-            out.instrumentation.coverage_modules.entry(name).or_insert(m);
+        // A module named alike by two shards: the greater (edges, base),
+        // whichever came first.
+        for (name, m) in coverage_modules {
+            let o = out.instrumentation.coverage_modules.entry(name).or_insert(m);
+            *o = (*o).max(m);
         }
-        series.push(e.series);
-        out.first_bug = match (out.first_bug, e.first_bug) {
+        series.push(shard_series);
+        out.first_bug = match (out.first_bug, first_bug) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -321,7 +414,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
             reexecution_wait_ms,
             story_ms,
             likelihood_ms,
-        } = e.phases;
+        } = phases;
         add(&mut p.start_ms, start_ms);
         add(&mut p.setup_ms, setup_ms);
         add(&mut p.branches_ms, branches_ms);
@@ -331,7 +424,7 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut p.reexecution_wait_ms, reexecution_wait_ms);
         add(&mut p.story_ms, story_ms);
         add(&mut p.likelihood_ms, likelihood_ms);
-        out.ending = std::cmp::max_by_key(out.ending.clone(), e.ending, ending_rank);
+        out.ending = std::cmp::max_by_key(out.ending.clone(), ending, ending_rank);
     }
     // A shard's time ran out: the merge's words count every shard's branches.
     if let Ending::TimeSpent { branches } = &mut out.ending {
@@ -375,6 +468,33 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
     out.coverage_edges = coverage.edges();
     out.shards = shards;
     Ok(out)
+}
+
+/// Whether record `a` of a bug is kept over `b`: the first found, by
+/// (virtual time, the shard that ran its branch, branch), then (the
+/// root's bugs, branch 0, are every shard's) by what the record says, so
+/// that which one is kept never depends on the order shards are merged in.
+fn kept_first(a: &BugRecord, b: &BugRecord, shards: u32) -> bool {
+    let found = |r: &BugRecord| (r.at.vtime_ns, Shard::of_branch(r.branch, shards), r.branch);
+    // What the shards merged into it say is summed apart.
+    let content = |r: &BugRecord| {
+        let mut r = r.clone();
+        (r.shards, r.occurrences) = (Vec::new(), 0);
+        serde_json::to_vec(&r).expect("records serialize")
+    };
+    (found(a), content(a)) < (found(b), content(b))
+}
+
+/// Adds `from`'s tallies into `to`'s, each by its `key` (the bandit's
+/// arms: every shard lists the same, in the plan's order); one `to` lacks
+/// is added at the end.
+fn merge_tallies<T, K: PartialEq>(to: &mut Vec<T>, from: Vec<T>, key: impl Fn(&T) -> K, sum: impl Fn(&mut T, T)) {
+    for t in from {
+        match to.iter().position(|o| key(o) == key(&t)) {
+            Some(i) => sum(&mut to[i], t),
+            None => to.push(t),
+        }
+    }
 }
 
 /// Sums counts from files, which may hold anything: at the top they stay.
@@ -668,6 +788,15 @@ mod tests {
         garbage: Vec<u8>,
         ending: u8,
         events: Vec<(u8, u64)>,
+        /// A bug of the root (branch 0, every shard's), its record told
+        /// apart by what its console said after it.
+        root_bug: Option<u8>,
+        /// Per bandit arm (rules, templates, commands): chosen, pulls,
+        /// rewards.
+        arms: Vec<(u64, u64, u64)>,
+        steered: u64,
+        /// A coverage module's (edges, base), as this shard saw it.
+        module: Option<(u64, u64)>,
     }
 
     fn seen() -> impl Strategy<Value = Seen> {
@@ -679,16 +808,30 @@ mod tests {
             proptest::collection::vec(0..4u8, 0..3),
             0..3u8,
             proptest::collection::vec((0..3u8, 0..5u64), 0..3),
+            (
+                proptest::option::of(0..3u8),
+                proptest::collection::vec((0..4u64, 0..4u64, 0..4u64), 3),
+                0..5u64,
+                proptest::option::of((0..3u64, 0..3u64)),
+            ),
         )
-            .prop_map(|(reports, failures, harness, limits, garbage, ending, events)| Seen {
-                reports,
-                failures,
-                harness,
-                limits,
-                garbage,
-                ending,
-                events,
-            })
+            .prop_map(
+                |(reports, failures, harness, limits, garbage, ending, events, (root_bug, arms, steered, module))| {
+                    Seen {
+                        reports,
+                        failures,
+                        harness,
+                        limits,
+                        garbage,
+                        ending,
+                        events,
+                        root_bug,
+                        arms,
+                        steered,
+                        module,
+                    }
+                },
+            )
     }
 
     fn drawn(index: u32, count: u32, s: &Seen) -> Exploration {
@@ -725,6 +868,22 @@ mod tests {
         };
         for &(k, n) in &s.events {
             *e.events.entry(format!("event {k}")).or_default() += n;
+        }
+        if let Some(variant) = s.root_bug {
+            let mut root = shard_of(index, count, &[("root bug", 1, 0)], false).bugs.remove(0);
+            root.console_after = vec![format!("variant {variant}")];
+            e.first_bug = Some((0, 1));
+            e.bugs.insert(0, root);
+        }
+        let [(c0, p0, r0), (c1, p1, r1), (c2, p2, r2)] = [s.arms[0], s.arms[1], s.arms[2]];
+        e.rules =
+            vec![RuleTally { kind: "partition".into(), landing: "cut".into(), chosen: c0, pulls: p0, rewards: r0 }];
+        e.templates = vec![TemplateTally { template: "t".into(), chosen: c1, pulls: p1, rewards: r1 }];
+        e.commands =
+            vec![BanditCommand { command: "t/c".into(), template: "t".into(), chosen: c2, pulls: p2, rewards: r2 }];
+        e.draws.steered = s.steered;
+        if let Some(m) = s.module {
+            e.instrumentation.coverage_modules.insert("m".into(), m);
         }
         e
     }
@@ -767,6 +926,17 @@ mod tests {
             };
             proptest::prop_assert_eq!(&json(&merge(shuffled()).unwrap()), &flat);
             proptest::prop_assert_eq!(&json(&grouped(shuffled(), &cut)), &flat);
+            // Every tally is the sum of the shards'.
+            let m = merge(parts()).unwrap();
+            let total = |f: &dyn Fn(&Seen) -> u64| seen.iter().map(f).sum::<u64>();
+            proptest::prop_assert_eq!(m.rules[0].pulls, total(&|s| s.arms[0].1));
+            proptest::prop_assert_eq!(m.templates[0].rewards, total(&|s| s.arms[1].2));
+            proptest::prop_assert_eq!(m.commands[0].chosen, total(&|s| s.arms[2].0));
+            proptest::prop_assert_eq!(m.draws.steered, total(&|s| s.steered));
+            // A root bug's record: the least of what the shards said.
+            let least = seen.iter().filter_map(|s| s.root_bug).min();
+            let root = m.bugs.iter().find(|b| b.branch == 0);
+            proptest::prop_assert_eq!(root.map(|b| b.console_after.clone()), least.map(|v| vec![format!("variant {v}")]));
         }
     }
 
