@@ -65,7 +65,8 @@ enum Command {
     Snapshot(cmd::snapshot::Args),
     /// Show where two determinism logs first differ.
     DiffLog(cmd::diff_log::Args),
-    /// Check a history of operations for linearizability.
+    /// Check a recorded history: registers for linearizability; sets, queues, ledgers and logs for lost or
+    /// invented elements; transactions for isolation anomalies (Elle's list-append and rw-register).
     Check(cmd::check::Args),
     /// Report what this host can and cannot guarantee.
     Doctor(cmd::doctor::Args),

@@ -190,7 +190,7 @@ fn a_check_no_timeline_reached_is_said_first_with_why_and_the_winddown_reaches_i
     assert_eq!(r["unevaluated"]["properties"], serde_json::json!([check]), "{}", r["unevaluated"]);
     let why = r["unevaluated"]["why"].as_str().unwrap();
     assert!(
-        why.starts_with("every timeline (2) ran into --timeline-limit (2.0 s) before it ended, with Test Composer's drivers still running"),
+        why.starts_with("every timeline (2) ran into --timeline-limit 2s before it ended, with Test Composer's drivers still running"),
         "{why}"
     );
     assert!(
@@ -200,7 +200,7 @@ fn a_check_no_timeline_reached_is_said_first_with_why_and_the_winddown_reaches_i
         "{why}"
     );
     assert!(
-        stderr.contains("hvsim: warning: the first 2 timelines all ran into --timeline-limit (2.0 s) before they ended, and 1 check(s) are still unevaluated"),
+        stderr.contains("hvsim: warning: the first 2 timelines all ran into --timeline-limit 2s before they ended, and 1 check(s) are still unevaluated"),
         "{stderr}"
     );
     assert!(stderr.contains("hvsim: warning: 1 check(s) were never evaluated in any timeline:"), "{stderr}");

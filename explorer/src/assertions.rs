@@ -83,6 +83,11 @@ impl AssertionRecord {
         }
     }
 
+    /// A Test Composer `finally_` or `eventually_` command's check.
+    pub fn is_composer_check(&self) -> bool {
+        self.kind == AssertKind::AlwaysOrUnreachable && composer_check(&self.id)
+    }
+
     /// A check no timeline has evaluated yet.
     pub fn unevaluated(&self) -> bool {
         self.hits == 0 && self.is_check()

@@ -53,6 +53,13 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         branches: state.branches,
         timelines: state.timelines,
         unevaluated: state.known.assertions.by_id.values().filter(|a| a.unevaluated()).count(),
+        unevaluated_composer: state
+            .known
+            .assertions
+            .by_id
+            .values()
+            .filter(|a| a.unevaluated() && a.is_composer_check())
+            .count(),
         snapshots: state.schedule.len(),
         signals: state.known.signals.total,
         bugs: state.bugs.records.len(),

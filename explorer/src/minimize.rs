@@ -312,6 +312,9 @@ fn record(
     r.faults = failure.faults.clone();
     r.buggify = failure.buggify.clone();
     r.composer = failure.composer.clone();
+    // Its own run's: what reached the original from outside the seed need
+    // not reach this one (judged with the reproduction below).
+    r.outside_seed = failure.outside_seed.clone();
     if let BugKind::Checker { checker, .. } = &bug.bug {
         if let Some(summary) = checkers::observe(checker, m.messages()) {
             r.bug = BugKind::Checker { checker: checker.clone(), summary };

@@ -42,6 +42,18 @@ pub enum Span {
     Slice(Vtime),
 }
 
+impl Span {
+    /// The option that set it and its value, as it is written on the
+    /// command line (`--timeline-limit 20ms`, `--slice 500ms`).
+    pub fn option(&self) -> String {
+        let (option, t) = match self {
+            Span::Whole { limit } => ("--timeline-limit", limit),
+            Span::Slice(slice) => ("--slice", slice),
+        };
+        format!("{option} {}", humantime::format_duration(std::time::Duration::from_nanos(t.nanos())))
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Segment {
     /// Every stream is re-seeded from this at the segment's start.

@@ -67,6 +67,8 @@ pub struct BranchProgress {
     pub timelines: TimelineEnds,
     /// Checks no timeline has evaluated yet (`AssertionRecord::is_check`).
     pub unevaluated: usize,
+    /// Of those, Test Composer's `finally_` and `eventually_` commands.
+    pub unevaluated_composer: usize,
     pub snapshots: usize,
     pub signals: u64,
     pub bugs: usize,

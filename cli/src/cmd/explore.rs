@@ -58,9 +58,9 @@ pub struct Args {
     /// Budget: total virtual time across branches.
     #[arg(long, value_parser = util::parse_duration)]
     vtime: Option<Duration>,
-    /// Stop rule: end once the estimated chance that the next 10 timelines
-    /// reach anything new falls below P (0 < P < 1), after at least 20
-    /// timelines; --branches stays the cap (docs/exploration.md).
+    /// Stop rule: end once the upper 95% bound of the chance that the next
+    /// timeline reaches anything new falls below P (0 < P < 1), after at
+    /// least 20 timelines; --branches stays the cap (docs/exploration.md).
     #[arg(long, value_name = "P", value_parser = parse_chance)]
     until_saturated: Option<f64>,
     /// Virtual time a timeline may run, counted from the root (default
@@ -279,6 +279,8 @@ struct Watcher<'a> {
     hinted: bool,
     /// How far each timeline runs, for the warning below.
     span: Span,
+    /// The target is a built-in guest that runs until stopped.
+    runs_forever: bool,
     /// Warned that the first timelines all ran into their limit with
     /// checks still unevaluated.
     warned: bool,
@@ -335,19 +337,20 @@ impl Watch for Watcher<'_> {
                 self.last = Some(p);
                 self.bar.set_position(p.branches);
                 let t = p.timelines;
-                if !self.warned && p.unevaluated > 0 && t.ended == 0 && t.at_limit >= LIMIT_WARNING_AFTER {
+                // A check waits for the end of a timeline: a Test Composer
+                // finally_ or eventually_ command, or an always-assertion
+                // of a guest that ends (one that runs until stopped, the
+                // demo, has no end to wait for: its limit is its end).
+                let waiting = if self.runs_forever { p.unevaluated_composer } else { p.unevaluated };
+                if !self.warned && waiting > 0 && t.ended == 0 && t.at_limit >= LIMIT_WARNING_AFTER {
                     self.warned = true;
-                    let secs = |t: Vtime| t.nanos() as f64 / 1e9;
-                    let limit = match self.span {
-                        Span::Whole { limit } => format!("--timeline-limit ({:.1} s)", secs(limit)),
-                        Span::Slice(slice) => format!("their slice ({:.1} s)", secs(slice)),
-                    };
+                    let limit = self.span.option();
                     self.bar.suspend(|| {
                         eprintln!(
-                            "hvsim: warning: the first {} timelines all ran into {limit} before they ended, and {} \
-                             check(s) are still unevaluated: if the checks come at the end (a finally_ command, a \
-                             final read), raise --timeline-limit",
-                            t.at_limit, p.unevaluated
+                            "hvsim: warning: the first {} timelines all ran into {limit} before they ended, and \
+                             {waiting} check(s) are still unevaluated: if the checks come at the end (a finally_ \
+                             command, a final read), raise it",
+                            t.at_limit
                         )
                     });
                 }
@@ -474,7 +477,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     // Redrawn each second: a terminal's clock moves, and a log gets its
     // status line on time even while one long timeline runs.
     bar.enable_steady_tick(std::time::Duration::from_secs(1));
-    let mut watcher = Watcher { bar: &bar, run: &run, hinted: false, span: config.span, warned: false, last: None };
+    let runs_forever = matches!(&config.target, Target::Raw { guest } if hvsim_guest_image::raw::find(guest).is_some_and(|g| g.runs_forever));
+    let mut watcher =
+        Watcher { bar: &bar, run: &run, hinted: false, span: config.span, runs_forever, warned: false, last: None };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
     let exploration = match explored {

@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use crate::composer;
 use crate::exploration::{Ending, Exploration};
-use crate::timeline::Span;
 
 /// The checks no timeline evaluated.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
@@ -64,10 +63,7 @@ fn why(exp: &Exploration) -> String {
             exp.harness.timelines
         );
     }
-    let limit = match exp.span {
-        Span::Whole { limit } => format!("--timeline-limit ({:.1} s)", limit.nanos() as f64 / 1e9),
-        Span::Slice(slice) => format!("its slice ({:.1} s)", slice.nanos() as f64 / 1e9),
-    };
+    let limit = exp.span.option();
     let drivers = exp
         .composer
         .commands
