@@ -51,6 +51,13 @@ pub fn snapshot(data: &[u8]) {
             let _ = loaded.for_each_page(|_, page| assert_eq!(page.len(), hvsim_vmm::memory::PAGE_SIZE));
         }
     };
+    // What `load` reads before the whole file: the announced lengths, at
+    // this length and as if the file were a sparse terabyte.
+    for len in [data.len() as u64, 1 << 40] {
+        if let Ok(want) = hvsim_snapshot::file::announced(&mut std::io::Cursor::new(data), len, path) {
+            assert_eq!(want, len, "a length is announced only when it is the file's");
+        }
+    }
     pages(data.to_vec());
     let mut sealed = data.to_vec();
     sealed.extend_from_slice(&Sha256::digest(data));

@@ -145,12 +145,72 @@ pub struct Loaded {
     memory: Vec<u8>,
 }
 
+/// The largest header a snapshot file may announce: far above any
+/// machine's (tens of KiB), far below what would hurt to allocate.
+const MAX_HEADER: u64 = 64 << 20;
+
 /// Reads and verifies `path` (length, checksum, magic, version, header).
+/// The magic, version, header and lengths are checked against the file's
+/// size before its whole is read ([`announced`]): a file is data, and a
+/// hostile or damaged one (a sparse terabyte) gets one line, not an
+/// allocation.
 pub fn load(path: &Path) -> Result<Loaded, SnapshotError> {
-    // Any size: the header, checked next, bounds what the file may hold.
-    let bytes = hvsim_vmm::files::read_bounded(path, u64::MAX)
-        .map_err(|source| SnapshotError::Io { path: path.to_owned(), source })?;
+    let io = |source| SnapshotError::Io { path: path.to_owned(), source };
+    let mut file = hvsim_vmm::files::open_regular(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let want = announced(&mut file, len, path)?;
+    drop(file);
+    let bytes = hvsim_vmm::files::read_bounded(path, want).map_err(io)?;
     parse(bytes, path)
+}
+
+/// The length of a snapshot file of `len` bytes whose start `file` reads,
+/// once its magic, version, header and lengths are checked and agree with
+/// `len`. Reads at most the header (`path` only names the file in errors).
+pub fn announced(file: &mut impl Read, len: u64, path: &Path) -> Result<u64, SnapshotError> {
+    let p = || path.to_owned();
+    let io = |source| SnapshotError::Io { path: p(), source };
+    let corrupt = |what: String| SnapshotError::Corrupt { path: p(), what };
+    let truncated = |what: &str| SnapshotError::Truncated { path: p(), len: len as usize, what: what.into() };
+    if len < (PREFIX + 8 + CHECKSUM) as u64 {
+        return Err(truncated("shorter than any snapshot"));
+    }
+    let mut prefix = [0u8; PREFIX];
+    file.read_exact(&mut prefix).map_err(io)?;
+    if &prefix[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic { path: p() });
+    }
+    let version = u32::from_le_bytes(prefix[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(SnapshotError::Version { path: p(), found: version });
+    }
+    let header_len = u64_at(&prefix, 16);
+    if header_len > MAX_HEADER {
+        return Err(corrupt(format!("its header length, {header_len} bytes, is beyond any snapshot's")));
+    }
+    if (PREFIX as u64 + header_len + 8 + CHECKSUM as u64) > len {
+        return Err(truncated("cut short in its header"));
+    }
+    let mut header = vec![0u8; header_len as usize + 8];
+    file.read_exact(&mut header).map_err(io)?;
+    let memory_len = u64_at(&header, header_len as usize);
+    let header: Header =
+        serde_json::from_slice(&header[..header_len as usize]).map_err(|e| corrupt(format!("header: {e}")))?;
+    let ram = header.machine.spec.ram_size;
+    hvsim_vmm::memory::check_size(ram).map_err(|e| corrupt(format!("header: {e}")))?;
+    // Every page stored, with its index, compressed at worst.
+    let most = zstd::zstd_safe::compress_bound(ram / PAGE_SIZE * (PAGE_SIZE + 4)) as u64;
+    if memory_len > most {
+        return Err(corrupt(format!("its memory length, {memory_len} bytes, is beyond what {ram} bytes of RAM make")));
+    }
+    let want = PREFIX as u64 + header_len + 8 + memory_len + CHECKSUM as u64;
+    if len < want {
+        return Err(truncated("cut short"));
+    }
+    if len > want {
+        return Err(corrupt(format!("the file is {len} bytes, {} more than its lengths say", len - want)));
+    }
+    Ok(want)
 }
 
 /// Verifies the contents of a snapshot file (`path` only names it in
