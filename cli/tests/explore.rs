@@ -220,6 +220,10 @@ fn an_edited_bug_record_is_refused_or_not_reproduced() {
     let (code, text) = replay("out-of-order", &|r| r["timeline"]["root"]["events"] = Value::from(u64::MAX), &[]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("damaged bug record") && text.trim().lines().count() == 1, "{text}");
+    // So is a root edited to before the saved root the replay starts from.
+    let (code, text) = replay("root-at-0", &|r| r["timeline"]["root"]["events"] = Value::from(0u64), &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("damaged bug record") && text.trim().lines().count() == 1, "{text}");
 }
 
 /// An exploration is a function of its master seed: seed 9 explored four

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bug::{BugKind, BugRecord, Fingerprint};
 use crate::checkers;
-use crate::error::Result;
+use crate::error::{ExploreError, Result};
 use crate::roots::{RootId, Roots};
 use crate::sdk::{self, SdkMessage};
 use crate::timeline::{is_crash, point, Point, Segment};
@@ -152,7 +152,16 @@ pub fn follow(
     limit: Option<Vtime>,
     observer: &mut dyn Observer,
 ) -> Result<ReplayOutcome> {
-    assert!(point(m).events <= bug.timeline.root.events, "the machine is past the bug's root");
+    // A record is data: one whose root the machine it starts from is
+    // already past (an edited root) is refused, not followed.
+    if point(m).events > bug.timeline.root.events {
+        return Err(ExploreError::Target(format!(
+            "{}: damaged bug record: its timeline's root is at event {}, but the root it starts from is at event {}",
+            bug.id,
+            bug.timeline.root.events,
+            point(m).events
+        )));
+    }
     let outcome = |observed: Option<String>, m: &mut Machine| {
         let fingerprint = Fingerprint::of(m);
         let (trace_matches, memory_matches) = match &bug.failure {

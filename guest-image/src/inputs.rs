@@ -107,7 +107,8 @@ pub fn relocate(target: &mut Target, store: &Path) -> usize {
 /// Copies into `to` each kept input of the store `from` (a shard's) that
 /// `to` lacks: files and bind mounts' trees alike, named by their hash
 /// (so shards of one exploration hold the same ones). A store holds no
-/// links; one found is not followed.
+/// links (`save` copies what they point at): one found, at any depth, is
+/// refused, never followed (it could name any file of the host).
 pub fn copy_missing(from: &Path, to: &Path) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(from) else { return Ok(()) };
     std::fs::create_dir_all(to).map_err(io("creating the store of a run's files", to))?;
@@ -117,15 +118,46 @@ pub fn copy_missing(from: &Path, to: &Path) -> Result<()> {
         let is_input = name.to_str().is_some_and(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()));
         let kind = entry.file_type().map_err(io("reading the store of a run's files", entry.path()))?;
         let dest = to.join(&name);
-        if !is_input || kind.is_symlink() || dest.exists() {
+        if !is_input || dest.exists() {
             continue;
+        }
+        if kind.is_symlink() {
+            return Err(link(&entry.path()));
         }
         let tmp = to.join(format!(".{}.partial", name.to_string_lossy()));
         let _ = std::fs::remove_dir_all(&tmp).or_else(|_| std::fs::remove_file(&tmp));
-        copy(&entry.path(), &tmp).map_err(io("copying a file of the run", entry.path()))?;
+        let copied = copy_stored(&entry.path(), &tmp);
+        if copied.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp).or_else(|_| std::fs::remove_file(&tmp));
+        }
+        copied?;
         std::fs::rename(&tmp, &dest).map_err(io("storing a file of the run", &dest))?;
     }
     Ok(())
+}
+
+/// A kept input's file or tree, copied; a symbolic link in it refused.
+fn copy_stored(from: &Path, to: &Path) -> Result<()> {
+    let kind = std::fs::symlink_metadata(from).map_err(io("reading a file of the run", from))?.file_type();
+    if kind.is_symlink() {
+        return Err(link(from));
+    }
+    if kind.is_dir() {
+        std::fs::create_dir(to).map_err(io("storing a file of the run", to))?;
+        for entry in std::fs::read_dir(from).map_err(io("reading a file of the run", from))? {
+            let entry = entry.map_err(io("reading a file of the run", from))?;
+            copy_stored(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        return Ok(());
+    }
+    std::fs::copy(from, to).map(|_| ()).map_err(io("copying a file of the run", from))
+}
+
+fn link(at: &Path) -> ImageError {
+    ImageError::Setup(format!(
+        "{}: a symbolic link in a run's kept files, which hold none: refused (it could name any file of this host)",
+        at.display()
+    ))
 }
 
 /// Copies a file, or a tree following symbolic links as a bind mount's
@@ -178,6 +210,18 @@ mod tests {
         std::fs::write(from.join(&file), "changed").unwrap();
         copy_missing(&from, &to).unwrap();
         assert_eq!(std::fs::read_to_string(to.join(&file)).unwrap(), "f", "a copy there stays");
+        // A link at any depth of a shard's store is refused, never followed.
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "host file").unwrap();
+        let deep = "c".repeat(64);
+        std::fs::create_dir_all(from.join(&deep).join("sub")).unwrap();
+        std::os::unix::fs::symlink(&secret, from.join(&deep).join("sub/link")).unwrap();
+        let err = copy_missing(&from, &to).unwrap_err().to_string();
+        assert!(err.contains("sub/link: a symbolic link in a run's kept files"), "{err}");
+        assert!(!to.join(&deep).exists() && !to.join(format!(".{deep}.partial")).exists());
+        std::fs::remove_dir_all(from.join(&deep)).unwrap();
+        std::os::unix::fs::symlink(&secret, from.join("d".repeat(64))).unwrap();
+        assert!(copy_missing(&from, &to).unwrap_err().to_string().contains("a symbolic link"));
     }
 
     #[test]
