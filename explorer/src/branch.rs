@@ -68,6 +68,15 @@ pub(crate) struct BranchJob {
     /// (`steer.rs`).
     pub lead: Option<Lead>,
     pub values: Vec<u64>,
+    /// Bytes of snapshots it may hold before it stops taking interval and
+    /// draw snapshots: its share of what the tree's budget had left when the
+    /// round began (the tree is kept within its budget between rounds,
+    /// `eviction.rs`; this keeps it there during one).
+    pub memory_share: u64,
+    /// The largest snapshot any branch merged so far took: what the next
+    /// one is expected to cost at most (none yet: nothing to go by, and the
+    /// first is taken while there is room at all).
+    pub largest_delta: Option<u64>,
 }
 
 /// A stop at an SDK draw that the branch made a decision point of.
@@ -167,6 +176,12 @@ pub(crate) struct BranchRun {
     /// (the discovery estimates count timelines per edge, as they count
     /// features: `discovery.rs`).
     pub edges_reached: FreshBits,
+    /// Bytes its snapshots hold, the largest of them, and interval and
+    /// draw snapshots it did not take to stay within its share
+    /// (`BranchJob::memory_share`).
+    pub snapshot_bytes: u64,
+    pub largest_delta: Option<u64>,
+    pub snapshots_skipped: u64,
     /// How it ended: at its deadline (`None`), or with the guest's end.
     pub end: Option<End>,
     /// Where it ended.
@@ -294,12 +309,21 @@ pub(crate) fn run(
     let deadline = rules.deadline(from);
     let mut stops = Vec::new();
     let mut snapshot = Duration::ZERO;
+    // (A cell: the interval stop reads it while `capture` may add to it.)
+    let snapshot_bytes = std::cell::Cell::new(0u64);
+    let largest_delta = std::cell::Cell::new(job.largest_delta);
+    let mut snapshots_skipped = 0u64;
     // The console's length at the branch's first failure.
     let mut failed_at: Option<usize> = None;
+    // Whether the snapshots it holds leave room for one more as large as
+    // the largest yet, within its share of the memory budget.
+    let room = || snapshot_bytes.get() + largest_delta.get().unwrap_or(0) < job.memory_share;
     let mut capture = |machine: &mut Machine, cursor: &mut Cursor| -> Result<Delta> {
         let taken = Instant::now();
         let delta = tree.capture(cursor, machine)?;
         snapshot += taken.elapsed();
+        snapshot_bytes.set(snapshot_bytes.get() + delta.bytes() as u64);
+        largest_delta.set(Some(largest_delta.get().unwrap_or(0).max(delta.bytes() as u64)));
         Ok(delta)
     };
     let (end, end_coverage) = loop {
@@ -346,13 +370,20 @@ pub(crate) fn run(
                     tracing::trace!(branch = job.branch, stop = stops.len(), "progress");
                 }
                 let pending = draw_options.is_some() && open && machine.draw_pending();
-                let draw = match (draw_options, armed) {
+                let mut draw = match (draw_options, armed) {
                     (Some(options), Some(armed_by)) if pending => {
                         armed = None;
                         Some(DrawStop { options, armed_by, lead: steering.lead() })
                     }
                     _ => None,
                 };
+                // A decision point is a place among many, as an interval
+                // is: taken within the branch's share of the memory budget
+                // only. What is new is always kept.
+                if draw.is_some() && new_here == 0 && !room() {
+                    draw = None;
+                    snapshots_skipped += 1;
+                }
                 let snap = (new_here > 0 || draw.is_some()) && open;
                 let delta = if snap { Some(capture(machine, cursor)?) } else { None };
                 let way = steering.way();
@@ -387,7 +418,10 @@ pub(crate) fn run(
                 // A place a later branch can start the rest of the timeline
                 // from, under other faults.
                 let coverage = known.new_coverage(machine);
-                let delta = if failed_at.is_none() { Some(capture(machine, cursor)?) } else { None };
+                // Within its share of the memory budget only, as a draw.
+                let within = room();
+                snapshots_skipped += u64::from(failed_at.is_none() && !within);
+                let delta = if failed_at.is_none() && within { Some(capture(machine, cursor)?) } else { None };
                 let at = point(machine);
                 stops.push(StopRecord {
                     at,
@@ -479,6 +513,9 @@ pub(crate) fn run(
             .coverage_map()
             .map(|m| FreshBits::set_since(start_map.as_deref(), m))
             .unwrap_or_default(),
+        snapshot_bytes: snapshot_bytes.get(),
+        largest_delta: largest_delta.get(),
+        snapshots_skipped,
         end,
         end_at: point(machine),
         crash,

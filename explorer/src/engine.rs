@@ -244,6 +244,11 @@ fn branch_rounds(
         } else {
             None
         };
+        // Each branch's share of what the budget has left (the tree is
+        // within it between rounds): decided from merged state and the
+        // batch, never the workers.
+        let round_bytes = state.tree.bytes;
+        let memory_share = state.tree.budget_bytes.saturating_sub(round_bytes) / config.batch as u64;
         let jobs: Vec<(BranchJob, Arc<Knowledge>)> = (1..=(config.batch as u64).min(remaining))
             .map(|k| {
                 let branch = config.shard.branch(state.branches + k);
@@ -269,6 +274,8 @@ fn branch_rounds(
                         line,
                         lead: p.lead,
                         values: p.values,
+                        memory_share,
+                        largest_delta: state.largest_delta,
                     }
                 } else {
                     let root = &state.schedule.nodes()[0];
@@ -283,6 +290,8 @@ fn branch_rounds(
                         line: state.bandit.choose(&mut picker),
                         lead: None,
                         values: Vec::new(),
+                        memory_share,
+                        largest_delta: state.largest_delta,
                     }
                 };
                 tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, lead = ?job.lead, values = ?job.values, "branch");
@@ -301,6 +310,8 @@ fn branch_rounds(
         };
         let bugs_before = state.bugs.records.len();
         let round_start = state.branches;
+        // The most the tree and the round's snapshots held at once.
+        let mut round_peak = round_bytes;
         let mut merged: Option<u64> = None;
         for (k, run) in runs.into_iter().enumerate() {
             if spent(state) {
@@ -319,9 +330,13 @@ fn branch_rounds(
             assert!(merged < Some(run.job.branch), "branches merge in order");
             merged = Some(run.job.branch);
             state.branches += 1;
+            round_peak = round_peak.saturating_add(run.snapshot_bytes);
+            state.tree.snapshots_skipped += run.snapshots_skipped;
+            state.largest_delta = state.largest_delta.max(run.largest_delta);
             let progress = merge_run(*run, state, shared, cx);
             watch.progress(Progress::Branch(progress));
         }
+        state.tree.peak_bytes = state.tree.peak_bytes.max(round_peak);
         state.found(bugs_before, watch, interrupt);
         if config.reexecutions > 0 && state.ending == Ending::Running {
             let checks = (bugs_before..state.bugs.records.len())

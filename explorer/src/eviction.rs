@@ -1,4 +1,8 @@
-//! The snapshot tree kept within its memory budget between rounds.
+//! The snapshot tree kept within its memory budget between rounds. Within
+//! a round, each branch holds its snapshots within its share of what the
+//! budget had left (`BranchJob::memory_share`): past it, it takes no more
+//! interval or draw snapshots; snapshots of what is new to the
+//! exploration are always taken, and evicted here if need be.
 
 use crate::state::State;
 use crate::workers::Shared;

@@ -401,6 +401,10 @@ pub struct TreeMemory {
     pub budget_bytes: u64,
     /// Snapshots evicted to stay within the budget.
     pub evicted: u64,
+    /// Interval and draw snapshots branches did not take, to keep what
+    /// they held within their share of the budget during a round.
+    #[serde(default)]
+    pub snapshots_skipped: u64,
 }
 
 /// How the explorer picks where to branch from.

@@ -260,13 +260,15 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         let TimelineEnds { ended, at_limit } = timelines;
         add(&mut out.timelines.ended, ended);
         add(&mut out.timelines.at_limit, at_limit);
-        let TreeMemory { root_bytes, bytes, state_bytes, peak_bytes, budget_bytes: _, evicted } = tree;
+        let TreeMemory { root_bytes, bytes, state_bytes, peak_bytes, budget_bytes: _, evicted, snapshots_skipped } =
+            tree;
         let t = &mut out.tree;
         add(&mut t.root_bytes, root_bytes);
         add(&mut t.bytes, bytes);
         add(&mut t.state_bytes, state_bytes);
         add(&mut t.peak_bytes, peak_bytes);
         add(&mut t.evicted, evicted);
+        add(&mut t.snapshots_skipped, snapshots_skipped);
         let DrawTally { points, chosen, steered } = draws;
         add(&mut out.draws.points, points);
         add(&mut out.draws.chosen, chosen);

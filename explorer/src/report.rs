@@ -502,12 +502,14 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
     );
     let _ = writeln!(
         m,
-        "- snapshot tree: {} MiB now ({} MiB of it machine state), {} MiB at most, budget {} MiB; {} snapshots evicted",
+        "- snapshot tree: {} MiB now ({} MiB of it machine state), {} MiB at most (with what branches held during a \
+         round), budget {} MiB; {} snapshots evicted; {} interval and draw snapshots not taken, to stay within it",
         s.tree.bytes >> 20,
         s.tree.state_bytes >> 20,
         s.tree.peak_bytes >> 20,
         s.tree.budget_bytes >> 20,
-        s.tree.evicted
+        s.tree.evicted,
+        s.tree.snapshots_skipped
     );
     let _ = writeln!(m, "- rounds of {} branches, run by {} workers", s.batch, s.workers);
     if s.draws.points > 0 {

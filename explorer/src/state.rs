@@ -73,6 +73,8 @@ pub(crate) struct State {
     pub(crate) faults: FaultTally,
     pub(crate) timelines: TimelineEnds,
     pub(crate) tree: TreeMemory,
+    /// The largest snapshot a merged branch took (`BranchJob::largest_delta`).
+    pub(crate) largest_delta: Option<u64>,
     pub(crate) ending: Ending,
     pub(crate) checkers: Vec<CheckerTally>,
     pub(crate) claims: Vec<ClaimTally>,
@@ -105,6 +107,7 @@ impl State {
             faults: FaultTally::default(),
             timelines: TimelineEnds::default(),
             tree: TreeMemory { budget_bytes: config.snapshot_memory, ..TreeMemory::default() },
+            largest_delta: None,
             ending: Ending::Running,
             checkers: config.checkers.iter().map(CheckerTally::new).collect(),
             claims: config.claims.iter().map(ClaimTally::new).collect(),

@@ -95,6 +95,12 @@ impl Delta {
     pub fn pages(&self) -> usize {
         self.pages.len()
     }
+
+    /// Bytes it holds: its pages and its machine state (what that shares
+    /// with its line, the console and message logs, counted by the tree).
+    pub fn bytes(&self) -> usize {
+        self.pages.len() * PAGE_SIZE + self.machine.holdings().own
+    }
 }
 
 /// What a reset did.

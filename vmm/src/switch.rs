@@ -78,6 +78,12 @@ pub struct Switch {
 }
 
 impl Switch {
+    /// Bytes of the frames it holds in flight (clogged or delayed), as a
+    /// snapshot copies them.
+    pub fn held_bytes(&self) -> usize {
+        self.in_flight.values().map(|(_, f)| f.len() + std::mem::size_of::<((u64, u64), (u16, Vec<u8>))>()).sum()
+    }
+
     pub fn new(nodes: u16, faults: NetFaults, seed: u64) -> Switch {
         Switch {
             nodes,
@@ -485,11 +491,15 @@ mod tests {
         for n in 0..sent {
             sw.send(0, &frame(0, 1, n), Vtime(u64::from(n)));
         }
+        // What a snapshot copies counts every frame held, not a guess.
+        let held = JAM_LIMIT as usize * frame(0, 1, 0).len();
+        assert!((held..2 * held + 64 * JAM_LIMIT as usize).contains(&sw.held_bytes()), "{}", sw.held_bytes());
         let mut got = Vec::new();
         while let Some(t) = sw.deadline() {
             got.extend(sw.due(t).into_iter().map(|_| t.0));
         }
         assert_eq!(got.len() as u64, JAM_LIMIT);
+        assert_eq!(sw.held_bytes(), 0);
         assert!(got.iter().all(|&t| t == 1_000_000_000), "delivered together when the jam ends");
         assert_eq!(sw.landed.get("net.clog_overflow"), 100);
     }

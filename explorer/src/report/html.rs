@@ -80,7 +80,7 @@ pub fn render(r: &Report, exp: &Exploration) -> String {
                     span { "master seed " (s.seed) }
                     span { (s.branches) " branches: " (s.span) }
                     span { (s.timelines.ended) " timelines ran to the end, " (s.timelines.at_limit) " to their limit" }
-                    span { "snapshot tree " (s.tree.peak_bytes >> 20) " MiB at most" @if s.tree.evicted > 0 { ", " (s.tree.evicted) " evicted" } }
+                    span { "snapshot tree " (s.tree.peak_bytes >> 20) " MiB at most" @if s.tree.evicted > 0 { ", " (s.tree.evicted) " evicted" } @if s.tree.snapshots_skipped > 0 { ", " (s.tree.snapshots_skipped) " not taken to stay within its budget" } }
                     span { (s.snapshots) " snapshots" }
                     span { (s.signals) " signals" }
                     @if s.coverage_edges > 0 { span { (s.coverage_edges) " coverage edges" } }

@@ -30,8 +30,9 @@ pub struct Holdings {
     pub own: usize,
 }
 
-/// Device registers, queues and packets in flight, which are not counted
-/// one by one: a generous estimate.
+/// Device registers and queues, which are not counted one by one: a
+/// generous estimate. Frames held (clogs, delays, receive backlogs: up to
+/// thousands of frames of up to 64 KiB) are counted as they are.
 const DEVICE_STATE_BYTES: usize = 16 << 10;
 
 impl MachineSnapshot {
@@ -42,6 +43,7 @@ impl MachineSnapshot {
             state.messages.shared().chain(console.shared()).chain(lines.shared()).collect();
         let mut own = std::mem::size_of::<MachineSnapshot>()
             + DEVICE_STATE_BYTES
+            + state.devices.virtio.held_bytes()
             + state.messages.unshared_weight()
             + console.unshared_weight()
             + lines.unshared_weight()

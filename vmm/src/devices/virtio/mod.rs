@@ -188,6 +188,20 @@ fn schedule_of(plan: &FaultPlan, nodes: u16, seed: u64) -> Schedule {
 }
 
 impl Virtio {
+    /// Bytes of the frames the switch and the NICs' receive backlogs hold,
+    /// as a snapshot copies them.
+    pub fn held_bytes(&self) -> usize {
+        let backlogs: usize = self
+            .devices
+            .iter()
+            .map(|d| match &d.kind {
+                Kind::Net(n) => n.held_bytes(),
+                _ => 0,
+            })
+            .sum();
+        self.switch.held_bytes() + backlogs
+    }
+
     /// The devices of `spec`, with the faults of `plan`, seeded from `seed`.
     /// Every disk of the machine, nodes' and images'.
     pub fn disks(&self) -> impl Iterator<Item = &crate::disk::Disk> + '_ {

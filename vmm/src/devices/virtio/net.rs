@@ -49,6 +49,11 @@ impl Net {
         Net { node, backlog: VecDeque::new(), stats: Stats::default() }
     }
 
+    /// Bytes of the frames waiting in its receive backlog.
+    pub fn held_bytes(&self) -> usize {
+        self.backlog.iter().map(|f| f.len() + std::mem::size_of::<Vec<u8>>()).sum()
+    }
+
     /// Configuration space: the MAC address.
     pub fn config(&self) -> Vec<u8> {
         mac(self.node).to_vec()
