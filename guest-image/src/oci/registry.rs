@@ -169,8 +169,8 @@ async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: 
         ));
     }
 
+    let total = pull_size(manifest.layers.iter().chain([&manifest.config]).map(|d| (d.digest.as_str(), d.size)), &at)?;
     let scratch = store.scratch()?;
-    let total: u64 = manifest.layers.iter().chain([&manifest.config]).map(|d| d.size.max(0) as u64).sum();
     let bar = crate::progress::bar(total).with_style(
         indicatif::ProgressStyle::with_template(&format!(
             "hvsim: pulling {reference} {{bar:30}} {{bytes}}/{{total_bytes}}"
@@ -210,6 +210,21 @@ async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: 
     record.repo_digest = Some(repo_digest.clone());
     store.put_image(&record, &names)?;
     Ok(Pulled { record, tags: names, repo_digest, blobs_fetched: fetched.0, bytes_fetched: fetched.1 })
+}
+
+/// The bytes a pull fetches at most, from its descriptors' (digest, size):
+/// a size below zero, a sum that overflows, or a pull beyond
+/// [`MAX_IMAGE_BYTES`] (hvsim's bound on an image, and so on a pull) is
+/// refused before anything is fetched.
+fn pull_size<'a>(blobs: impl Iterator<Item = (&'a str, i64)>, at: &str) -> Result<u64> {
+    let mut total = 0u64;
+    for (digest, size) in blobs {
+        let size = u64::try_from(size).map_err(|_| invalid(at, format!("blob {digest} has size {size}")))?;
+        total = total.checked_add(size).filter(|&t| t <= MAX_IMAGE_BYTES).ok_or_else(|| {
+            invalid(at, format!("its blobs add up to more than an image may hold ({MAX_IMAGE_BYTES} bytes)"))
+        })?;
+    }
+    Ok(total)
 }
 
 /// Downloads one blob into `dest`, hashing it as it arrives: it must hash
@@ -341,6 +356,18 @@ fn chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pull_is_bounded_in_all_and_its_sizes_summed_with_checks() {
+        let at = "pulling x";
+        let ok = pull_size([("a", 5), ("b", 7)].into_iter(), at).unwrap();
+        assert_eq!(ok, 12);
+        let err = |blobs: &[(&str, i64)]| pull_size(blobs.iter().copied(), at).unwrap_err().to_string();
+        assert!(err(&[("a", -1)]).contains("blob a has size -1"));
+        assert!(err(&[("a", i64::MAX), ("b", i64::MAX), ("c", i64::MAX)]).contains("more than an image may hold"));
+        assert!(err(&[("a", (MAX_IMAGE_BYTES / 2) as i64), ("b", (MAX_IMAGE_BYTES / 2 + 1) as i64)])
+            .contains("more than an image may hold"));
+    }
 
     #[test]
     fn references_are_what_docker_calls_them() {
