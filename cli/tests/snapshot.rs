@@ -104,10 +104,13 @@ fn damaged_snapshot_files_are_refused_with_one_line() {
     let n = wrong_version.len() - 32;
     let digest = <sha2::Sha256 as sha2::Digest>::digest(&wrong_version[..n]);
     wrong_version[n..].copy_from_slice(&digest);
+    let mut header_flipped = bytes.clone();
+    header_flipped[24 + 10] ^= 0x20;
     let mut huge_header = bytes.clone();
     huge_header[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("flipped", flipped, "checksum mismatch"),
+        ("header-flipped", header_flipped, "checksum mismatch"),
         ("huge-header", huge_header, "its header length, 1099511627776 bytes, is beyond any snapshot's"),
         // Grown to a terabyte below (sparse): refused before it is read.
         ("sparse", bytes.clone(), "more than its lengths say"),

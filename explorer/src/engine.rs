@@ -310,8 +310,10 @@ fn branch_rounds(
         };
         let bugs_before = state.bugs.records.len();
         let round_start = state.branches;
-        // The most the tree and the round's snapshots held at once.
-        let mut round_peak = round_bytes;
+        // The most the tree and the round's snapshots held at once: every
+        // branch that ran, merged or not.
+        let held = runs.iter().flatten().fold(0u64, |sum, run| sum.saturating_add(run.snapshot_bytes));
+        state.tree.peak_bytes = state.tree.peak_bytes.max(round_bytes.saturating_add(held));
         let mut merged: Option<u64> = None;
         for (k, run) in runs.into_iter().enumerate() {
             if spent(state) {
@@ -330,13 +332,11 @@ fn branch_rounds(
             assert!(merged < Some(run.job.branch), "branches merge in order");
             merged = Some(run.job.branch);
             state.branches += 1;
-            round_peak = round_peak.saturating_add(run.snapshot_bytes);
             state.tree.snapshots_skipped += run.snapshots_skipped;
             state.largest_delta = state.largest_delta.max(run.largest_delta);
             let progress = merge_run(*run, state, shared, cx);
             watch.progress(Progress::Branch(progress));
         }
-        state.tree.peak_bytes = state.tree.peak_bytes.max(round_peak);
         state.found(bugs_before, watch, interrupt);
         if config.reexecutions > 0 && state.ending == Ending::Running {
             let checks = (bugs_before..state.bugs.records.len())
