@@ -322,8 +322,9 @@ pub(crate) fn run(
         let taken = Instant::now();
         let delta = tree.capture(cursor, machine)?;
         snapshot += taken.elapsed();
-        snapshot_bytes.set(snapshot_bytes.get() + delta.bytes() as u64);
-        largest_delta.set(Some(largest_delta.get().unwrap_or(0).max(delta.bytes() as u64)));
+        let bytes = delta.bytes() as u64;
+        snapshot_bytes.set(snapshot_bytes.get() + bytes);
+        largest_delta.set(Some(largest_delta.get().unwrap_or(0).max(bytes)));
         Ok(delta)
     };
     let (end, end_coverage) = loop {

@@ -273,36 +273,9 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut out.draws.points, points);
         add(&mut out.draws.chosen, chosen);
         add(&mut out.draws.steered, steered);
-        merge_tallies(
-            &mut out.rules,
-            rules,
-            |r| (r.kind.clone(), r.landing.clone()),
-            |o, RuleTally { kind: _, landing: _, chosen, pulls, rewards }| {
-                add(&mut o.chosen, chosen);
-                add(&mut o.pulls, pulls);
-                add(&mut o.rewards, rewards);
-            },
-        );
-        merge_tallies(
-            &mut out.templates,
-            templates,
-            |t| (t.template.clone(), String::new()),
-            |o, TemplateTally { template: _, chosen, pulls, rewards }| {
-                add(&mut o.chosen, chosen);
-                add(&mut o.pulls, pulls);
-                add(&mut o.rewards, rewards);
-            },
-        );
-        merge_tallies(
-            &mut out.commands,
-            commands,
-            |c| (c.command.clone(), c.template.clone()),
-            |o, BanditCommand { command: _, template: _, chosen, pulls, rewards }| {
-                add(&mut o.chosen, chosen);
-                add(&mut o.pulls, pulls);
-                add(&mut o.rewards, rewards);
-            },
-        );
+        merge_arms(&mut out.rules, rules);
+        merge_arms(&mut out.templates, templates);
+        merge_arms(&mut out.commands, commands);
         add(&mut out.workers, workers);
         // The root's point is equal (`identity`); what else it says, the
         // same in every shard that reached it.
@@ -487,13 +460,64 @@ fn kept_first(a: &BugRecord, b: &BugRecord, shards: u32) -> bool {
     (found(a), content(a)) < (found(b), content(b))
 }
 
-/// Adds `from`'s tallies into `to`'s, each by its `key` (the bandit's
-/// arms: every shard lists the same, in the plan's order); one `to` lacks
-/// is added at the end.
-fn merge_tallies<T, K: PartialEq>(to: &mut Vec<T>, from: Vec<T>, key: impl Fn(&T) -> K, sum: impl Fn(&mut T, T)) {
+/// A bandit arm's tally: what names it, and its counts (chosen, pulls,
+/// rewards), taken apart whole so that a field added to one does not
+/// compile until it says how it merges.
+trait Arm {
+    fn key(&self) -> (&str, &str);
+    fn counts(self) -> [u64; 3];
+    fn counts_mut(&mut self) -> [&mut u64; 3];
+}
+
+impl Arm for RuleTally {
+    fn key(&self) -> (&str, &str) {
+        (&self.kind, &self.landing)
+    }
+    fn counts(self) -> [u64; 3] {
+        let RuleTally { kind: _, landing: _, chosen, pulls, rewards } = self;
+        [chosen, pulls, rewards]
+    }
+    fn counts_mut(&mut self) -> [&mut u64; 3] {
+        [&mut self.chosen, &mut self.pulls, &mut self.rewards]
+    }
+}
+
+impl Arm for TemplateTally {
+    fn key(&self) -> (&str, &str) {
+        (&self.template, "")
+    }
+    fn counts(self) -> [u64; 3] {
+        let TemplateTally { template: _, chosen, pulls, rewards } = self;
+        [chosen, pulls, rewards]
+    }
+    fn counts_mut(&mut self) -> [&mut u64; 3] {
+        [&mut self.chosen, &mut self.pulls, &mut self.rewards]
+    }
+}
+
+impl Arm for BanditCommand {
+    fn key(&self) -> (&str, &str) {
+        (&self.command, &self.template)
+    }
+    fn counts(self) -> [u64; 3] {
+        let BanditCommand { command: _, template: _, chosen, pulls, rewards } = self;
+        [chosen, pulls, rewards]
+    }
+    fn counts_mut(&mut self) -> [&mut u64; 3] {
+        [&mut self.chosen, &mut self.pulls, &mut self.rewards]
+    }
+}
+
+/// Adds `from`'s arms into `to`'s, each by its key (every shard lists the
+/// same, in the plan's order); one `to` lacks is added at the end.
+fn merge_arms<T: Arm>(to: &mut Vec<T>, from: Vec<T>) {
     for t in from {
-        match to.iter().position(|o| key(o) == key(&t)) {
-            Some(i) => sum(&mut to[i], t),
+        match to.iter().position(|o| o.key() == t.key()) {
+            Some(i) => {
+                for (o, n) in to[i].counts_mut().into_iter().zip(t.counts()) {
+                    add(o, n);
+                }
+            }
             None => to.push(t),
         }
     }

@@ -160,14 +160,22 @@ pub fn search(model: TxnModel, txns: &[Txn], graph: &Graph, level: Level, bound:
     // An execution takes a move per transaction (two for snapshot
     // isolation's start and commit): a bound below that cannot find one.
     let moves = p.members.len() as u64 * if matches!(level, Level::Serial { .. }) { 1 } else { 2 };
-    let run = |level: Level, bound: u64| {
+    let run = |at: Level, bound: u64| {
         if bound < moves {
-            return stopped(level, bound);
+            return stopped(at, bound);
         }
-        let p = Problem::new(model, txns, graph, level);
-        let mut s = Search::new(&p, level, bound);
+        // The problem at `level` is built already; the hinted one adds
+        // real-time order.
+        let hinted;
+        let p = if at == level {
+            &p
+        } else {
+            hinted = Problem::new(model, txns, graph, at);
+            &hinted
+        };
+        let mut s = Search::new(p, at, bound);
         let outcome = s.run();
-        Searched { outcome, realtime: level.realtime(), steps: s.steps.min(bound) }
+        Searched { outcome, realtime: at.realtime(), steps: s.steps.min(bound) }
     };
     if level.realtime() {
         return run(level, bound);
