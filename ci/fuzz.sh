@@ -25,7 +25,7 @@ for arg in "$@"; do
   esac
 done
 if [ ${#targets[@]} = 0 ]; then
-  targets=(snapshot bug_record fault_plan sdk diff_log compose layer_path virtio hypercall layers image history txn_history)
+  targets=(snapshot bug_record fault_plan sdk diff_log compose layer_path virtio hypercall layers image history txn_history registry)
 fi
 case "$mode" in
   smoke) bound=(-V "${HVSIM_FUZZ_SECONDS:-5}") ;;

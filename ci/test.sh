@@ -95,13 +95,15 @@ if [ "$mode" != quick ]; then
     wait "$kernel"
     # Debian's tools the tests use: shellcheck for the example scripts; a
     # registry (the CNCF distribution registry), skopeo to push to it, and
-    # htpasswd and openssl for its password and private CA (the registry
-    # tests); Slurm and munge, for a cluster of one node (the scale
+    # htpasswd, openssl and PyJWT for its password, private CA and token
+    # service (the registry tests); Slurm and munge, for a cluster of one node (the scale
     # tests); xmllint, which validates JUnit reports. After the kernel,
     # whose build installs its own packages (one apt at a time).
     tools="shellcheck:shellcheck docker-registry:docker-registry skopeo:skopeo htpasswd:apache2-utils openssl:openssl
       slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge xmllint:libxml2-utils"
     missing=$(for t in $tools; do command -v "${t%%:*}" >/dev/null || echo "${t#*:}"; done)
+    # The token service of the registry tests signs its tokens in Python.
+    python3 -c 'import jwt, cryptography' 2>/dev/null || missing="$missing python3-jwt python3-cryptography"
     if [ -n "$missing" ]; then
       if [ "$(id -u)" = 0 ]; then
         # shellcheck disable=SC2086 # one package a word

@@ -593,3 +593,162 @@ fn a_compose_project_pulls_its_image_and_a_replay_pulls_the_same_bytes_by_digest
     assert_eq!(ls["images"][0]["id"], json!(id), "{ls}");
     assert_eq!(ls["images"][0]["tags"], json!([pinned]), "{ls}");
 }
+
+/// What the hostile registry below answers to one request.
+enum Reply {
+    /// A status, headers and a body.
+    Whole(&'static str, Vec<String>, Vec<u8>),
+    /// A status and headers, then a chunked body of [`ENDLESS`] bytes, or
+    /// until the client hangs up.
+    Endless(&'static str, Vec<String>),
+}
+
+/// What an endless body sends before it gives up: far past every bound
+/// hvsim sets, so a client that read it whole would see it end.
+const ENDLESS: u64 = 96 << 20;
+
+/// An HTTP/1.1 server on a free loopback port that answers each request's
+/// path with `reply`, counting the body bytes it managed to send.
+fn hostile(reply: fn(&str, &str) -> Reply) -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::Ordering;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (here, counted) = (addr.clone(), sent.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (addr, sent) = (here.clone(), counted.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {}
+                    let ok = match reply(&path, &addr) {
+                        Reply::Whole(status, headers, body) => {
+                            // A length of its own where the reply gives one.
+                            let length = match headers.iter().any(|h| h.starts_with("Content-Length")) {
+                                true => String::new(),
+                                false => format!("Content-Length: {}\r\n", body.len()),
+                            };
+                            let head = format!("HTTP/1.1 {status}\r\n{}{length}\r\n", lines(&headers));
+                            out.write_all(head.as_bytes()).and_then(|_| out.write_all(&body)).is_ok()
+                        }
+                        Reply::Endless(status, headers) => {
+                            let head =
+                                format!("HTTP/1.1 {status}\r\n{}Transfer-Encoding: chunked\r\n\r\n", lines(&headers));
+                            let chunk = [b'{'; 64 << 10];
+                            let mut ok = out.write_all(head.as_bytes()).is_ok();
+                            while ok && sent.load(Ordering::Relaxed) < ENDLESS {
+                                ok = write!(out, "{:x}\r\n", chunk.len())
+                                    .and_then(|_| out.write_all(&chunk))
+                                    .and_then(|_| out.write_all(b"\r\n"))
+                                    .is_ok();
+                                if ok {
+                                    sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                                }
+                            }
+                            ok && out.write_all(b"0\r\n\r\n").is_ok()
+                        }
+                    };
+                    if !ok {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    fn lines(headers: &[String]) -> String {
+        headers.iter().map(|h| format!("{h}\r\n")).collect()
+    }
+    (addr, sent)
+}
+
+/// A registry that never ends a body — a manifest, a token, an error — or
+/// announces a terabyte, or sends a blob past its size: each pull ends at
+/// once in one line naming the bound, having read a few MiB at most, where
+/// a client that read bodies whole would grow until the kernel killed it.
+#[test]
+fn a_hostile_registrys_endless_bodies_end_the_pull_in_one_line() {
+    type Case = (fn(&str, &str) -> Reply, &'static [&'static str]);
+    let cases: [Case; 5] = [
+        // An endless manifest.
+        (
+            |path, _| match path {
+                "/v2/" => Reply::Whole("200 OK", vec![], vec![]),
+                _ => Reply::Endless("200 OK", vec!["Content-Type: application/vnd.oci.image.manifest.v1+json".into()]),
+            },
+            &["manifest body is longer than 4194304 bytes"],
+        ),
+        // A manifest that announces a terabyte.
+        (
+            |path, _| match path {
+                "/v2/" => Reply::Whole("200 OK", vec![], vec![]),
+                _ => Reply::Whole("200 OK", vec!["Content-Length: 1099511627776".into()], vec![]),
+            },
+            &["manifest body is longer than 4194304 bytes"],
+        ),
+        // An endless token from the realm the challenge names.
+        (
+            |path, addr| match path {
+                "/v2/" => Reply::Whole(
+                    "401 Unauthorized",
+                    vec![format!(r#"WWW-Authenticate: Bearer realm="http://{addr}/token",service="hostile""#)],
+                    vec![],
+                ),
+                _ => Reply::Endless("200 OK", vec!["Content-Type: application/json".into()]),
+            },
+            &["token body is longer than 1048576 bytes"],
+        ),
+        // An endless error: its status, and the start of its body.
+        (
+            |path, _| match path {
+                "/v2/" => Reply::Whole("200 OK", vec![], vec![]),
+                _ => Reply::Endless("404 Not Found", vec![]),
+            },
+            &["HTTP 404: {{{{", "…"],
+        ),
+        // A blob that goes on past its descriptor's size.
+        (
+            |path, _| {
+                let config = b"{}";
+                match path {
+                    "/v2/" => Reply::Whole("200 OK", vec![], vec![]),
+                    p if p.contains("/manifests/") => Reply::Whole(
+                        "200 OK",
+                        vec!["Content-Type: application/vnd.oci.image.manifest.v1+json".into()],
+                        json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                          "size": config.len(), "digest": sha256(config)},
+                               "layers": []})
+                        .to_string()
+                        .into_bytes(),
+                    ),
+                    _ => Reply::Endless("200 OK", vec![]),
+                }
+            },
+            &["the registry sent more than its 2 bytes"],
+        ),
+    ];
+    for (i, (reply, says)) in cases.into_iter().enumerate() {
+        let (addr, sent) = hostile(reply);
+        let cache = tempfile::tempdir().unwrap();
+        let reference = format!("{addr}/team/hostile:1");
+        let started = Instant::now();
+        let (code, _, stderr) =
+            hvsim_in(cache.path(), &["image", "pull", &reference, "--insecure-registry", &addr], &[]);
+        let mut says = says.to_vec();
+        let at = format!("pulling {reference}");
+        says.push(&at);
+        one_line_error(code, &stderr, &says);
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent < 32 << 20, "case {i}: hvsim let the registry send {sent} bytes: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(60), "case {i} took {:?}", started.elapsed());
+    }
+}

@@ -33,6 +33,7 @@ pub const TARGETS: &[Target] = &[
     ("image", extract::image),
     ("history", history),
     ("txn_history", txn_history),
+    ("registry", registry),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {
@@ -175,6 +176,14 @@ pub fn layer_path(data: &[u8]) {
         assert!(rel.is_empty() || rel.split('/').all(|c| !matches!(c, "" | "." | "..")), "{rel:?} is not clean");
         assert_eq!(clean(rel.as_bytes()).as_deref(), Ok(rel.as_str()), "cleaning {rel:?} again changes it");
     }
+}
+
+/// A registry's reply, through every parser its bytes reach
+/// (`hvsim_guest_image::oci::distribution`): the first line as a
+/// `WWW-Authenticate` header and as a content type, the rest as a token
+/// service's answer, an error's body and a manifest or index.
+pub fn registry(data: &[u8]) {
+    hvsim_guest_image::oci::distribution::check_reply(data);
 }
 
 /// The virtio devices of a two-node machine under a hostile driver

@@ -4,8 +4,9 @@
 //!   `manifest.json` layout and the OCI layout newer Docker writes inside
 //!   the tar) and OCI image layout directories, verifies every digest, and
 //!   imports them into the store.
-//! - `registry`: pulls images from registries (the OCI distribution API)
-//!   through the same verification into the store.
+//! - `registry`: pulls images from registries through the same
+//!   verification into the store; `distribution` speaks their protocol
+//!   (the OCI distribution API), every body read with a bound.
 //! - `store`: the content-addressed local store (each blob once, images
 //!   by config digest, tags naming them).
 //! - `layers`: applies an image's layers to a directory, exactly (whiteouts,
@@ -19,6 +20,7 @@
 //! `zstd` for layers, `sha2` for digests.
 
 pub mod debian;
+pub mod distribution;
 pub mod layers;
 pub mod load;
 pub mod pack;

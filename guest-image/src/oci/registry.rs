@@ -1,9 +1,9 @@
 //! Pulling images from registries that speak the OCI distribution API
 //! (Docker Hub, GHCR, Quay, Harbor, ECR, a `registry:2` of one's own).
 //!
-//! The protocol is the ORAS project's `oci-client`: tags and digests,
-//! image indexes, anonymous, basic and bearer-token auth. hvsim adds what
-//! a pull into its store needs:
+//! The protocol is spoken by [`super::distribution`]: tags and digests,
+//! image indexes, anonymous, basic and bearer-token auth, every body read
+//! with a bound. This module adds what a pull into its store needs:
 //! - credentials from the user's Docker config (`$DOCKER_CONFIG` or
 //!   `~/.docker/config.json`, its `auths`, `credsStore` and `credHelpers`),
 //!   read by the `docker_credential` crate;
@@ -23,14 +23,10 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use futures_util::StreamExt;
-use oci_client::client::{linux_amd64_resolver, Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::manifest::OciDescriptor;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference, RegistryOperation};
+use oci_spec::distribution::Reference;
 
+use super::distribution::{chain, document, linux_amd64, Document, Session};
 use super::load::{check_layer_count, Found, FoundLayer, Staged};
 use super::store::{ImageRecord, Store};
 use super::{normalize_name, Digest, Hashing, MAX_DOCUMENT_BYTES, MAX_IMAGE_BYTES};
@@ -88,11 +84,6 @@ pub struct Pulled {
     pub bytes_fetched: u64,
 }
 
-/// Seconds a registry may take to accept a connection, and to send the
-/// next bytes of a response, before the pull fails rather than hangs.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-const READ_TIMEOUT: Duration = Duration::from_secs(120);
-
 /// Pulls `reference` (`redis:7`, `ghcr.io/org/app@sha256:…`) into the store.
 pub fn pull(store: &Store, reference: &str, access: &Access) -> Result<Pulled> {
     let parsed = parse_reference(reference)?;
@@ -149,27 +140,43 @@ fn parse_reference(reference: &str) -> Result<Reference> {
 
 async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: &Access) -> Result<Pulled> {
     let at = format!("pulling {reference}");
-    let client = client(access)?;
-    let auth = credentials(parsed)?;
-    let fail = |e: oci_client::errors::OciDistributionError| invalid(&at, explain(e, parsed, access));
-    client.auth(parsed, &auth, RegistryOperation::Pull).await.map_err(fail)?;
-    let (manifest, manifest_digest, index_digest) =
-        client.pull_image_manifest_and_list_digest(parsed, &auth).await.map_err(fail)?;
-    let repo_digest = format!(
-        "{}/{}@{}",
-        parsed.registry(),
-        parsed.repository(),
-        Digest::parse_at(index_digest.as_deref().unwrap_or(&manifest_digest), &at)?
-    );
-    check_layer_count(manifest.layers.len(), &at)?;
-    if u64::try_from(manifest.config.size).map_or(true, |n| n > MAX_DOCUMENT_BYTES) {
-        return Err(invalid(
-            &at,
-            format!("its config is {} bytes; hvsim reads configs up to 16 MiB", manifest.config.size),
-        ));
+    let fail = |why: String| invalid(&at, why);
+    let mut session = Session::open(parsed, access, credentials(parsed)?).await.map_err(fail)?;
+    let top = session.manifest(parsed.digest().or(parsed.tag()).unwrap_or("latest")).await.map_err(fail)?;
+    if let Some(named) = parsed.digest() {
+        if top.digest.to_string() != named {
+            return Err(fail(format!("the registry sent a manifest whose digest is {}", top.digest)));
+        }
+    }
+    let (manifest, manifest_digest) = match document(&top.bytes, top.content_type.as_deref()).map_err(fail)? {
+        Document::Image(m) => (m, top.digest.clone()),
+        Document::Index(index) => {
+            let d = linux_amd64(&index).map_err(fail)?;
+            let named = Digest::parse_at(d.digest().as_ref(), &at)?;
+            let inner = session.manifest(&named.to_string()).await.map_err(fail)?;
+            if inner.digest != named || inner.bytes.len() as u64 != d.size() {
+                return Err(fail(format!(
+                    "the registry sent another manifest for {named} (it hashes to {})",
+                    inner.digest
+                )));
+            }
+            match document(&inner.bytes, inner.content_type.as_deref()).map_err(fail)? {
+                Document::Image(m) => (m, named),
+                Document::Index(_) => return Err(fail(format!("{named}, the index's linux/amd64 image, is an index"))),
+            }
+        }
+    };
+    let repo_digest = format!("{}/{}@{}", parsed.registry(), parsed.repository(), top.digest);
+    check_layer_count(manifest.layers().len(), &at)?;
+    if manifest.config().size() > MAX_DOCUMENT_BYTES {
+        return Err(fail(format!(
+            "its config is {} bytes; hvsim reads configs up to 16 MiB",
+            manifest.config().size()
+        )));
     }
 
-    let total = pull_size(manifest.layers.iter().chain([&manifest.config]).map(|d| (d.digest.as_str(), d.size)), &at)?;
+    let blobs = || [manifest.config()].into_iter().chain(manifest.layers());
+    let total = pull_size(blobs().map(|d| (d.digest().as_ref(), d.size())), &at)?;
     let scratch = store.scratch()?;
     let bar = crate::progress::bar(total).with_style(
         indicatif::ProgressStyle::with_template(&format!(
@@ -179,9 +186,9 @@ async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: 
     );
     let mut fetched = (0usize, 0u64);
     let mut staged = Vec::new();
-    for (i, d) in [&manifest.config].into_iter().chain(&manifest.layers).enumerate() {
-        let digest = Digest::parse_at(&d.digest, &at)?;
-        let size = u64::try_from(d.size).map_err(|_| invalid(&at, format!("blob {digest} has size {}", d.size)))?;
+    for (i, d) in blobs().enumerate() {
+        let digest = Digest::parse_at(d.digest().as_ref(), &at)?;
+        let size = d.size();
         if store.blob_path(&digest).exists() {
             // Verified when it entered the store; verified again below.
             bar.inc(size);
@@ -189,7 +196,7 @@ async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: 
             continue;
         }
         let dest = scratch.path().join(format!("b{i}"));
-        staged.push(fetch_blob(&client, parsed, d, &digest, size, &dest, &bar, &at).await?);
+        staged.push(fetch_blob(&mut session, &digest, size, &dest, &bar, &at).await?);
         fetched = (fetched.0 + 1, fetched.1 + size);
     }
     let config = staged.remove(0);
@@ -213,13 +220,12 @@ async fn pull_async(store: &Store, reference: &str, parsed: &Reference, access: 
 }
 
 /// The bytes a pull fetches at most, from its descriptors' (digest, size):
-/// a size below zero, a sum that overflows, or a pull beyond
+/// a sum that overflows, or a pull beyond
 /// [`MAX_IMAGE_BYTES`] (hvsim's bound on an image, and so on a pull) is
-/// refused before anything is fetched.
-fn pull_size<'a>(blobs: impl Iterator<Item = (&'a str, i64)>, at: &str) -> Result<u64> {
+/// refused before anything is fetched. (A size below zero does not parse.)
+fn pull_size<'a>(blobs: impl Iterator<Item = (&'a str, u64)>, at: &str) -> Result<u64> {
     let mut total = 0u64;
-    for (digest, size) in blobs {
-        let size = u64::try_from(size).map_err(|_| invalid(at, format!("blob {digest} has size {size}")))?;
+    for (_, size) in blobs {
         total = total.checked_add(size).filter(|&t| t <= MAX_IMAGE_BYTES).ok_or_else(|| {
             invalid(at, format!("its blobs add up to more than an image may hold ({MAX_IMAGE_BYTES} bytes)"))
         })?;
@@ -230,11 +236,8 @@ fn pull_size<'a>(blobs: impl Iterator<Item = (&'a str, i64)>, at: &str) -> Resul
 /// Downloads one blob into `dest`, hashing it as it arrives: it must hash
 /// to `digest` and be `size` bytes (a registry that sends more is cut off
 /// at once, not after filling the disk).
-#[allow(clippy::too_many_arguments)]
 async fn fetch_blob(
-    client: &Client,
-    reference: &Reference,
-    d: &OciDescriptor,
+    session: &mut Session<'_>,
     digest: &Digest,
     size: u64,
     dest: &std::path::Path,
@@ -244,14 +247,17 @@ async fn fetch_blob(
     if size > MAX_IMAGE_BYTES {
         return Err(invalid(at, format!("blob {digest} is {size} bytes, more than an image may hold")));
     }
-    let mut stream = client
-        .pull_blob_stream(reference, d)
-        .await
-        .map_err(|e| invalid(at, format!("blob {digest}: {}", chain(&e))))?;
+    let mut response = session.blob(digest).await.map_err(|e| invalid(at, format!("blob {digest}: {e}")))?;
+    if response.content_length().is_some_and(|n| n > size) {
+        return Err(invalid(at, format!("blob {digest}: the registry sends more than its {size} bytes")));
+    }
     let file = File::create(dest).map_err(io("staging a pulled blob", dest))?;
     let mut out = Hashing::new(std::io::BufWriter::new(file));
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| invalid(at, format!("blob {digest}: the download broke off: {e}")))?;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| invalid(at, format!("blob {digest}: the download broke off: {}", chain(&e))))?
+    {
         if out.bytes() + chunk.len() as u64 > size {
             return Err(invalid(at, format!("blob {digest}: the registry sent more than its {size} bytes")));
         }
@@ -269,31 +275,9 @@ async fn fetch_blob(
     Ok(Staged { path: dest.to_owned(), digest: got, size })
 }
 
-fn client(access: &Access) -> Result<Client> {
-    let mut extra_root_certificates = Vec::new();
-    if let Some(ca) = &access.ca_file {
-        let data = std::fs::read(ca).map_err(io("reading the registry CA file", ca))?;
-        if !data.windows(11).any(|w| w == b"-----BEGIN ") {
-            return Err(invalid(ca.display(), "not a PEM certificate file (--registry-ca)"));
-        }
-        extra_root_certificates.push(Certificate { encoding: CertificateEncoding::Pem, data });
-    }
-    // reqwest's TLS takes its crypto from the process default, set once.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Ok(Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(access.insecure.clone()),
-        extra_root_certificates,
-        platform_resolver: Some(Box::new(linux_amd64_resolver)),
-        connect_timeout: Some(CONNECT_TIMEOUT),
-        read_timeout: Some(READ_TIMEOUT),
-        user_agent: concat!("hvsim/", env!("CARGO_PKG_VERSION")),
-        ..ClientConfig::default()
-    }))
-}
-
 /// The user's credentials for the reference's registry, as `docker login`
 /// left them; anonymous where there are none.
-fn credentials(reference: &Reference) -> Result<RegistryAuth> {
+fn credentials(reference: &Reference) -> Result<Option<(String, String)>> {
     use docker_credential::{CredentialRetrievalError as E, DockerCredential};
     // Docker keeps Docker Hub's under its old index address.
     let server = match reference.registry() {
@@ -301,56 +285,18 @@ fn credentials(reference: &Reference) -> Result<RegistryAuth> {
         r => r,
     };
     match docker_credential::get_credential(server) {
-        Ok(DockerCredential::UsernamePassword(user, password)) => Ok(RegistryAuth::Basic(user, password)),
+        Ok(DockerCredential::UsernamePassword(user, password)) => Ok(Some((user, password))),
         Ok(DockerCredential::IdentityToken(_)) => Err(ImageError::Setup(format!(
             "the Docker config's credentials for {server} are an identity token, which hvsim cannot use; \
              log in with a user name and password or token (`docker login -u`)"
         ))),
-        Err(E::ConfigNotFound | E::NoCredentialConfigured | E::ConfigReadError) => Ok(RegistryAuth::Anonymous),
+        Err(E::ConfigNotFound | E::NoCredentialConfigured | E::ConfigReadError) => Ok(None),
         // A helper's failure quotes its output over several lines: one line here.
         Err(e) => Err(ImageError::Setup(format!(
             "the Docker config's credentials for {server}: {}",
             e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
         ))),
     }
-}
-
-/// A registry error as one line, with what to try where hvsim knows.
-fn explain(e: oci_client::errors::OciDistributionError, r: &Reference, access: &Access) -> String {
-    use oci_client::errors::OciDistributionError as E;
-    let registry = r.resolve_registry();
-    let text = chain(&e);
-    match e {
-        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
-            format!("{text} (log in with `docker login {registry}`, or name a credential helper in the Docker config)")
-        }
-        E::ImageManifestNotFoundError(_) => format!("{text} (hvsim runs linux/amd64 images)"),
-        _ if text.contains("certificate") || text.contains("UnknownIssuer") => {
-            format!("{text} (a registry with a private CA: --registry-ca FILE)")
-        }
-        _ if text.contains("error sending request")
-            && !access.insecure.iter().any(|i| i == registry)
-            && (registry.starts_with("localhost") || registry.starts_with("127.")) =>
-        {
-            format!("{text} (a registry that speaks plain HTTP: --insecure-registry {registry})")
-        }
-        _ => text,
-    }
-}
-
-/// An error and its sources, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        source = inner.source();
-    }
-    s
 }
 
 #[cfg(test)]
@@ -362,11 +308,11 @@ mod tests {
         let at = "pulling x";
         let ok = pull_size([("a", 5), ("b", 7)].into_iter(), at).unwrap();
         assert_eq!(ok, 12);
-        let err = |blobs: &[(&str, i64)]| pull_size(blobs.iter().copied(), at).unwrap_err().to_string();
-        assert!(err(&[("a", -1)]).contains("blob a has size -1"));
-        assert!(err(&[("a", i64::MAX), ("b", i64::MAX), ("c", i64::MAX)]).contains("more than an image may hold"));
-        assert!(err(&[("a", (MAX_IMAGE_BYTES / 2) as i64), ("b", (MAX_IMAGE_BYTES / 2 + 1) as i64)])
-            .contains("more than an image may hold"));
+        let err = |blobs: &[(&str, u64)]| pull_size(blobs.iter().copied(), at).unwrap_err().to_string();
+        assert!(err(&[("a", u64::MAX), ("b", u64::MAX)]).contains("more than an image may hold"));
+        assert!(
+            err(&[("a", MAX_IMAGE_BYTES / 2), ("b", MAX_IMAGE_BYTES / 2 + 1)]).contains("more than an image may hold")
+        );
     }
 
     #[test]
