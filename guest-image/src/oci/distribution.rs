@@ -133,7 +133,7 @@ pub fn error_text(status: u16, body: &[u8]) -> String {
 #[derive(Debug)]
 pub enum Document {
     Image(Box<ImageManifest>),
-    Index(ImageIndex),
+    Index(Box<ImageIndex>),
 }
 
 /// Parses a manifest or an index, by the type the registry gave it, else
@@ -154,7 +154,7 @@ pub fn document(bytes: &[u8], content_type: Option<&str>) -> Result<Document, St
         None => shape.manifests.is_some(),
     };
     if index {
-        ImageIndex::from_reader(bytes).map(Document::Index).map_err(|e| format!("an unreadable index: {e}"))
+        ImageIndex::from_reader(bytes).map(|i| Document::Index(Box::new(i))).map_err(|e| format!("an unreadable index: {e}"))
     } else {
         ImageManifest::from_reader(bytes)
             .map(|m| Document::Image(Box::new(m)))
