@@ -1186,3 +1186,60 @@ fn a_slowed_link_delays_frames_and_a_jammed_link_bunches_them() {
     assert!(bunch.windows(2).all(|w| w[0].2 > w[1].2), "the earliest waited longest: {bunch:?}");
     assert!(fault(&v, "net.clog")["landed"].as_u64() >= Some(3), "{}", v["faults"]);
 }
+
+/// `--snapshot-memory` holds within a round while a clog holds thousands
+/// of frames: node 0 pings node 1 with 60,000-byte packets (41 frames
+/// each) a hundred times a second while drawn clogs jam the link to
+/// node 1 from 50 ms into each timeline, and the explorer snapshots every
+/// millisecond. Each snapshot counts the frames the switch holds (up to
+/// 6 MiB here), so the branches stop taking interval snapshots before the
+/// tree passes its budget, and say so; without the bound the two
+/// timelines' 4,000 snapshots would hold gigabytes.
+#[test]
+fn a_clog_of_thousands_of_frames_snapshotted_every_millisecond_stays_within_the_budget() {
+    if !linux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "clog.toml",
+        "[[draw.fault]]\nkind = \"clog\"\nevery = \"50ms\"\nduration = \"30s\"\ntargets = [[1]]\n",
+    );
+    let script = r#"echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+hvsim-node 0 ping -s 60000 -c 100 -i 0.01 -w 3 10.0.0.2 | tail -2"#;
+    let out = dir.path().join("out");
+    let v = explore_json(
+        &[
+            "--linux",
+            "--nodes",
+            "2",
+            "--seed",
+            "5",
+            "--fault-plan",
+            plan.to_str().unwrap(),
+            "--init-cmd",
+            script,
+            "--branches",
+            "2",
+            "--snapshot-every",
+            "1ms",
+            "--snapshot-memory",
+            "160M",
+        ],
+        &out,
+    );
+    assert!(fault(&v, "net.clog")["landed"].as_u64().unwrap() > 4096, "{}", v["faults"]);
+    let tree = &v["summary"]["tree"];
+    let (peak, budget, root) = (
+        tree["peak_bytes"].as_u64().unwrap(),
+        tree["budget_bytes"].as_u64().unwrap(),
+        tree["root_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(budget, 160 << 20);
+    assert!(peak <= budget, "the snapshots went past the budget: {tree}");
+    assert!(tree["bytes"].as_u64().unwrap() > root, "snapshots were taken while there was room: {tree}");
+    assert!(tree["snapshots_skipped"].as_u64().unwrap() > 1000, "and not once there was none: {tree}");
+    let md = read(&latest(&out).join("report.md"));
+    assert!(md.contains("interval and draw snapshots not taken, to stay within it"), "{md}");
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{explore_json, hvsim, kvm_available, latest, linux_available, output, read, subcommands};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// One exploration of the demo (it finds the vault's bug in a few dozen
 /// branches); the report and the bug record's path.
@@ -306,7 +306,15 @@ fn minimize_debug_and_retest_a_bug_of_clock_bumps() {
     let faults = record["faults"].as_array().unwrap();
     assert!(faults.len() >= 3, "too few faults to minimize: {faults:#?}");
 
-    let o = output(&["minimize", &file, "--json"]);
+    // Minimized from a copy that says something reached its run from
+    // outside the seed: the minimized record says what reached its own
+    // run (nothing), not what reached the original's.
+    let edited = dir.path().join("edited").join(Path::new(&file).file_name().unwrap());
+    std::fs::create_dir_all(edited.parent().unwrap()).unwrap();
+    let mut outside = record.clone();
+    outside["outside_seed"] = json!(["a watchdog-forced exit (written in by the test)"]);
+    std::fs::write(&edited, outside.to_string()).unwrap();
+    let o = output(&["minimize", edited.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let m = &v["minimization"];
@@ -322,6 +330,7 @@ fn minimize_debug_and_retest_a_bug_of_clock_bumps() {
     let min = v["file"].as_str().unwrap();
     let minimized: Value = serde_json::from_str(&read(Path::new(min))).unwrap();
     assert_eq!((minimized["id"].as_str(), minimized["replayable"].as_str()), (record["id"].as_str(), Some("verified")));
+    assert_eq!(minimized.get("outside_seed"), None, "its own run's: {minimized}");
     assert_eq!(minimized["timeline"]["vetoes"]["faults"].as_array().map(Vec::len), Some(faults.len() - 1));
     let struck: Vec<u64> = minimized["faults"].as_array().unwrap().iter().filter_map(|f| f["id"].as_u64()).collect();
     assert_eq!(struck, vec![id], "only the kept fault struck");

@@ -154,7 +154,9 @@ pub fn document(bytes: &[u8], content_type: Option<&str>) -> Result<Document, St
         None => shape.manifests.is_some(),
     };
     if index {
-        ImageIndex::from_reader(bytes).map(|i| Document::Index(Box::new(i))).map_err(|e| format!("an unreadable index: {e}"))
+        ImageIndex::from_reader(bytes)
+            .map(|i| Document::Index(Box::new(i)))
+            .map_err(|e| format!("an unreadable index: {e}"))
     } else {
         ImageManifest::from_reader(bytes)
             .map(|m| Document::Image(Box::new(m)))
