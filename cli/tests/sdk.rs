@@ -550,3 +550,40 @@ fn a_chatty_program_explored_stays_within_its_snapshot_memory() {
         "peak resident {explored} bytes; one run {one_run}; tree {tree}"
     );
 }
+
+/// The family of programs on the official Rust SDK
+/// (`guest-sdk/examples/antithesis-rust/src/bin/antithesis-family.rs`),
+/// each explored under the rarity policy with one seed, as `hvsim bench
+/// explore --family` does: every bug found within four times the timelines
+/// that trying each draw's values in order needs (the program's own
+/// figure; retry-same-state, whose steps no assertion tells apart, takes
+/// the longest); and two of them explored again take the same timelines to
+/// the same bugs.
+#[test]
+fn the_family_of_sdk_programs_is_explored_to_each_bug() {
+    if !linux_available() {
+        return;
+    }
+    let bench = |extra: &[&str]| -> Value {
+        let mut args = vec!["bench", "explore", "--family", "--seeds", "1", "--max-branches", "150"];
+        args.extend_from_slice(&["--policy", "rarity", "--json"]);
+        args.extend_from_slice(extra);
+        let o = output(&args);
+        assert!(o.status.success(), "hvsim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let all = bench(&[]);
+    let programs = all["programs"].as_array().unwrap();
+    assert!(programs.len() >= 8, "{all}");
+    for p in programs {
+        let bound = 4 * p["in_order"].as_u64().unwrap();
+        let found = p["rows"][0]["timelines_to_bug"].as_u64();
+        assert!(found.is_some_and(|t| t <= bound), "{}: not found within {bound} timelines: {p}", p["program"]);
+    }
+    // Deterministic: the same seed, the same timelines to the same bug.
+    let again = bench(&["--program", "choice-sizes", "--program", "slow-stages"]);
+    for p in again["programs"].as_array().unwrap() {
+        let first = programs.iter().find(|q| q["program"] == p["program"]).unwrap();
+        assert_eq!(p["rows"], first["rows"], "{} explored twice", p["program"]);
+    }
+}

@@ -36,6 +36,7 @@ use crate::error::Result;
 use crate::faults::FaultTally;
 use crate::history::Histories;
 use crate::knowledge::Knowledge;
+use crate::revisit::{Draws, Revisit};
 use crate::services::Services;
 use crate::steer::{self, Lead, Steer, Steering};
 use crate::story;
@@ -77,6 +78,9 @@ pub(crate) struct BranchJob {
     /// one is expected to cost at most (none yet: nothing to go by, and the
     /// first is taken while there is room at all).
     pub largest_delta: Option<u64>,
+    /// A revisit (`revisit.rs`): the timeline of the branch that asked for
+    /// it again, to the draw it names, which becomes a draw point.
+    pub revisit: Option<Revisit>,
 }
 
 /// A stop at an SDK draw that the branch made a decision point of.
@@ -84,10 +88,20 @@ pub(crate) struct BranchJob {
 pub(crate) struct DrawStop {
     /// How many outcomes the program makes of the value, if its SDK said.
     pub options: Option<u64>,
-    /// The stop whose novelty armed it (`None`: the branch's start).
-    pub armed_by: Option<usize>,
+    pub armed_by: Armed,
     /// The way here, known or guessed (`steer.rs`).
     pub lead: Lead,
+}
+
+/// What made a draw a decision point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Armed {
+    /// The branch's start: its first draw.
+    Start,
+    /// The novelty at this stop (its index): the first draw after it.
+    Stop(usize),
+    /// A revisit returned to it (`revisit.rs`).
+    Revisit,
 }
 
 /// The machine where something failed: what its bug record keeps.
@@ -203,6 +217,8 @@ pub(crate) struct BranchRun {
     pub composer_took: Vec<(String, u64)>,
     /// Values of its draw point the branch took and did not reach.
     pub unused_draws: Vec<u64>,
+    /// The draw it asks the explorer to return to (`revisit.rs`).
+    pub revisit: Option<Revisit>,
     pub vtime_ns: u64,
     pub restore: Duration,
     pub snapshot: Duration,
@@ -232,6 +248,9 @@ pub(crate) struct Rules {
     pub snapshots: bool,
     /// Whether SDK draws are decision points (`schedule.rs`).
     pub draws: bool,
+    /// Whether a branch asks to return to a draw before something new
+    /// (`revisit.rs`).
+    pub revisits: bool,
     /// Checkers run at the end of the branch's timeline.
     pub checkers: Vec<CheckerSpec>,
     /// Claims observed at its end.
@@ -298,8 +317,12 @@ pub(crate) fn run(
     let start_map = machine.coverage_map().map(<[u8]>::to_vec);
     // The first draw after something new (or after the start, if the job
     // says) is a decision point: which stop armed it.
-    let mut armed: Option<Option<usize>> = (rules.draws && job.arm_draw).then_some(None);
-    let mut steering = if rules.draws {
+    // A revisit makes no decision of its own: it takes again those of the
+    // branch it follows, to the draw it returns to.
+    let revisit = job.revisit.clone().filter(|_| rules.draws && rules.snapshots);
+    let mut armed: Option<Armed> = (rules.draws && job.arm_draw && revisit.is_none()).then_some(Armed::Start);
+    let mut draws = Draws::default();
+    let mut steering = if rules.draws && revisit.is_none() {
         Steering::new(job.base.segments.is_empty(), job.draw, job.lead.clone(), job.values.clone())
     } else {
         Steering::new(false, None, None, Vec::new())
@@ -346,6 +369,9 @@ pub(crate) fn run(
                 let mut progress = new_here > 0;
                 // A passing hit or a guidance, new or not (`steer.rs`).
                 let mut onward = false;
+                // Assertions reached for the first time, unsatisfied.
+                let mut approached = Vec::new();
+                let mut deeper = false;
                 let messages: Vec<Vec<u8>> = machine.take_messages().into_iter().map(|m| m.bytes).collect();
                 for msg in &messages {
                     let o = known.process(msg);
@@ -354,6 +380,11 @@ pub(crate) fn run(
                     onward |= o.onward;
                     fails |= o.bug.is_some();
                     draw_options = o.draw.or(draw_options);
+                    if o.new_signals > 0 {
+                        approached.extend(o.approached);
+                        // What the merge counts as a step deeper.
+                        deeper |= o.progress && o.reached.is_some();
+                    }
                 }
                 let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
                 if let Some(f) = &failure {
@@ -365,16 +396,31 @@ pub(crate) fn run(
                 }
                 // What a sometimes-type assertion failing for the first time
                 // arms nothing: the draws after it are those of another try.
-                if progress && rules.draws {
-                    armed = Some(Some(stops.len()));
+                if progress && rules.draws && revisit.is_none() {
+                    armed = Some(Armed::Stop(stops.len()));
                     steering.progress();
                     tracing::trace!(branch = job.branch, stop = stops.len(), "progress");
                 }
-                let pending = draw_options.is_some() && open && machine.draw_pending();
+                if failed_at.is_none() && rules.revisits && revisit.is_none() {
+                    draws.approached(&approached);
+                    if deeper {
+                        draws.deeper();
+                    }
+                }
+                let drawing = draw_options.is_some() && machine.draw_pending();
+                let pending = drawing && open;
                 let mut draw = match (draw_options, armed) {
                     (Some(options), Some(armed_by)) if pending => {
                         armed = None;
                         Some(DrawStop { options, armed_by, lead: steering.lead() })
+                    }
+                    // The draw a revisit returns to.
+                    (Some(options), _) if pending && revisit.as_ref().is_some_and(|r| r.draw == draws.next()) => {
+                        Some(DrawStop {
+                            options,
+                            armed_by: Armed::Revisit,
+                            lead: Lead { values: Vec::new(), exact: false },
+                        })
                     }
                     _ => None,
                 };
@@ -385,24 +431,31 @@ pub(crate) fn run(
                     draw = None;
                     snapshots_skipped += 1;
                 }
-                let snap = (new_here > 0 || draw.is_some()) && open;
+                // A revisit takes no snapshot but at its draw.
+                let snap = (new_here > 0 && revisit.is_none() || draw.is_some()) && open;
                 let delta = if snap { Some(capture(machine, cursor)?) } else { None };
                 let way = steering.way();
+                let returned = draw.is_some() && revisit.is_some();
                 // After the snapshot, which stands before the draw's value.
                 let steer = match pending.then(|| if draw.is_none() { steering.draw() } else { None }) {
-                    Some(Some(value)) => {
-                        let seed = steer::seed(job.seed, steering.steered());
-                        machine.reseed(seed)?;
-                        machine.choose_draw(value)?;
-                        tracing::trace!(branch = job.branch, stop = stops.len(), value, "steered");
-                        Some(Steer { seed, value })
-                    }
+                    _ if returned => None,
+                    // A revisit steers where the branch it follows did.
+                    Some(None) if revisit.is_some() => revisit.as_ref().and_then(|r| r.steer_at(draws.next())),
+                    Some(Some(value)) => Some(Steer { seed: steer::seed(job.seed, steering.steered()), value }),
                     Some(None) => {
                         steering.stream_draw(machine.pending_draw_value());
                         None
                     }
                     None => None,
                 };
+                if let Some(Steer { seed, value }) = steer {
+                    machine.reseed(seed)?;
+                    machine.choose_draw(value)?;
+                    tracing::trace!(branch = job.branch, stop = stops.len(), value, "steered");
+                }
+                if drawing {
+                    draws.drawn(draw.is_some(), steer);
+                }
                 stops.push(StopRecord {
                     at,
                     coverage,
@@ -414,7 +467,12 @@ pub(crate) fn run(
                     steer,
                     way,
                 });
+                if returned {
+                    // The revisit's work is done: the draw point stands.
+                    break (None, FreshBits::default());
+                }
             }
+            Stop::Deadline if interval.is_some() && machine.now() < deadline && revisit.is_some() => {}
             Stop::Deadline if interval.is_some() && machine.now() < deadline => {
                 // A place a later branch can start the rest of the timeline
                 // from, under other faults.
@@ -438,12 +496,16 @@ pub(crate) fn run(
             }
             Stop::Deadline => {
                 let coverage = known.new_coverage(machine);
-                // Edges found after the last message are a place to go on
-                // from, where the branch had more to run.
+                // A slice's end is where the timeline goes on: a place to
+                // branch from, new (edges found after the last message) or
+                // not (an interval, within the branch's share of the memory
+                // budget), so that a later branch can run the next slice.
+                let new = coverage.count() > 0;
                 if matches!(rules.span, Span::Slice(_))
-                    && coverage.count() > 0
                     && rules.snapshots
                     && failed_at.is_none()
+                    && revisit.is_none()
+                    && (new || room())
                 {
                     let delta = Some(capture(machine, cursor)?);
                     let at = point(machine);
@@ -453,7 +515,7 @@ pub(crate) fn run(
                         messages: Vec::new(),
                         failure: None,
                         snapshot: delta,
-                        interval: false,
+                        interval: !new,
                         draw: None,
                         steer: None,
                         way: None,
@@ -467,8 +529,12 @@ pub(crate) fn run(
     };
     let crashed = end.as_ref().is_some_and(is_crash);
     let crash = (crashed && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
-    let histories =
-        if rules.checkers.is_empty() { Histories::new() } else { crate::sdk::histories(machine.messages()) };
+    // A revisit's timeline is a prefix of one already checked.
+    let histories = if rules.checkers.is_empty() || revisit.is_some() {
+        Histories::new()
+    } else {
+        crate::sdk::histories(machine.messages())
+    };
     let (checked, violation) = checkers::run(&rules.checkers, &histories);
     let struck = machine.state().devices.virtio.struck();
     // A service that exited with an error in the timeline (since its root,
@@ -526,6 +592,7 @@ pub(crate) fn run(
         console_after,
         faults,
         unused_draws: steering.unused(),
+        revisit: draws.wanted(),
         vtime_ns: machine.now().nanos() - from.nanos(),
         restore,
         snapshot,

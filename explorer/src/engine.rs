@@ -134,6 +134,7 @@ pub fn run(
             root_console_lines: machine.console_complete_lines(),
             snapshots: config.branch_from_snapshots,
             draws: config.branch_from_snapshots && config.policy.draws(),
+            revisits: config.branch_from_snapshots && config.policy.steers(),
             checkers: config.checkers.clone(),
             claims: config.claims.clone(),
             nodes: story::nodes(target),
@@ -253,7 +254,14 @@ fn branch_rounds(
             .map(|k| {
                 let branch = config.shard.branch(state.branches + k);
                 let seed = branch_seed(config.seed, branch);
-                let job = if config.branch_from_snapshots {
+                // A revisit asked for by a merged branch goes first, while
+                // the snapshot it starts from is held (`revisit.rs`).
+                while state.revisits.front().is_some_and(|r| !state.schedule.holds(r.tree_id)) {
+                    state.revisits.pop_front();
+                }
+                let job = if let Some(r) = state.revisits.pop_front() {
+                    BranchJob { branch, memory_share, largest_delta: state.largest_delta, ..r }
+                } else if config.branch_from_snapshots {
                     let assertions = &state.known.assertions;
                     let satisfied = |id: &str| assertions.by_id.get(id).is_some_and(|a| a.passes > 0);
                     let p = state.schedule.pick(&mut picker, &satisfied);
@@ -276,6 +284,7 @@ fn branch_rounds(
                         values: p.values,
                         memory_share,
                         largest_delta: state.largest_delta,
+                        revisit: None,
                     }
                 } else {
                     let root = &state.schedule.nodes()[0];
@@ -292,9 +301,10 @@ fn branch_rounds(
                         values: Vec::new(),
                         memory_share,
                         largest_delta: state.largest_delta,
+                        revisit: None,
                     }
                 };
-                tracing::debug!(branch, from = job.tree_id, seed, draw = ?job.draw, lead = ?job.lead, values = ?job.values, "branch");
+                tracing::debug!(branch, from = job.tree_id, seed = job.seed, draw = ?job.draw, lead = ?job.lead, values = ?job.values, revisit = ?job.revisit, "branch");
                 (job, round.clone())
             })
             .collect();

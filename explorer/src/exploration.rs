@@ -504,6 +504,10 @@ pub struct DrawTally {
     /// draw point's untried values, after the branch's first led nowhere.
     #[serde(default)]
     pub steered: u64,
+    /// Revisits run: branches that returned to a draw before something new
+    /// to make it a draw point (`revisit.rs`).
+    #[serde(default)]
+    pub revisits: u64,
 }
 
 /// `exploration.json`, in an exploration's directory: the exploration

@@ -53,6 +53,7 @@ pub mod minimize;
 pub mod replay;
 pub mod report;
 pub mod retest;
+mod revisit;
 pub mod roots;
 pub mod schedule;
 pub mod schema;

@@ -269,10 +269,11 @@ pub fn merge(mut inputs: Vec<(PathBuf, Exploration)>) -> Result<Exploration> {
         add(&mut t.peak_bytes, peak_bytes);
         add(&mut t.evicted, evicted);
         add(&mut t.snapshots_skipped, snapshots_skipped);
-        let DrawTally { points, chosen, steered } = draws;
+        let DrawTally { points, chosen, steered, revisits } = draws;
         add(&mut out.draws.points, points);
         add(&mut out.draws.chosen, chosen);
         add(&mut out.draws.steered, steered);
+        add(&mut out.draws.revisits, revisits);
         merge_arms(&mut out.rules, rules);
         merge_arms(&mut out.templates, templates);
         merge_arms(&mut out.commands, commands);
@@ -908,6 +909,7 @@ mod tests {
         e.commands =
             vec![BanditCommand { command: "t/c".into(), template: "t".into(), chosen: c2, pulls: p2, rewards: r2 }];
         e.draws.steered = s.steered;
+        e.draws.revisits = s.steered / 3;
         if let Some(m) = s.module {
             e.instrumentation.coverage_modules.insert("m".into(), m);
         }
@@ -959,6 +961,7 @@ mod tests {
             proptest::prop_assert_eq!(m.templates[0].rewards, total(&|s| s.arms[1].2));
             proptest::prop_assert_eq!(m.commands[0].chosen, total(&|s| s.arms[2].0));
             proptest::prop_assert_eq!(m.draws.steered, total(&|s| s.steered));
+            proptest::prop_assert_eq!(m.draws.revisits, total(&|s| s.steered / 3));
             // A root bug's record: the least of what the shards said.
             let least = seen.iter().filter_map(|s| s.root_bug).min();
             let root = m.bugs.iter().find(|b| b.branch == 0);

@@ -6,7 +6,7 @@
 use hvsim_snapshot::Delta;
 
 use crate::bandit::Bandit;
-use crate::branch::{BranchJob, BranchRun, DrawStop};
+use crate::branch::{Armed, BranchJob, BranchRun, DrawStop};
 use crate::bug::{BugKind, Later};
 use crate::bugs::{BugContext, Bugs, Filed};
 use crate::exploration::SeriesPoint;
@@ -24,20 +24,31 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
     state.phases.branches_ms += ms_f(run.run);
     state.phases.story_ms += ms_f(run.story_took());
     state.vtime_total += run.vtime_ns;
-    state.faults.merge(&run.faults);
-    for c in &run.checked {
-        let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
-        tally.add(c);
-    }
-    assert_eq!(run.claims.claims.len(), state.claims.len(), "every claim is observed in every timeline");
-    for (tally, e) in state.claims.iter_mut().zip(&run.claims.claims) {
-        tally.add(e, run.job.branch);
-    }
-    state.harness.add(&run.claims);
-    if run.end.is_some() {
-        state.timelines.ended += 1;
+    // A revisit re-runs a prefix of a merged timeline: it is not a timeline
+    // of its own for what counts timelines (`revisit.rs`).
+    let revisiting = run.job.revisit.is_some();
+    if revisiting {
+        state.schedule.draws.revisits += 1;
     } else {
-        state.timelines.at_limit += 1;
+        state.faults.merge(&run.faults);
+        for c in &run.checked {
+            let tally = state.checkers.iter_mut().find(|t| t.spec.name == c.checker).expect("a configured checker");
+            tally.add(c);
+        }
+        assert_eq!(run.claims.claims.len(), state.claims.len(), "every claim is observed in every timeline");
+        for (tally, e) in state.claims.iter_mut().zip(&run.claims.claims) {
+            tally.add(e, run.job.branch);
+        }
+        state.harness.add(&run.claims);
+        if run.end.is_some() {
+            state.timelines.ended += 1;
+        } else {
+            state.timelines.at_limit += 1;
+        }
+    }
+    if let Some(r) = run.revisit.clone().filter(|_| !revisiting) {
+        tracing::debug!(branch = run.job.branch, draw = r.draw, "a revisit asked for");
+        state.revisits.push_back(BranchJob { revisit: Some(r), ..run.job.clone() });
     }
     let branch = run.job.branch;
     let new_edges = merge(run, &mut state.known, &mut state.bugs, &mut state.schedule, &mut state.bandit, shared, cx);
@@ -114,7 +125,7 @@ fn merge(
         /// How many of the branch's `reached` it had reached here.
         reached: usize,
     }
-    let BranchJob { branch, seed, tree_id, base, draw, winddown, line, .. } = run.job;
+    let BranchJob { branch, seed, tree_id, base, draw, winddown, line, revisit, .. } = run.job;
     let base = base.winding_down(winddown).of_line(line);
     for (command, ns) in &run.composer_took {
         known.composer_took(command, *ns);
@@ -196,8 +207,10 @@ fn merge(
         }
         if judged.new_here > 0 && first.is_none() {
             tracing::debug!(branch, signals = judged.new_here, "something new");
+            // A revisit takes snapshots at its draw only; what it finds new
+            // (a timeline it did not repeat exactly) is merged all the same.
             assert!(
-                judged.snapshot.is_some() || !shared.rules.snapshots,
+                judged.snapshot.is_some() || !shared.rules.snapshots || revisit.is_some(),
                 "branch {branch}: new to the exploration but not to the branch"
             );
         }
@@ -241,19 +254,22 @@ fn merge(
         bugs.records[filed.index].console_after = run.console_after;
     }
     let fruitful = new_edges > 0 || stops.iter().any(|s| s.new_here > 0) || first.is_some_and(|(f, _)| f.new);
-    let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
-    schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
-    schedule.give_back(tree_id, &run.unused_draws);
-    schedule.edges_reached(&run.edges_reached);
-    let ran: Vec<&str> = run.composer_took.iter().map(|(command, _)| command.as_str()).collect();
-    bandit.rewarded(&base, &run.faults, &ran, fruitful);
+    if revisit.is_none() {
+        let all_approached: Vec<String> = approaches.iter().map(|(_, a)| a.clone()).collect();
+        schedule.branch_merged(tree_id, &reached, &all_approached, fruitful);
+        schedule.give_back(tree_id, &run.unused_draws);
+        schedule.edges_reached(&run.edges_reached);
+        let ran: Vec<&str> = run.composer_took.iter().map(|(command, _)| command.as_str()).collect();
+        bandit.rewarded(&base, &run.faults, &ran, fruitful);
+    }
     // A draw point stays one if what armed it is still new here (or, armed
     // at the branch's start, if no other branch from there made one).
     let mut start_draw_wanted = schedule.draw_child_wanted(tree_id);
     for i in 0..stops.len() {
         let keep = match stops[i].draw {
-            Some(DrawStop { armed_by: Some(j), .. }) => stops[j].progress,
-            Some(DrawStop { armed_by: None, .. }) => std::mem::take(&mut start_draw_wanted),
+            Some(DrawStop { armed_by: Armed::Stop(j), .. }) => stops[j].progress,
+            Some(DrawStop { armed_by: Armed::Start, .. }) => std::mem::take(&mut start_draw_wanted),
+            Some(DrawStop { armed_by: Armed::Revisit, .. }) => true,
             None => false,
         };
         if !keep {
@@ -266,6 +282,7 @@ fn merge(
     let before_failure = first.map_or(stops.len(), |(_, at)| at);
     let node_here = |s: &Judged| s.snapshot.is_some() && (s.new_here > 0 || s.interval || s.draw.is_some());
     let kept = stops[..before_failure].iter().rposition(node_here).map_or(0, |i| i + 1);
+    let stops_had_draw = stops.iter().any(|s| s.draw.is_some());
     let mut tree = shared.tree.write().unwrap_or_else(|e| e.into_inner());
     let mut parent = tree_id;
     let mut last_node = None;
@@ -280,10 +297,20 @@ fn merge(
             continue;
         }
         // A draw point is the draw after the branch's last node before it
-        // (or its start): that one makes no other.
-        let draw_parent = s.draw.as_ref().map(|_| last_node.unwrap_or(tree_id));
+        // (or its start): that one makes no other. A revisit's is the
+        // draw the branch it follows made far from its start: it stands as
+        // deep as that branch was there, and takes nothing from its start.
+        let draw_parent = s.draw.as_ref().filter(|_| revisit.is_none()).map(|_| last_node.unwrap_or(tree_id));
+        if let (Some(r), Some(_)) = (&revisit, &s.draw) {
+            novel_stops += r.deeper;
+        }
         last_node = Some(parent);
-        let after: Vec<String> = approaches.iter().filter(|(at, _)| *at > i).map(|(_, a)| a.clone()).collect();
+        // A revisit's draw point stands before what the branch it follows
+        // reached after that draw.
+        let after: Vec<String> = match &revisit {
+            Some(r) if s.draw.is_some() => r.approached.clone(),
+            _ => approaches.iter().filter(|(at, _)| *at > i).map(|(_, a)| a.clone()).collect(),
+        };
         let node = NewNode {
             timeline: s.timeline,
             tree_id: parent,
@@ -298,6 +325,12 @@ fn merge(
             reached: &reached[..s.reached],
         };
         schedule.add(node, tree_id, draw_parent);
+    }
+    if let Some(r) = &revisit {
+        if !stops_had_draw {
+            // Determinism says this cannot happen: say so where it does.
+            tracing::warn!(branch, draw = r.draw, "a revisit did not reach the draw it returns to");
+        }
     }
     new_edges
 }

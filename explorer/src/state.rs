@@ -81,6 +81,8 @@ pub(crate) struct State {
     pub(crate) harness: HarnessTally,
     pub(crate) host_limits: Vec<String>,
     pub(crate) world: World,
+    /// Revisits merged branches asked for, to run first (`revisit.rs`).
+    pub(crate) revisits: std::collections::VecDeque<crate::branch::BranchJob>,
 }
 
 impl State {
@@ -114,6 +116,7 @@ impl State {
             harness: HarnessTally::default(),
             host_limits: host.probes.limits(),
             world: World::of(&config.target, host)?,
+            revisits: Default::default(),
         })
     }
 

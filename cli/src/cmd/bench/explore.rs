@@ -23,15 +23,15 @@ use hvsim_vmm::Vtime;
 use serde_json::{json, Value};
 
 /// A way to explore, measured against the others.
-struct Mode {
-    name: &'static str,
-    policy: Policy,
-    from_snapshots: bool,
+pub(super) struct Mode {
+    pub name: &'static str,
+    pub policy: Policy,
+    pub from_snapshots: bool,
 }
 
-const RARITY: Mode = Mode { name: "rarity", policy: Policy::Rarity, from_snapshots: true };
-const ONE_VALUE: Mode = Mode { name: "one-value", policy: Policy::RarityOneValue, from_snapshots: true };
-const ENERGY: Mode = Mode { name: "energy", policy: Policy::Energy, from_snapshots: true };
+pub(super) const RARITY: Mode = Mode { name: "rarity", policy: Policy::Rarity, from_snapshots: true };
+pub(super) const ONE_VALUE: Mode = Mode { name: "one-value", policy: Policy::RarityOneValue, from_snapshots: true };
+pub(super) const ENERGY: Mode = Mode { name: "energy", policy: Policy::Energy, from_snapshots: true };
 const FROM_ROOT: Mode = Mode { name: "from-root", policy: Policy::Energy, from_snapshots: false };
 const BANDIT: Mode = Mode { name: "bandit", policy: Policy::Bandit, from_snapshots: true };
 
@@ -140,32 +140,8 @@ pub fn bench_explore(seeds: u64, max_branches: u64, workload: Workload, json: bo
             vec![RARITY, ONE_VALUE, ENERGY, FROM_ROOT],
         )
     };
-    let config = |seed: u64, mode: &Mode, to_first_bug: bool, branches: u64| ExploreConfig {
-        target: target.clone(),
-        seed,
-        budget: Budget { branches: Some(branches), ..Budget::default() },
-        span,
-        snapshot_every: every,
-        snapshot_memory: u64::MAX,
-        setup_limit: ExploreConfig::default_setup_limit(linux),
-        branch_from_snapshots: mode.from_snapshots,
-        stop_at_first_bug: to_first_bug,
-        until_saturated: None,
-        reexecutions: 0,
-        start: Default::default(),
-        batch: 1,
-        workers: 1,
-        // Every exploration starts the same way, restored.
-        saved_roots: true,
-        fresh_root: false,
-        roots_dir: None,
-        require_root: false,
-        shard: Default::default(),
-        policy: mode.policy,
-        checkers: Vec::new(),
-        claims: Vec::new(),
-        likelihood: hvsim_explorer::LikelihoodParams::default(),
-        winddown: hvsim_explorer::winddown::Winddown::Auto,
+    let config = |seed: u64, mode: &Mode, to_first_bug: bool, branches: u64| {
+        config(&target, span, every, seed, mode, to_first_bug, branches)
     };
     let mut rows = Vec::new();
     // How branches ran, as the explorations say it.
@@ -321,6 +297,46 @@ pub fn bench_explore(seeds: u64, max_branches: u64, workload: Workload, json: bo
         100.0 * explained["likelihood_share"].as_f64().unwrap_or(0.0)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the benchmarks explore: one worker, batch 1, no re-executions,
+/// every exploration starting from the same saved root.
+pub(super) fn config(
+    target: &Target,
+    span: Span,
+    every: Option<Vtime>,
+    seed: u64,
+    mode: &Mode,
+    to_first_bug: bool,
+    branches: u64,
+) -> ExploreConfig {
+    let linux = !matches!(target, Target::Raw { .. });
+    ExploreConfig {
+        target: target.clone(),
+        seed,
+        budget: Budget { branches: Some(branches), ..Budget::default() },
+        span,
+        snapshot_every: every,
+        snapshot_memory: u64::MAX,
+        setup_limit: ExploreConfig::default_setup_limit(linux),
+        branch_from_snapshots: mode.from_snapshots,
+        stop_at_first_bug: to_first_bug,
+        until_saturated: None,
+        reexecutions: 0,
+        start: Default::default(),
+        batch: 1,
+        workers: 1,
+        saved_roots: true,
+        fresh_root: false,
+        roots_dir: None,
+        require_root: false,
+        shard: Default::default(),
+        policy: mode.policy,
+        checkers: Vec::new(),
+        claims: Vec::new(),
+        likelihood: hvsim_explorer::LikelihoodParams::default(),
+        winddown: hvsim_explorer::winddown::Winddown::Auto,
+    }
 }
 
 /// Branches each seed's calibration exploration runs (at most the budget).

@@ -18,6 +18,7 @@ use hvsim_guest_image::host::Host;
 mod boot;
 mod checkers;
 mod explore;
+mod family;
 mod faults;
 mod guest;
 mod image;
@@ -73,6 +74,19 @@ enum What {
         /// (`--schedule bandit`).
         #[arg(long, conflicts_with_all = ["compose", "image"])]
         faults: bool,
+        /// Explore each program of a family on the official Rust SDK
+        /// (eight bugs behind draws of different shapes), against the
+        /// timelines trying each draw's values in order needs.
+        #[arg(long, conflicts_with_all = ["linux", "faults", "compose", "image"])]
+        family: bool,
+        /// With --family: only this program (repeatable; `antithesis-family
+        /// list` names them).
+        #[arg(long = "program", requires = "family")]
+        programs: Vec<String>,
+        /// With --family: only this policy (repeatable: rarity, one-value,
+        /// energy; default all three).
+        #[arg(long = "policy", requires = "family")]
+        policies: Vec<String>,
         /// With --compose (or --image ...): explore that project, swarm's
         /// coins and Test Composer's own template draws against the bandit
         /// (e.g. examples/compose/redis-templates/compose.yaml: three
@@ -217,7 +231,10 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     match args.what {
         What::Exits { exits, repeat } => bench_exits(exits, repeat.max(1), json),
         What::Snapshot { repeat } => bench_snapshot(repeat.max(1), json),
-        What::Explore { seeds, max_branches, linux, faults, linux_args } => {
+        What::Explore { seeds, max_branches, family: true, programs, policies, .. } => {
+            family::bench_family(seeds, max_branches.unwrap_or(200), &programs, &policies, json)
+        }
+        What::Explore { seeds, max_branches, linux, faults, linux_args, .. } => {
             let workload = if linux_args.implies_linux() {
                 let name = linux_args.compose.as_ref().map(|c| c.display().to_string()).or(linux_args.image.clone());
                 explore::Workload::Project(Box::new(linux_args.target(false)?), name.unwrap_or_default())
