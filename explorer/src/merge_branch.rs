@@ -76,7 +76,7 @@ pub(crate) fn merge_run(run: BranchRun, state: &mut State, shared: &Shared, cx: 
         bugs: state.bugs.records.len(),
         elapsed: state.started.elapsed(),
         phases: state.phases,
-        incidence: state.schedule.incidence(state.branches),
+        incidence: state.incidence(),
     };
     state.series.push(SeriesPoint {
         branch,

@@ -516,8 +516,8 @@ pub(crate) fn markdown(r: &Report, exp: &Exploration) -> String {
         let _ = writeln!(
             m,
             "- SDK draws (`{}`): {} decision points, {} branches started at one with a chosen value, {} values \
-             given inside timelines",
-            s.schedule, s.draws.points, s.draws.chosen, s.draws.steered
+             given inside timelines, {} revisits (branches that returned to a draw to make it a point)",
+            s.schedule, s.draws.points, s.draws.chosen, s.draws.steered, s.draws.revisits
         );
     }
     if s.shards.count > 1 {

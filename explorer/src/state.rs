@@ -158,7 +158,7 @@ impl State {
             faults: self.faults.clone(),
             series: self.series.clone(),
             discovery: Discovered {
-                incidence: self.schedule.incidence(self.branches),
+                incidence: self.incidence(),
                 until_saturated: config.until_saturated,
                 saturated_at: self.saturated(config).then_some(self.branches),
             },
@@ -176,7 +176,15 @@ impl State {
     /// decided from merged knowledge, after each merged branch, so the
     /// worker count never changes where it stops.
     pub(crate) fn saturated(&self, config: &ExploreConfig) -> bool {
-        config.until_saturated.is_some_and(|rule| rule.reached(&self.schedule.incidence(self.branches)))
+        config.until_saturated.is_some_and(|rule| rule.reached(&self.incidence()))
+    }
+
+    /// What the discovery estimates go by: each feature's count of
+    /// timelines that reached it, over the timelines merged. Revisits are
+    /// branches but not timelines of their own (`revisit.rs`): counted as
+    /// timelines that found nothing, they would lower the estimates.
+    pub(crate) fn incidence(&self) -> crate::discovery::Incidence {
+        self.schedule.incidence(self.branches - self.schedule.draws.revisits)
     }
 
     /// Ends the exploration with `e`, which happened `during` something,
