@@ -1,7 +1,7 @@
-//! docs/getting-started.md runs as written and shows what its commands
-//! really print.
+//! docs/getting-started.md and the README run as written and show what
+//! their commands really print.
 //!
-//! Its `console` blocks are the guide's commands: each `$ ` line (with
+//! Their `console` blocks are the commands: each `$ ` line (with
 //! `\` continuations) runs with bash, in order, from one scratch directory
 //! that holds `examples` (a link into the repository) and whose `hvsim` is
 //! the binary under test. The lines after a command, up to the next `$ `,
@@ -16,14 +16,16 @@
 //! Running the guide takes about seven minutes here (two compose projects'
 //! roots and explorations, a confirmation and a replay), so it is in the
 //! slow suite (`ci/test.sh --slow`); the default suite checks that every
-//! command names a subcommand and flags `hvsim --help` shows.
+//! command names a subcommand and flags `hvsim --help` shows, and runs the
+//! README's block (the main job on the demo, and the replay of its bug), so
+//! that what the README shows cannot go stale.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{documents, linux_available, Helps};
+use common::{documents, kvm_available, linux_available, Helps};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const GUIDE: &str = "docs/getting-started.md";
@@ -36,8 +38,8 @@ struct Step {
     shown: Vec<String>,
 }
 
-/// The guide's commands, in order.
-fn steps(text: &str) -> Vec<Step> {
+/// A document's commands, in order.
+fn steps(text: &str, doc: &str) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
     let mut in_console = false;
     let mut continued = false;
@@ -57,7 +59,7 @@ fn steps(text: &str) -> Vec<Step> {
         } else if let Some(command) = line.strip_prefix("$ ") {
             steps.push(Step { line: i + 1, command: command.to_owned(), shown: Vec::new() });
         } else {
-            let step = steps.last_mut().unwrap_or_else(|| panic!("{GUIDE}:{}: output before any command", i + 1));
+            let step = steps.last_mut().unwrap_or_else(|| panic!("{doc}:{}: output before any command", i + 1));
             if !line.trim().is_empty() {
                 step.shown.push(line.trim().to_owned());
             }
@@ -65,7 +67,7 @@ fn steps(text: &str) -> Vec<Step> {
         }
         continued = line.ends_with('\\');
     }
-    assert!(!in_console, "{GUIDE}: a console block is never closed");
+    assert!(!in_console, "{doc}: a console block is never closed");
     steps
 }
 
@@ -117,7 +119,7 @@ fn the_comparison_frees_digits_and_elisions_and_nothing_else() {
 #[test]
 fn the_guide_has_the_commands_it_walks_through() {
     let text = std::fs::read_to_string(Path::new(ROOT).join(GUIDE)).unwrap();
-    let steps = steps(&text);
+    let steps = steps(&text, GUIDE);
     for needed in ["hvsim image", "hvsim explore --compose", "hvsim replay"] {
         assert!(steps.iter().any(|s| s.command.starts_with(needed)), "{GUIDE} never runs `{needed}`");
     }
@@ -133,7 +135,7 @@ fn every_hvsim_command_of_the_guide_is_in_the_help() {
     let text = std::fs::read_to_string(Path::new(ROOT).join(GUIDE)).unwrap();
     let mut checked = 0;
     let mut helps = Helps::default();
-    for step in steps(&text) {
+    for step in steps(&text, GUIDE) {
         let words = shell_words::split(&step.command.replace("\\\n", " ")).unwrap();
         if words.first().map(String::as_str) != Some("hvsim") {
             continue;
@@ -156,15 +158,34 @@ fn the_getting_started_guide_runs_as_written_and_prints_what_it_shows() {
     if !linux_available() {
         return;
     }
-    let text = std::fs::read_to_string(Path::new(ROOT).join(GUIDE)).unwrap();
+    run_document(GUIDE);
+}
+
+/// The README's main job and the replay of its bug, as the README shows
+/// them.
+#[test]
+fn the_readme_shows_what_its_main_job_prints() {
+    if !kvm_available() {
+        return;
+    }
+    let text = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let commands: Vec<String> = steps(&text, "README.md").into_iter().map(|s| s.command).collect();
+    assert!(commands.first().is_some_and(|c| c == "hvsim explore"), "the README shows the main job: {commands:?}");
+    run_document("README.md");
+}
+
+/// Runs each command of `doc`'s console blocks, as a user would, and checks
+/// it printed what the document shows.
+fn run_document(doc: &str) {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(doc)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(Path::new(ROOT).join("examples"), dir.path().join("examples")).unwrap();
     std::fs::create_dir(dir.path().join(".bin")).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hvsim"), dir.path().join(".bin/hvsim")).unwrap();
     let path = format!("{}:{}", dir.path().join(".bin").display(), std::env::var("PATH").unwrap_or_default());
     let mut last_status: Option<i32> = None;
-    for step in steps(&text) {
-        let at = format!("{GUIDE}:{}", step.line);
+    for step in steps(&text, doc) {
+        let at = format!("{doc}:{}", step.line);
         if step.command == "echo $?" {
             let want = step.shown.first().unwrap_or_else(|| panic!("{at}: `echo $?` shows no status"));
             assert_eq!(last_status.map(|s| s.to_string()).as_deref(), Some(want.as_str()), "{at}: exit status");
@@ -198,6 +219,6 @@ fn the_getting_started_guide_runs_as_written_and_prints_what_it_shows() {
         last_status = o.status.code();
     }
     if let Some(status) = last_status.filter(|&s| s != 0) {
-        panic!("{GUIDE}: the last command exited {status}");
+        panic!("{doc}: the last command exited {status}");
     }
 }
