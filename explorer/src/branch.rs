@@ -501,12 +501,10 @@ pub(crate) fn run(
                 // not (an interval, within the branch's share of the memory
                 // budget), so that a later branch can run the next slice.
                 let new = coverage.count() > 0;
-                if matches!(rules.span, Span::Slice(_))
-                    && rules.snapshots
-                    && failed_at.is_none()
-                    && revisit.is_none()
-                    && (new || room())
-                {
+                let slice_end =
+                    matches!(rules.span, Span::Slice(_)) && rules.snapshots && failed_at.is_none() && revisit.is_none();
+                snapshots_skipped += u64::from(slice_end && !new && !room());
+                if slice_end && (new || room()) {
                     let delta = Some(capture(machine, cursor)?);
                     let at = point(machine);
                     stops.push(StopRecord {
