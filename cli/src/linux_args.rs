@@ -177,14 +177,21 @@ impl LinuxArgs {
             let store = Store::open()?;
             let images: Vec<String> = project.services.iter().map(|s| s.image.clone()).collect();
             registry::ensure(&store, &images, self.pull, &self.registry.access())?;
-            System::with_containers(project.containers(&store)?, disk, self.nodes.fault_plan_text()?)?
+            let mut system = System::with_containers(project.containers(&store)?, disk, self.nodes.fault_plan_text()?)?;
+            system.project = project.name.clone().or_else(|| {
+                let folder = file.canonicalize().ok()?.parent()?.file_name()?.to_string_lossy().into_owned();
+                Some(folder)
+            });
+            system
         } else if let Some(image) = &self.image {
             let command = match &self.image_cmd {
                 None => None,
                 Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
             };
             registry::ensure(&Store::open()?, std::slice::from_ref(image), self.pull, &self.registry.access())?;
-            image_system(image, command, disk, self.nodes.fault_plan_text()?)?
+            let mut system = image_system(image, command, disk, self.nodes.fault_plan_text()?)?;
+            system.project = Some(image_node_name(image));
+            system
         } else {
             self.nodes.system()?
         };

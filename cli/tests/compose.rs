@@ -370,7 +370,8 @@ fn a_service_that_fills_its_disk_before_setup_is_named_with_its_last_output() {
     let compose = dir.path().join("compose.yaml");
     std::fs::write(
         &compose,
-        r#"services:
+        r#"name: disk-filler
+services:
   db:
     image: hvsim-test/redis:bookworm
     entrypoint: ["sh", "-c"]
@@ -421,6 +422,10 @@ fn a_service_that_fills_its_disk_before_setup_is_named_with_its_last_output() {
     );
     assert!(claim["reason"].as_str().unwrap().contains("service db exited with status 1"), "{claim}");
     let findings = std::fs::read_to_string(common::latest(&out).join("findings.md")).unwrap();
+    // Titled by the project's name, as its directory is named.
+    assert!(findings.starts_with("# Findings: disk-filler (seed "), "{findings}");
+    let run = common::latest(&out).canonicalize().unwrap();
+    assert!(run.to_string_lossy().contains("-disk-filler-seed"), "{}", run.display());
     assert!(findings.contains("**Decision: not-proven**"), "{findings}");
     assert!(findings.contains("## Setup failed") && findings.contains(&format!("db | {enospc}")), "{findings}");
     let md = std::fs::read_to_string(common::latest(&out).join("report.md")).unwrap();

@@ -85,6 +85,10 @@ pub struct System {
     /// once setup is complete).
     #[serde(default)]
     pub composer: Composer,
+    /// What the user calls it: a compose project's name (its `name:`, else
+    /// its folder's), an image's name. Titles reports; decides nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 impl System {
@@ -107,6 +111,7 @@ impl System {
             containers,
             image_bytes: largest.next_power_of_two().max(MIN_IMAGE_DISK),
             composer,
+            project: None,
         })
     }
 
@@ -236,10 +241,18 @@ fn changed(what: &str, path: &Path) -> ImageError {
 }
 
 impl Target {
+    /// What reports are titled by: the raw guest; a compose project or an
+    /// image by its name; else the program a one-line command runs, or
+    /// `linux` for a script.
     pub fn name(&self) -> String {
         match self {
             Target::Raw { guest } => guest.clone(),
-            Target::Linux { .. } => "linux".into(),
+            Target::Linux { system, command, .. } => system.project.clone().unwrap_or_else(|| {
+                // A script's first word names nothing.
+                let script = command.contains(['\n', ';', '|', '&', '>', '<']);
+                let program = command.split_whitespace().next().and_then(|w| w.rsplit('/').next());
+                program.filter(|p| !p.is_empty() && !script).unwrap_or("linux").to_owned()
+            }),
         }
     }
 
@@ -426,6 +439,22 @@ fn container_rootfs(store: &Store, c: &Container) -> Result<RootFs> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_is_titled_by_its_project_or_its_program() {
+        let linux = |command: &str, project: Option<&str>| Target::Linux {
+            command: command.into(),
+            mem: 128 << 20,
+            files: Vec::new(),
+            system: System { project: project.map(str::to_owned), ..System::default() },
+            verbose_boot: false,
+        };
+        assert_eq!(Target::Raw { guest: "demo".into() }.name(), "demo");
+        assert_eq!(linux("/bin/family slow-stages", None).name(), "family");
+        assert_eq!(linux("true", Some("getting-started")).name(), "getting-started");
+        assert_eq!(linux("mkfifo /tmp/p\necho hi > /tmp/p", None).name(), "linux", "a script");
+        assert_eq!(linux("", None).name(), "linux");
+    }
 
     #[test]
     fn targets_recorded_before_nodes_existed_still_load() {

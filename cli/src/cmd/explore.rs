@@ -251,20 +251,12 @@ fn vtime(d: Duration) -> Vtime {
     Vtime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// The name of an exploration's directory: the target (a compose project's
-/// folder, an image's name) and the seed.
+/// The name of an exploration's directory: the target as its reports are
+/// titled (a compose project's name, an image's, the program's) and the
+/// seed.
 fn label(args: &Args, target: &Target) -> String {
-    let name = match (&args.linux_args.compose, &args.linux_args.image) {
-        (Some(file), _) => file
-            .canonicalize()
-            .ok()
-            .and_then(|f| f.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "compose".into()),
-        (None, Some(image)) => crate::linux_args::image_node_name(image),
-        (None, None) => target.name(),
-    };
     let name: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+        target.name().chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
     match args.shard {
         Some(s) => format!("{name}-seed{}-shard{}of{}", args.seed, s.index, s.count),
         None => format!("{name}-seed{}", args.seed),
