@@ -195,6 +195,9 @@ pub fn bench_family(
     );
     for p in &programs {
         let cell = |mode: &str| {
+            if !modes.iter().any(|m| m.name == mode) {
+                return "-".to_owned();
+            }
             let found = p["found"][mode].as_u64().unwrap_or(0);
             p["medians"][mode].as_u64().map_or(format!("> {max_branches}"), |m| m.to_string())
                 + &format!(" ({found}/{seeds})")
