@@ -587,3 +587,36 @@ fn the_family_of_sdk_programs_is_explored_to_each_bug() {
         assert_eq!(p["rows"], first["rows"], "{} explored twice", p["program"]);
     }
 }
+
+/// The family in full, as `hvsim bench explore --family` measures it: five
+/// seeds, every policy, 60 timelines at most. What issue 73 asks, checked
+/// where it holds and named where it does not yet: the rarity policy's
+/// median within twice each program's in-order bound; no slower than one
+/// value per branch but for [`SLOWER_THAN_ONE_VALUE`]; every seed's bug
+/// found but for [`NOT_ALWAYS_FOUND`]. A named shortfall must still hold
+/// (the runs are deterministic), so that a search that mends it says to
+/// strike it from the list.
+#[test]
+#[ignore = "slow: eight programs, three policies and five seeds take about 22 minutes here (ci/test.sh --slow)"]
+fn the_family_in_full_meets_the_search_goals_but_for_those_named() {
+    /// Another process draws between its stages: steering's guesses give
+    /// their values to its draws (docs/exploration.md#measured).
+    const SLOWER_THAN_ONE_VALUE: &[&str] = &["slow-stages"];
+    /// No assertion tells one retried step from another; the table's sum
+    /// is found for four seeds of five.
+    const NOT_ALWAYS_FOUND: &[&str] = &["retry-same-state", "table-sum"];
+    if !linux_available() {
+        return;
+    }
+    let o = output(&["bench", "explore", "--family", "--seeds", "5", "--max-branches", "60", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for p in v["programs"].as_array().unwrap() {
+        let name = p["program"].as_str().unwrap();
+        assert_eq!(p["within_twice_in_order"], true, "{name}: {p}");
+        let slower = p["no_slower_than_one_value"] == false;
+        assert_eq!(slower, SLOWER_THAN_ONE_VALUE.contains(&name), "{name}: slower than one value per branch? {p}");
+        let always = p["found"]["rarity"] == 5;
+        assert_eq!(!always, NOT_ALWAYS_FOUND.contains(&name), "{name}: found for every seed? {p}");
+    }
+}
