@@ -16,14 +16,41 @@
 //! [`error_text`], [`document`] — are plain functions, fuzzed by the
 //! `registry` target (docs/fuzzing.md).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use oci_spec::distribution::Reference;
 use oci_spec::image::{Arch, Descriptor, ImageIndex, ImageManifest, MediaType, Os};
 use reqwest::{header, StatusCode};
 
-use super::registry::Access;
 use super::Digest;
+
+/// How hvsim reaches registries: set by `--insecure-registry` and
+/// `--registry-ca`, or these variables (which a replay's pull reads).
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// Registries (`host[:port]`) spoken to in plain HTTP.
+    pub insecure: Vec<String>,
+    /// A PEM file of certificate authorities trusted besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Comma-separated registries spoken to in plain HTTP.
+pub const INSECURE_ENV: &str = "HVSIM_INSECURE_REGISTRIES";
+/// A PEM file of certificate authorities.
+pub const CA_ENV: &str = "HVSIM_REGISTRY_CA";
+
+impl Access {
+    /// What the environment says (`--insecure-registry` and `--registry-ca`
+    /// default to it too).
+    pub fn from_env() -> Access {
+        let insecure = std::env::var(INSECURE_ENV).unwrap_or_default();
+        Access {
+            insecure: insecure.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+            ca_file: std::env::var_os(CA_ENV).filter(|v| !v.is_empty()).map(PathBuf::from),
+        }
+    }
+}
 
 /// Bound on a manifest or index: the distribution specification asks
 /// registries to accept manifests of 4 MiB, and none larger need be.

@@ -22,42 +22,15 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
 
 use oci_spec::distribution::Reference;
 
 use super::distribution::{chain, document, linux_amd64, Document, Session};
+pub use super::distribution::{Access, CA_ENV, INSECURE_ENV};
 use super::load::{check_layer_count, Found, FoundLayer, Staged};
 use super::store::{ImageRecord, Store};
 use super::{normalize_name, Digest, Hashing, MAX_DOCUMENT_BYTES, MAX_IMAGE_BYTES};
 use crate::error::{invalid, io, ImageError, Result};
-
-/// How hvsim reaches registries: set by `--insecure-registry` and
-/// `--registry-ca`, or these variables (which a replay's pull reads).
-#[derive(Clone, Debug, Default)]
-pub struct Access {
-    /// Registries (`host[:port]`) spoken to in plain HTTP.
-    pub insecure: Vec<String>,
-    /// A PEM file of certificate authorities trusted besides the system's.
-    pub ca_file: Option<PathBuf>,
-}
-
-/// Comma-separated registries spoken to in plain HTTP.
-pub const INSECURE_ENV: &str = "HVSIM_INSECURE_REGISTRIES";
-/// A PEM file of certificate authorities.
-pub const CA_ENV: &str = "HVSIM_REGISTRY_CA";
-
-impl Access {
-    /// What the environment says (`--insecure-registry` and `--registry-ca`
-    /// default to it too).
-    pub fn from_env() -> Access {
-        let insecure = std::env::var(INSECURE_ENV).unwrap_or_default();
-        Access {
-            insecure: insecure.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
-            ca_file: std::env::var_os(CA_ENV).filter(|v| !v.is_empty()).map(PathBuf::from),
-        }
-    }
-}
 
 /// When `--compose` and `--image` pull an image (`docker compose --pull`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
