@@ -11,6 +11,14 @@
 //! none, by the process name; the offset is the address in the image's own
 //! link-time address space, what `addr2line -e` and `objdump` take.
 //!
+//! A process's page tables map only the pages it touched: a child that
+//! forked, or a program whose first page no fault brought in, may run code
+//! whose image's header is not mapped in its address space. Code pages
+//! are shared, though (the page cache's), so every page of code an image
+//! was found in is remembered by its guest-physical frame and its content;
+//! an address whose search finds no header is named by its frame, where
+//! the frame still holds the same bytes.
+//!
 //! All of it is guest data read at a sample: anything malformed just leaves
 //! the address unnamed.
 
@@ -65,10 +73,22 @@ struct Image {
     soname: Option<Arc<str>>,
 }
 
-/// The images found so far, by page-table root.
+/// The images found so far, by page-table root, and the code pages they
+/// were found in, by frame.
 #[derive(Debug, Default)]
 pub struct Images {
     by_root: HashMap<u64, Vec<Image>>,
+    by_frame: HashMap<u64, Page>,
+}
+
+/// A page of an image's code, as it was when the image was found there.
+#[derive(Debug)]
+struct Page {
+    soname: Option<Arc<str>>,
+    /// The page's link-time address in its image.
+    offset: u64,
+    /// A hash of its bytes: a frame reused for other data names nothing.
+    content: u64,
 }
 
 impl Images {
@@ -89,18 +109,52 @@ impl Images {
             // reused after exit or exec): the header must still be there.
             if header_at(space, images[i].start).is_some_and(|h| h == images[i].header) {
                 let im = &images[i];
-                return Some(ImageOffset { soname: im.soname.clone(), offset: addr - im.bias });
+                let found = ImageOffset { soname: im.soname.clone(), offset: addr - im.bias };
+                self.remember_page(space, addr, &found);
+                return Some(found);
             }
             images.swap_remove(i);
         }
-        let image = search(space, addr)?;
+        let Some(image) = search(space, addr) else {
+            return self.by_page(space, addr);
+        };
         let found = ImageOffset { soname: image.soname.clone(), offset: addr - image.bias };
         if self.cached() >= MAX_CACHED {
             self.by_root.clear();
         }
         self.by_root.entry(root).or_default().push(image);
+        self.remember_page(space, addr, &found);
         Some(found)
     }
+
+    /// Remembers the frame `addr` lies in as `found`'s page.
+    fn remember_page(&mut self, space: &AddressSpace<'_>, addr: u64, found: &ImageOffset) {
+        let Some(frame) = space.translate(addr & !0xfff) else { return };
+        if self.by_frame.contains_key(&frame) {
+            return;
+        }
+        let Some(content) = page_hash(space, addr) else { return };
+        if self.by_frame.len() >= MAX_CACHED {
+            self.by_frame.clear();
+        }
+        let offset = found.offset - (addr & 0xfff);
+        self.by_frame.insert(frame, Page { soname: found.soname.clone(), offset, content });
+    }
+
+    /// `addr` named by the frame it lies in, if an image was found in that
+    /// frame and it holds the same bytes still.
+    fn by_page(&self, space: &AddressSpace<'_>, addr: u64) -> Option<ImageOffset> {
+        let page = self.by_frame.get(&space.translate(addr & !0xfff)?)?;
+        (page_hash(space, addr)? == page.content)
+            .then(|| ImageOffset { soname: page.soname.clone(), offset: page.offset + (addr & 0xfff) })
+    }
+}
+
+/// A hash of the page `addr` lies in (FNV-1a: the same on every host).
+fn page_hash(space: &AddressSpace<'_>, addr: u64) -> Option<u64> {
+    let mut page = [0u8; 0x1000];
+    space.read_bytes(addr & !0xfff, &mut page)?;
+    Some(page.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)))
 }
 
 /// Walks down from `addr` to the nearest ELF header and returns its image if
@@ -237,15 +291,17 @@ mod tests {
     use super::*;
     use crate::memory::GuestRam;
 
-    /// 4-level page tables at 0x1000.. built on demand.
+    /// 4-level page tables at `root`, the tables below it allocated after
+    /// `next`, built on demand.
     struct Tables<'a> {
         ram: &'a GuestRam,
         next: u64,
+        root: u64,
     }
 
     impl Tables<'_> {
         fn map(&mut self, va: u64, pa: u64) {
-            let mut table = 0x1000;
+            let mut table = self.root;
             for level in (1..4).rev() {
                 let slot = table + ((va >> (12 + 9 * level)) & 0x1ff) * 8;
                 let mut e = [0u8; 8];
@@ -301,7 +357,7 @@ mod tests {
     fn names_addresses_by_soname_and_link_time_offset() {
         for relocated in [true, false] {
             let ram = GuestRam::new(4 << 20).unwrap();
-            let mut tables = Tables { ram: &ram, next: 0x1000 };
+            let mut tables = Tables { ram: &ram, next: 0x1000, root: 0x1000 };
             let base = 0x7f12_3400_0000;
             library(&ram, &mut tables, base, relocated);
             let space = AddressSpace::new(&ram, 0x1000, 0);
@@ -320,7 +376,7 @@ mod tests {
     #[test]
     fn skips_unmapped_regions_and_forgets_images_that_moved() {
         let ram = GuestRam::new(4 << 20).unwrap();
-        let mut tables = Tables { ram: &ram, next: 0x1000 };
+        let mut tables = Tables { ram: &ram, next: 0x1000, root: 0x1000 };
         let base = 0x5555_5555_4000;
         library(&ram, &mut tables, base, true);
         // A page of code far above, with nothing mapped in between: the
@@ -331,16 +387,40 @@ mod tests {
         assert_eq!(images.find(&space, 0x1000, base + (300 << 20) + 8), None);
         assert!(images.find(&space, 0x1000, base + 0x1000).is_some());
         // Another process reuses the root: its page holds no ELF header, and
-        // the cached image is not trusted.
+        // the cached image is not trusted; the code page, the same frame
+        // with the same bytes, is still that image's, until it changes too.
         ram.write(0x10_0000, b"\x7fELG").unwrap();
-        assert_eq!(images.find(&space, 0x1000, base + 0x1000), None);
+        assert_eq!(images.find(&space, 0x1000, base + 0x1000).map(|f| f.offset), Some(0x1000));
         assert_eq!(images.cached(), 0);
+        ram.write(0x10_1000, b"other code").unwrap();
+        assert_eq!(images.find(&space, 0x1000, base + 0x1000), None);
+    }
+
+    /// A forked child whose tables map a code page but not its image's
+    /// header: named by the frame, as long as the frame holds the same code.
+    #[test]
+    fn a_code_page_without_its_header_is_named_by_its_frame() {
+        let ram = GuestRam::new(4 << 20).unwrap();
+        let mut tables = Tables { ram: &ram, next: 0x1000, root: 0x1000 };
+        let base = 0x40_0000;
+        library(&ram, &mut tables, base, true);
+        let parent = AddressSpace::new(&ram, 0x1000, 0);
+        let mut child_tables = Tables { ram: &ram, next: 0x30_0000, root: 0x30_0000 };
+        child_tables.map(base + 0x2000, 0x10_2000);
+        let child = AddressSpace::new(&ram, 0x30_0000, 0);
+        let mut images = Images::default();
+        assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), None, "no header, and no page seen yet");
+        let found = images.find(&parent, 0x1000, base + 0x2abc).unwrap();
+        assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), Some(ImageOffset { offset: 0x2010, ..found }));
+        // The frame now holds other bytes: nothing is named by it.
+        ram.write(0x10_2000, b"other data").unwrap();
+        assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), None);
     }
 
     #[test]
     fn garbage_headers_name_nothing() {
         let ram = GuestRam::new(4 << 20).unwrap();
-        let mut tables = Tables { ram: &ram, next: 0x1000 };
+        let mut tables = Tables { ram: &ram, next: 0x1000, root: 0x1000 };
         let base = 0x7f00_0000_0000;
         library(&ram, &mut tables, base, true);
         let space = AddressSpace::new(&ram, 0x1000, 0);
