@@ -236,7 +236,7 @@ pub fn check_reply(data: &[u8]) {
 }
 
 /// At most `max` characters of `s`, on one line.
-fn one_line(s: &str, max: usize) -> String {
+pub(super) fn one_line(s: &str, max: usize) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
     match flat.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &flat[..i]),

@@ -25,7 +25,7 @@ use std::io::Write;
 
 use oci_spec::distribution::Reference;
 
-use super::distribution::{chain, document, linux_amd64, Document, Session};
+use super::distribution::{chain, document, linux_amd64, one_line, Document, Session};
 pub use super::distribution::{Access, CA_ENV, INSECURE_ENV};
 use super::load::{check_layer_count, Found, FoundLayer, Staged};
 use super::store::{ImageRecord, Store};
@@ -267,7 +267,7 @@ fn credentials(reference: &Reference) -> Result<Option<(String, String)>> {
         // A helper's failure quotes its output over several lines: one line here.
         Err(e) => Err(ImageError::Setup(format!(
             "the Docker config's credentials for {server}: {}",
-            e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+            one_line(&e.to_string(), usize::MAX)
         ))),
     }
 }

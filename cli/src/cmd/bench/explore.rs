@@ -11,11 +11,10 @@
 //! (`--compose`: `examples/compose/redis-templates`, three templates of
 //! which one finds the bug).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::print_report;
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use hvsim_explorer::exploration::Policy;
 use hvsim_explorer::{explore, Budget, ExploreConfig, Span, Target};
 use hvsim_guest_image::host::Host;
@@ -130,7 +129,12 @@ pub fn bench_explore(seeds: u64, max_branches: u64, workload: Workload, json: bo
         hvsim_guest_image::note!(
             "hvsim: bench explore --linux: exploring the Rust SDK vault to its bug (minutes here)"
         );
-        (rust_vault()?, Span::Slice(Vtime(500_000_000)), None, vec![RARITY, ONE_VALUE, ENERGY])
+        (
+            super::vault_target(&super::rust_sdk_example("vault")?)?,
+            Span::Slice(Vtime(500_000_000)),
+            None,
+            vec![RARITY, ONE_VALUE, ENERGY],
+        )
     } else {
         let limit = Vtime(20_000_000);
         (
@@ -379,21 +383,4 @@ fn calibration(
             })
         })
         .collect())
-}
-
-/// The example on the official Antithesis Rust SDK
-/// (`guest-sdk/examples/antithesis-rust`), built by its script.
-fn rust_vault() -> Result<Target> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/examples/antithesis-rust/build.sh");
-    if !script.exists() {
-        bail!("{}: not found (bench explore --linux builds the example from hvsim's source tree)", script.display());
-    }
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .output()
-        .with_context(|| format!("cannot run {}", script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    super::vault_target(&PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }

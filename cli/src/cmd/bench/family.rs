@@ -8,7 +8,7 @@
 //! search that tries each draw's values in order, one per timeline, needs
 //! at least (the program's own `list` says).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -34,23 +34,6 @@ pub struct Member {
     pub in_order: u64,
     /// Virtual time each timeline runs from its snapshot (`--slice`).
     pub slice: Vtime,
-}
-
-/// The family's binary, built by the example's script.
-pub fn build() -> Result<PathBuf> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/examples/antithesis-rust/build.sh");
-    if !script.exists() {
-        bail!("{}: not found (the family is built from hvsim's source tree)", script.display());
-    }
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg("family")
-        .output()
-        .with_context(|| format!("cannot run {}", script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
 /// The programs, as the binary lists them (it runs on the host too).
@@ -81,14 +64,7 @@ pub fn members(binary: &Path) -> Result<Vec<Member>> {
 
 /// One program as a Linux target: the family's binary, run with its name.
 pub fn target(binary: &Path, member: &Member) -> Result<Target> {
-    let file = hvsim_guest_image::linux::GuestFile { host: binary.to_owned(), guest: GUEST_PATH.into() };
-    Ok(Target::Linux {
-        command: format!("{GUEST_PATH} {}", member.name),
-        mem: 128 << 20,
-        files: vec![(file, hvsim_guest_image::hash::file_hash(binary)?)],
-        system: Default::default(),
-        verbose_boot: false,
-    })
+    super::program_target(binary, GUEST_PATH, &member.name)
 }
 
 pub fn bench_family(
@@ -99,7 +75,7 @@ pub fn bench_family(
     json: bool,
 ) -> Result<ExitCode> {
     let host = Host::open()?;
-    let binary = build()?;
+    let binary = super::rust_sdk_example("family")?;
     let mut members = members(&binary)?;
     if let Some(unknown) = only.iter().find(|p| !members.iter().any(|m| &m.name == *p)) {
         let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();

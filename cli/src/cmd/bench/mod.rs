@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::Target;
 use hvsim_guest_image::raw;
@@ -448,14 +448,40 @@ fn c_sdk_program(dir: &std::path::Path, name: &str, source: &str) -> Result<std:
 
 /// A vault program built for the guest, run as /bin/vault.
 fn vault_target(binary: &std::path::Path) -> Result<Target> {
-    let file = hvsim_guest_image::linux::GuestFile { host: binary.to_owned(), guest: "/bin/vault".into() };
+    program_target(binary, "/bin/vault", "")
+}
+
+/// A program built for the guest, copied in as `guest` and run there with
+/// `args`.
+fn program_target(binary: &std::path::Path, guest: &str, args: &str) -> Result<Target> {
+    let file = hvsim_guest_image::linux::GuestFile { host: binary.to_owned(), guest: guest.into() };
     Ok(Target::Linux {
-        command: "/bin/vault".into(),
+        command: if args.is_empty() { guest.to_owned() } else { format!("{guest} {args}") },
         mem: 128 << 20,
         files: vec![(file, hvsim_guest_image::hash::file_hash(binary)?)],
         system: Default::default(),
         verbose_boot: false,
     })
+}
+
+/// A program of the example on the official Antithesis Rust SDK
+/// (`guest-sdk/examples/antithesis-rust`: `vault` or `family`), built by
+/// its script; its path.
+fn rust_sdk_example(which: &str) -> Result<std::path::PathBuf> {
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/examples/antithesis-rust/build.sh");
+    if !script.exists() {
+        bail!("{}: not found (the benchmark builds the example from hvsim's source tree)", script.display());
+    }
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(which)
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
 fn per_exit(t: Duration, exits: u64) -> f64 {
