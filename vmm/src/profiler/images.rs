@@ -33,10 +33,13 @@ use super::walk::AddressSpace;
 const MAX_IMAGE_SPAN: u64 = 512 << 20;
 /// User space ends here on x86-64 (4-level paging; 5-level is larger, and
 /// its extra space is rarely used for code).
-const USER_END: u64 = 0x0000_8000_0000_0000;
+pub const USER_END: u64 = 0x0000_8000_0000_0000;
 /// The cache is emptied when it holds this many images (processes come and
 /// go; their page-table roots are reused).
 const MAX_CACHED: usize = 4096;
+/// The frames of code remembered are forgotten when they are this many
+/// (256 MiB of code: a whole system's programs and libraries).
+const MAX_FRAMES: usize = 1 << 16;
 
 const ELF_HEADER: usize = 64;
 const PHDR_SIZE: u64 = 56;
@@ -116,14 +119,27 @@ impl Images {
             images.swap_remove(i);
         }
         let Some(image) = search(space, addr) else {
-            return self.by_page(space, addr);
+            return self.by_page(space, addr).or_else(|| self.in_another_process(space, root, addr));
         };
         let found = ImageOffset { soname: image.soname.clone(), offset: addr - image.bias };
         if self.cached() >= MAX_CACHED {
             self.by_root.clear();
         }
+        // Every page of it this process has mapped now: a child it forks
+        // may run them without the header (mapped pages only: the walk
+        // skips unmapped regions whole).
+        let mut page = image.start;
+        while page < image.end {
+            page = match space.lookup(page) {
+                Ok(_) => {
+                    let at = ImageOffset { soname: image.soname.clone(), offset: page - image.bias };
+                    self.remember_page(space, page, &at);
+                    page + 0x1000
+                }
+                Err(size) => (page & !(size - 1)).saturating_add(size),
+            };
+        }
         self.by_root.entry(root).or_default().push(image);
-        self.remember_page(space, addr, &found);
         Some(found)
     }
 
@@ -134,7 +150,7 @@ impl Images {
             return;
         }
         let Some(content) = page_hash(space, addr) else { return };
-        if self.by_frame.len() >= MAX_CACHED {
+        if self.by_frame.len() >= MAX_FRAMES {
             self.by_frame.clear();
         }
         let offset = found.offset - (addr & 0xfff);
@@ -147,6 +163,24 @@ impl Images {
         let page = self.by_frame.get(&space.translate(addr & !0xfff)?)?;
         (page_hash(space, addr)? == page.content)
             .then(|| ImageOffset { soname: page.soname.clone(), offset: page.offset + (addr & 0xfff) })
+    }
+
+    /// `addr` named through another process whose image maps the same
+    /// frame at the same address (a parent, when a forked child runs a page
+    /// the parent mapped after its image was found).
+    fn in_another_process(&mut self, space: &AddressSpace<'_>, root: u64, addr: u64) -> Option<ImageOffset> {
+        let frame = space.translate(addr & !0xfff)?;
+        let found = self.by_root.iter().filter(|(other, _)| **other != root).find_map(|(other, images)| {
+            let theirs = space.with_root(*other);
+            images.iter().find_map(|im| {
+                let same = (im.start..im.end).contains(&addr)
+                    && theirs.translate(addr & !0xfff) == Some(frame)
+                    && header_at(&theirs, im.start).is_some_and(|h| h == im.header);
+                same.then(|| ImageOffset { soname: im.soname.clone(), offset: addr - im.bias })
+            })
+        })?;
+        self.remember_page(space, addr, &found);
+        Some(found)
     }
 }
 
@@ -406,13 +440,30 @@ mod tests {
         library(&ram, &mut tables, base, true);
         let parent = AddressSpace::new(&ram, 0x1000, 0);
         let mut child_tables = Tables { ram: &ram, next: 0x30_0000, root: 0x30_0000 };
+        child_tables.map(base + 0x1000, 0x10_1000);
         child_tables.map(base + 0x2000, 0x10_2000);
         let child = AddressSpace::new(&ram, 0x30_0000, 0);
         let mut images = Images::default();
         assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), None, "no header, and no page seen yet");
         let found = images.find(&parent, 0x1000, base + 0x2abc).unwrap();
-        assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), Some(ImageOffset { offset: 0x2010, ..found }));
-        // The frame now holds other bytes: nothing is named by it.
+        assert_eq!(
+            images.find(&child, 0x30_0000, base + 0x2010),
+            Some(ImageOffset { offset: 0x2010, ..found.clone() })
+        );
+        // A page the parent has mapped but no sample landed in: remembered
+        // when the image was found.
+        assert_eq!(
+            images.find(&child, 0x30_0000, base + 0x1010),
+            Some(ImageOffset { offset: 0x1010, ..found.clone() })
+        );
+        // A page the parent mapped after its image was found, and the child
+        // maps too: named through the parent's tables.
+        tables.map(base + 0x3000, 0x10_3000);
+        child_tables.map(base + 0x3000, 0x10_3000);
+        assert_eq!(images.find(&child, 0x30_0000, base + 0x3010), Some(ImageOffset { offset: 0x3010, ..found }));
+        // The parent's image is gone (its header page reused) and the frame
+        // holds other bytes: nothing names it.
+        ram.write(0x10_0000, b"\x7fELG").unwrap();
         ram.write(0x10_2000, b"other data").unwrap();
         assert_eq!(images.find(&child, 0x30_0000, base + 0x2010), None);
     }

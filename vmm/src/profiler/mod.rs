@@ -152,7 +152,10 @@ impl GuestProfile {
         sregs: &kvm_sregs,
     ) {
         let space = AddressSpace::new(ram, sregs.cr3, sregs.cr4);
-        let mode = if sregs.cs.selector & 3 == 0 { Mode::Kernel } else { Mode::User };
+        // The kernel half is kernel code whatever CS says: on this nested
+        // host a sample can land on `entry_SYSCALL_64` with CS still the
+        // user's (the SYSCALL is emulated around the sample).
+        let mode = if sregs.cs.selector & 3 == 0 || regs.rip >= images::USER_END { Mode::Kernel } else { Mode::User };
         // Kernel stacks are 16 KiB; user frames are looked for within 1 MiB
         // of the stack pointer.
         let span = match mode {

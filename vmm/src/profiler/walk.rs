@@ -16,6 +16,7 @@ const CR4_LA57: u64 = 1 << 12;
 pub const MAX_FRAMES: usize = 64;
 
 /// The guest's address space at one instant.
+#[derive(Clone, Copy)]
 pub struct AddressSpace<'a> {
     ram: &'a GuestRam,
     cr3: u64,
@@ -26,6 +27,11 @@ impl<'a> AddressSpace<'a> {
     pub fn new(ram: &'a GuestRam, cr3: u64, cr4: u64) -> AddressSpace<'a> {
         let levels = if cr4 & CR4_LA57 != 0 { 5 } else { 4 };
         AddressSpace { ram, cr3: cr3 & ADDR_MASK, levels }
+    }
+
+    /// Another process's address space, in the same paging mode.
+    pub fn with_root(&self, cr3: u64) -> AddressSpace<'a> {
+        AddressSpace { cr3: cr3 & ADDR_MASK, ..*self }
     }
 
     fn entry(&self, table: u64, index: u64) -> Option<u64> {
