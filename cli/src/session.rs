@@ -188,11 +188,13 @@ impl Session {
         })
     }
 
-    /// Runs until `limit`, showing virtual time against it on a terminal
-    /// and the console as it comes (in steps: stopping at a deadline and
-    /// going on changes nothing).
+    /// Runs until `limit`, showing virtual time against it and the
+    /// machine's activity (exits per second, SDK messages) at least every
+    /// second of wall time, and the console as it comes (in steps, and
+    /// paused on the wall clock: neither changes the run).
     fn run_with_progress(&mut self, limit: Vtime) -> Result<Option<End>> {
         const STEP: Vtime = Vtime(100_000_000);
+        const EVERY: Duration = Duration::from_secs(1);
         let spinner = hvsim_guest_image::progress::spinner();
         if spinner.is_hidden() && !self.live {
             return self.run_to(limit);
@@ -202,14 +204,28 @@ impl Session {
                 .expect("valid template"),
         );
         spinner.enable_steady_tick(Duration::from_millis(250));
+        let mut shown = (std::time::Instant::now(), self.machine.trace_state().events);
+        let mut step = Vtime(0);
         let end = loop {
-            let step = Vtime(self.machine.now().nanos().saturating_add(STEP.nanos()).min(limit.nanos()));
-            let stop = self.run_to(step)?;
+            if self.machine.now() >= step {
+                step = Vtime(self.machine.now().nanos().saturating_add(STEP.nanos()).min(limit.nanos()));
+            }
+            let stop = self.machine.run_until_or_wall(step, shown.0 + EVERY)?;
             spinner.suspend(|| self.show_console(false))?;
             match stop {
-                Some(end) => break Some(end),
-                None if step >= limit => break None,
-                None => spinner.set_message(format!("{} of {limit}", self.machine.now())),
+                Some(Stop::Ended(end)) => break Some(end),
+                Some(Stop::Deadline) if step >= limit => break None,
+                Some(Stop::Message) => unreachable!("sessions do not stop on messages"),
+                Some(Stop::Deadline) | None => {
+                    let now = (std::time::Instant::now(), self.machine.trace_state().events);
+                    let rate = (now.1 - shown.1) as f64 / now.0.duration_since(shown.0).as_secs_f64().max(1e-3);
+                    shown = now;
+                    spinner.set_message(format!(
+                        "{} of {limit}, {rate:.0} exits/s, {} SDK message(s)",
+                        self.machine.now(),
+                        self.machine.messages().len()
+                    ));
+                }
             }
         };
         spinner.finish_and_clear();

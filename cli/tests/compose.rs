@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{explore_json, latest, linux_available, output, redis_image, run_json, user_rdtsc_leaks};
+use common::{explore_json, hvsim, latest, linux_available, output, redis_image, run_json, user_rdtsc_leaks};
 use serde_json::Value;
 
 fn inspect(name: &str) -> Value {
@@ -504,4 +504,73 @@ exit 3
     let findings = std::fs::read_to_string(common::latest(&out).join("findings.md")).unwrap();
     assert!(findings.contains("**Decision: not-proven**"), "{findings}");
     assert!(findings.contains("## A service exited") && findings.contains("db | db: lost my lease"), "{findings}");
+}
+
+/// A setup that is slow in virtual time (kernel work, which this nested
+/// host emulates: seconds of wall time for milliseconds of virtual) still
+/// shows progress that moves: at least every second, the machine's
+/// activity, each service's state and the last line it wrote, however
+/// little virtual time moved; with -v every line of the console as it
+/// comes.
+#[test]
+fn a_setup_slow_in_virtual_time_shows_progress_that_moves() {
+    if !linux_available() {
+        return;
+    }
+    redis_image();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("prep.sh"),
+        r#"i=0
+while [ $i -lt 4 ]; do
+  ls -R /usr/lib > /dev/null
+  echo "prep: step $i"
+  i=$((i+1))
+done
+echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+exec sleep infinity
+"#,
+    )
+    .unwrap();
+    let compose = dir.path().join("compose.yaml");
+    std::fs::write(
+        &compose,
+        "name: slow-setup\nservices:\n  prep:\n    image: hvsim-test/redis:bookworm\n    entrypoint: [\"sh\", \"/prep.sh\"]\n    \
+         volumes:\n      - ./prep.sh:/prep.sh:ro\n  idle:\n    image: hvsim-test/redis:bookworm\n    \
+         entrypoint: [\"sleep\", \"infinity\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let o = hvsim()
+        .args(["explore", "-v", "--compose", compose.to_str().unwrap(), "--fresh-root", "--branches", "1"])
+        .args(["--reexecute", "0", "--likelihood-runs", "0", "--out", out.to_str().unwrap()])
+        .env("HVSIM_STATUS_EVERY", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let wall = started.elapsed();
+    let setup: Vec<&str> = err.lines().filter(|l| l.contains("| setup: waiting for setup complete")).collect();
+    // The status lines: activity, virtual time, and each service.
+    assert!(setup.len() >= 4, "{} status lines in {wall:?}: {err}", setup.len());
+    for (i, l) in setup.iter().enumerate() {
+        // (Exits per second from the second report on.)
+        assert!((i == 0 || l.contains(" exits/s")) && l.contains("SDK message(s)"), "{l}");
+        assert!(l.contains("| idle  ") && l.contains("| prep  "), "{l}");
+    }
+    // They change while the setup runs: prep's last line moves on, and
+    // the lines differ even where virtual time hardly does.
+    let said: std::collections::BTreeSet<&str> = setup.iter().filter_map(|l| l.split("| setup: ").nth(1)).collect();
+    assert!(said.len() >= 4, "{setup:#?}");
+    let steps: std::collections::BTreeSet<&str> =
+        setup.iter().filter_map(|l| l.split("prep: step ").nth(1)).map(|s| s.split(' ').next().unwrap()).collect();
+    assert!(steps.len() >= 2, "prep's last line never moved: {setup:#?}");
+    assert!(setup.iter().any(|l| l.contains("| prep  started: prep: step")), "{setup:#?}");
+    // -v: the console as it comes, every step of it before the root (init
+    // relays a service's output, so the last step's line may come after
+    // the setup complete the service sent at once).
+    for i in 0..3 {
+        assert!(err.lines().any(|l| l == format!("prep | prep: step {i}")), "step {i} not streamed: {err}");
+    }
 }

@@ -62,6 +62,48 @@ impl ServiceExit {
     }
 }
 
+/// Where a service stands, as init's lines tell it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceState {
+    /// Not started yet (waiting for what it depends on, or for init).
+    Waiting,
+    Started,
+    Healthy,
+    Unhealthy,
+    /// Exited, and init starts it again.
+    Restarting {
+        status: u32,
+    },
+    /// Exited for good.
+    Exited {
+        status: u32,
+    },
+    /// Never started: a service it depends on failed.
+    NotStarted,
+}
+
+impl std::fmt::Display for ServiceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServiceState::Waiting => f.write_str("waiting"),
+            ServiceState::Started => f.write_str("started"),
+            ServiceState::Healthy => f.write_str("healthy"),
+            ServiceState::Unhealthy => f.write_str("unhealthy"),
+            ServiceState::Restarting { status } => write!(f, "exited with status {status}, restarting"),
+            ServiceState::Exited { status } => write!(f, "exited with status {status}"),
+            ServiceState::NotStarted => f.write_str("not started"),
+        }
+    }
+}
+
+/// A service as progress shows it: its state and the last line it wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceView {
+    pub name: String,
+    pub state: ServiceState,
+    pub last_line: Option<String>,
+}
+
 /// Follows the console as a run goes on.
 #[derive(Debug, Default)]
 pub struct Services {
@@ -71,6 +113,9 @@ pub struct Services {
     /// services their last output).
     tell_from: usize,
     last: BTreeMap<String, VecDeque<String>>,
+    states: BTreeMap<String, ServiceState>,
+    /// Console lines read and not yet taken (`take_lines`), when streaming.
+    streaming: Option<Vec<String>>,
 }
 
 impl Services {
@@ -78,7 +123,35 @@ impl Services {
     /// from there on, with what the services wrote shortly before as part
     /// of their last output.
     pub fn from_line(line: usize) -> Services {
-        Services { lines: line.saturating_sub(CONTEXT_LINES), tell_from: line, last: BTreeMap::new() }
+        Services { lines: line.saturating_sub(CONTEXT_LINES), tell_from: line, ..Services::default() }
+    }
+
+    /// Follows the services `names` (those a project declares), each
+    /// waiting until init starts it; with `stream`, keeps every console
+    /// line read for [`take_lines`](Self::take_lines).
+    pub fn of(names: &[String], stream: bool) -> Services {
+        let states = names.iter().take(SERVICES).map(|n| (n.clone(), ServiceState::Waiting)).collect();
+        Services { states, streaming: stream.then(Vec::new), ..Services::default() }
+    }
+
+    /// Every service seen, declared or named on the console, with its
+    /// state and last line.
+    pub fn views(&self) -> Vec<ServiceView> {
+        let names: std::collections::BTreeSet<&String> = self.states.keys().chain(self.last.keys()).collect();
+        names
+            .into_iter()
+            .filter(|n| self.states.contains_key(*n) || !matches!(n.as_str(), "kernel" | "console"))
+            .map(|n| ServiceView {
+                name: n.clone(),
+                state: self.states.get(n).cloned().unwrap_or(ServiceState::Started),
+                last_line: self.last.get(n).and_then(|l| l.back().cloned()),
+            })
+            .collect()
+    }
+
+    /// The console lines read since the last call (with `stream` only).
+    pub fn take_lines(&mut self) -> Vec<String> {
+        self.streaming.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The services that exited for good in the console's lines since the
@@ -87,7 +160,18 @@ impl Services {
         let mut out = Vec::new();
         let first = self.lines;
         for (i, (vtime_ns, bytes)) in m.console_lines_from(first).enumerate() {
-            let e = story::output_entry(vtime_ns, &String::from_utf8_lossy(&bytes));
+            let line = String::from_utf8_lossy(&bytes);
+            if let Some(lines) = &mut self.streaming {
+                lines.push(truncate(line.trim_end().to_owned()));
+            }
+            let e = story::output_entry(vtime_ns, &line);
+            if e.what == What::Init {
+                if let Some((service, state)) = state_line(&e.text) {
+                    if self.states.contains_key(service) || self.states.len() < SERVICES {
+                        self.states.insert(service.to_owned(), state);
+                    }
+                }
+            }
             match e.what {
                 What::Output if self.last.contains_key(&e.source) || self.last.len() < SERVICES => {
                     let lines = self.last.entry(e.source).or_default();
@@ -127,8 +211,32 @@ fn truncate(mut line: String) -> String {
 /// good (the text after `hvsim-init: `).
 fn exit_line(text: &str) -> Option<(&str, u32)> {
     let (service, status) = text.strip_prefix("service ")?.split_once(" exited with status ")?;
-    // "...; restarting it in N ms" is not an end, and does not parse.
+    // "...; restarting it in N ms" is not an end, and does not parse; nor
+    // is "SERVICE not started: ... exited with status N" (a name has no
+    // spaces).
+    (!service.contains(char::is_whitespace)).then_some(())?;
     Some((service, status.parse().ok()?))
+}
+
+/// The state init's line (the text after `hvsim-init: `) gives a service.
+fn state_line(text: &str) -> Option<(&str, ServiceState)> {
+    let rest = text.strip_prefix("service ")?;
+    if let Some((service, status)) = exit_line(text) {
+        return Some((service, ServiceState::Exited { status }));
+    }
+    if let Some((service, after)) = rest.split_once(" exited with status ").filter(|(s, _)| !s.contains(' ')) {
+        let status = after.split(';').next()?.parse().ok()?;
+        return Some((service, ServiceState::Restarting { status }));
+    }
+    let (service, what) = rest.split_once(' ')?;
+    let state = match what {
+        "started" => ServiceState::Started,
+        "is healthy" => ServiceState::Healthy,
+        "is unhealthy" => ServiceState::Unhealthy,
+        w if w.starts_with("not started") => ServiceState::NotStarted,
+        _ => return None,
+    };
+    Some((service, state))
 }
 
 #[cfg(test)]
@@ -145,6 +253,37 @@ mod tests {
         assert_eq!(exit_line("service db exited with status 1; restarting it in 100 ms (restart 1)"), None);
         assert_eq!(exit_line("service db is healthy"), None);
         assert_eq!(exit_line("composer: main/x exited with status 2"), None);
+        assert_eq!(exit_line("service db not started: the service on node 0 it depends on exited with status 1"), None);
+        for said in [
+            r#""hvsim-init: service {} started""#,
+            r#""hvsim-init: service {} is healthy""#,
+            r#""hvsim-init: service {} is unhealthy""#,
+            r#""hvsim-init: service {} not started: the service on node {dep} it depends on"#,
+        ] {
+            assert!(
+                init.contains(said) || include_str!("../../guest-init/src/container/health.rs").contains(said),
+                "{said}"
+            );
+        }
+        let states = [
+            ("service db started", ServiceState::Started),
+            ("service db is healthy", ServiceState::Healthy),
+            ("service db is unhealthy", ServiceState::Unhealthy),
+            (
+                "service db exited with status 1; restarting it in 100 ms (restart 1)",
+                ServiceState::Restarting { status: 1 },
+            ),
+            ("service db exited with status 3", ServiceState::Exited { status: 3 }),
+            (
+                "service db not started: the service on node 0 it depends on exited with status 1",
+                ServiceState::NotStarted,
+            ),
+        ];
+        for (text, state) in states {
+            assert_eq!(state_line(text), Some(("db", state)), "{text}");
+        }
+        assert_eq!(state_line("service db: health check failed (exit 1; 2 in a row)"), None);
+        assert_eq!(state_line("composer: template main"), None);
     }
 
     #[test]

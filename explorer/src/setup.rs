@@ -21,7 +21,7 @@ use crate::services::Services;
 use crate::state::{ms, ms_f, State};
 use crate::story;
 use crate::timeline::{is_crash, point, Timeline};
-use crate::watch::{Progress, Watch};
+use crate::watch::{Progress, SetupProgress, Watch, SETUP_REPORT_EVERY};
 use crate::workers::Checked;
 use crate::StartOptions;
 
@@ -147,6 +147,25 @@ fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
     state.faults = saved.faults.clone();
 }
 
+/// Where the root's setup stands, for the progress display.
+fn setup_progress(
+    machine: &Machine,
+    config: &ExploreConfig,
+    services: &mut Services,
+    started: Instant,
+    sdk_messages: u64,
+) -> Progress {
+    Progress::Setup(SetupProgress {
+        vtime: machine.now(),
+        limit: config.setup_limit,
+        elapsed: started.elapsed(),
+        sdk_messages,
+        exits: machine.trace_state().events,
+        services: services.views(),
+        lines: services.take_lines(),
+    })
+}
+
 /// Runs the root until the target reports setup complete (or the setup
 /// limit): true. False if there can be no root: the target ended first
 /// after a bug (the end is then in that bug's record), or a service exited
@@ -162,11 +181,27 @@ fn setup(
 ) -> Result<bool> {
     let setup_started = Instant::now();
     let mut first: Option<Filed> = None;
-    let mut services = Services::default();
+    // With -v, every console line is shown as it comes.
+    let mut services = Services::of(&story::nodes(cx.target), tracing::enabled!(tracing::Level::INFO));
     let mut sdk_messages = 0u64;
+    let mut exits = Vec::new();
+    let mut reported = Instant::now();
+    let mut step = Vtime(0);
     while !state.root.setup_complete {
-        let step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
-        let stop = machine.run_until(step)?;
+        if machine.now() >= step {
+            step = Vtime(machine.now().nanos().saturating_add(SETUP_STEP.nanos()).min(config.setup_limit.nanos()));
+        }
+        let stop = machine.run_until_or_wall(step, reported + SETUP_REPORT_EVERY)?;
+        // The console is read at a pause too, for the display; the exits
+        // it shows are judged at the next stop, as without the pause.
+        exits.extend(services.exited(machine));
+        // Paused on the wall clock, the machine is where it would have been
+        // (`run_until_or_wall`): a report, and the same step again.
+        let Some(stop) = stop else {
+            watch.progress(setup_progress(machine, config, &mut services, setup_started, sdk_messages));
+            reported = Instant::now();
+            continue;
+        };
         if matches!(stop, Stop::Message) {
             state.known.new_coverage(machine);
             for msg in machine.take_messages() {
@@ -193,11 +228,13 @@ fn setup(
             }
         }
         if state.root.setup_complete {
+            // The last report: the lines that came with setup complete.
+            watch.progress(setup_progress(machine, config, &mut services, setup_started, sdk_messages));
             break;
         }
         // A service that failed before the system was ready, with no fault
         // to blame, is the harness's failure: named with what it said last.
-        if let Some(exit) = services.exited(machine).into_iter().find(|e| e.status != 0) {
+        if let Some(exit) = std::mem::take(&mut exits).into_iter().find(|e| e.status != 0) {
             if first.is_none() && machine.state().devices.virtio.struck().is_empty() {
                 state.harness.timelines += 1;
                 state.harness.example = Some(exit.describe());
@@ -208,12 +245,10 @@ fn setup(
         match stop {
             Stop::Message => {}
             Stop::Deadline if step >= config.setup_limit => break,
-            Stop::Deadline => watch.progress(Progress::Setup {
-                vtime: machine.now(),
-                limit: config.setup_limit,
-                elapsed: setup_started.elapsed(),
-                sdk_messages,
-            }),
+            Stop::Deadline => {
+                watch.progress(setup_progress(machine, config, &mut services, setup_started, sdk_messages));
+                reported = Instant::now();
+            }
             Stop::Ended(end) => {
                 let Some(filed) = first else {
                     return Err(ExploreError::Target(format!(

@@ -12,6 +12,7 @@ use crate::bug::BugRecord;
 use crate::discovery::Incidence;
 use crate::error::Result;
 use crate::exploration::{Exploration, Phases, TimelineEnds};
+use crate::services::ServiceView;
 
 /// What an exploration hands out as it goes.
 pub trait Watch {
@@ -31,21 +32,44 @@ pub trait Watch {
 /// Watching nothing (benchmarks).
 impl Watch for () {}
 
+/// How often (wall time) the root's setup reports at least.
+pub const SETUP_REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// The root's setup as it runs.
+#[derive(Clone, Debug)]
+pub struct SetupProgress {
+    pub vtime: Vtime,
+    pub limit: Vtime,
+    pub elapsed: Duration,
+    /// What the guest's programs have sent through the SDK (any at all:
+    /// the channel works).
+    pub sdk_messages: u64,
+    /// The machine's exits so far: its activity, where virtual time
+    /// hardly moves.
+    pub exits: u64,
+    /// The project's services: each one's state and last line.
+    pub services: Vec<ServiceView>,
+    /// The console's lines since the last report, when the setup was
+    /// asked to stream them (`-v`).
+    pub lines: Vec<String>,
+}
+
 /// How often (wall time) a running exploration is handed out whole.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 
 /// A view of the exploration so far, for progress displays: each phase
 /// says when it starts.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Progress {
     /// The target is being started: restored from the boot cache, or (the
     /// first time for its machine shape) booted cold.
     Starting,
     /// The target started, as `boot` says.
     Started { boot: BootKind, wall_ms: u64 },
-    /// The root runs and has not reported setup complete yet; the guest's
-    /// programs have sent `sdk_messages` (any at all: the channel works).
-    Setup { vtime: Vtime, limit: Vtime, elapsed: Duration, sdk_messages: u64 },
+    /// The root runs and has not reported setup complete yet: at each step
+    /// of virtual time, and at least every [`SETUP_REPORT_EVERY`] of wall
+    /// time however little virtual time moved.
+    Setup(SetupProgress),
     /// The root was restored from a saved root, which took `made_ms` of
     /// wall time to make.
     RootRestored { made_ms: u64 },

@@ -13,7 +13,9 @@
 //! spinning in user mode may not exit for the whole timeout (a minute for
 //! Linux), so once the interrupt is raised the watchdog kicks the vCPU
 //! within [`INTERRUPT_POLL`], invisibly to the guest (like the profiler's
-//! kick: no time, no event), and the run loop ends at its next check.
+//! kick: no time, no event), and the run loop ends at its next check. A
+//! pause on the wall clock (`Machine::run_until_or_wall`) is carried in the
+//! same way.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -35,6 +37,10 @@ struct Shared {
     /// Set just before the watchdog kicks; taken by the vCPU thread.
     kicked: AtomicBool,
     kicks: AtomicU64,
+    /// When to kick the vCPU out of `KVM_RUN` for a pause (`kick_at`):
+    /// nanoseconds after `base`, 0 for never.
+    pause_at: AtomicU64,
+    base: Option<Instant>,
     stop: Mutex<bool>,
     wake: Condvar,
 }
@@ -52,7 +58,7 @@ impl Watchdog {
         kick::install()?;
         // SAFETY: pthread_self has no preconditions.
         let target = unsafe { libc::pthread_self() };
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared { base: Some(Instant::now()), ..Shared::default() });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hvsim-watchdog".into())
@@ -84,6 +90,16 @@ impl Watchdog {
         self.shared.kicked.swap(false, Ordering::SeqCst)
     }
 
+    /// Kicks the vCPU out of `KVM_RUN` once the wall clock passes `at`
+    /// (`Machine::run_until_or_wall`'s pause), invisibly as for a raised
+    /// interrupt; `None`: never.
+    pub fn kick_at(&self, at: Option<Instant>) {
+        let base = self.shared.base.expect("set at start");
+        let nanos =
+            at.map_or(0, |t| u64::try_from(t.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX).max(1));
+        self.shared.pause_at.store(nanos, Ordering::SeqCst);
+    }
+
     pub fn kicks(&self) -> u64 {
         self.shared.kicks.load(Ordering::SeqCst)
     }
@@ -94,12 +110,14 @@ fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration, interrupt: Opti
     let mut since = Instant::now();
     let mut stop = s.stop.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        let wait = if interrupt.is_some() { timeout.min(INTERRUPT_POLL) } else { timeout };
-        stop = s.wake.wait_timeout(stop, wait).unwrap_or_else(|p| p.into_inner()).0;
+        // Polled: a pause may be asked for at any time.
+        stop = s.wake.wait_timeout(stop, timeout.min(INTERRUPT_POLL)).unwrap_or_else(|p| p.into_inner()).0;
         if *stop {
             return;
         }
-        if interrupt.is_some_and(Interrupt::raised) && s.in_guest.load(Ordering::SeqCst) {
+        let pause_at = s.pause_at.load(Ordering::SeqCst);
+        let paused = pause_at != 0 && s.base.is_some_and(|b| b.elapsed().as_nanos() >= u128::from(pause_at));
+        if (paused || interrupt.is_some_and(Interrupt::raised)) && s.in_guest.load(Ordering::SeqCst) {
             // Not `kicked`: the run loop takes it for no exit at all.
             // SAFETY: as below.
             unsafe { kick::kick(target) };

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
@@ -18,6 +18,7 @@ use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{github, Baseline, Changes, Report, RunDir, Status};
 use hvsim_explorer::services::ServiceExit;
 use hvsim_explorer::shard::Shard;
+use hvsim_explorer::watch::SetupProgress;
 use hvsim_explorer::winddown::Winddown;
 use hvsim_explorer::{
     explore, BranchProgress, Budget, Ending, Exploration, ExploreConfig, LikelihoodParams, Progress, Span,
@@ -278,6 +279,40 @@ struct Watcher<'a> {
     warned: bool,
     /// The last branch's progress, for the next round's line.
     last: Option<BranchProgress>,
+    /// When the machine's exits were last counted, and how many: its
+    /// activity while the root's setup runs.
+    activity: Option<(Instant, u64)>,
+}
+
+/// Services shown on the progress display; more are counted.
+const SERVICES_SHOWN: usize = 12;
+
+/// The setup's progress: how far in virtual time, how busy the machine
+/// is (`rate`: exits per second of wall time), what came through the
+/// SDK, and a line per service with its state and last output.
+fn setup_message(p: &SetupProgress, rate: Option<f64>) -> String {
+    let rate = rate.map(|r| format!(", {r:.0} exits/s")).unwrap_or_default();
+    let mut out = format!(
+        "| setup: waiting for setup complete, virtual time {} of {}{rate}, {} SDK message(s)",
+        p.vtime, p.limit, p.sdk_messages
+    );
+    let width = p.services.iter().map(|v| v.name.len()).max().unwrap_or(0).min(24);
+    for v in p.services.iter().take(SERVICES_SHOWN) {
+        let last = v.last_line.as_deref().map(|l| format!(": {}", cut(l, 100))).unwrap_or_default();
+        out.push_str(&format!("\n  {:width$}  {}{last}", v.name, v.state));
+    }
+    if p.services.len() > SERVICES_SHOWN {
+        out.push_str(&format!("\n  and {} more services", p.services.len() - SERVICES_SHOWN));
+    }
+    out
+}
+
+/// `s` cut to `n` characters.
+fn cut(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
 }
 
 /// Timelines that all ran into their limit before the warning that the
@@ -304,11 +339,19 @@ impl Watch for Watcher<'_> {
             Progress::Estimating { bugs } => {
                 self.bar.set_message(format!("| estimating the likelihood of {bugs} bug(s) (--likelihood-runs)"))
             }
-            Progress::Setup { vtime, limit, elapsed, sdk_messages } => {
-                self.bar.set_message(format!("| waiting for setup complete: virtual time {vtime} of {limit}"));
-                if !self.hinted && elapsed >= SETUP_HINT_AFTER {
+            Progress::Setup(p) => {
+                if !p.lines.is_empty() {
+                    self.bar.suspend(|| p.lines.iter().for_each(|l| eprintln!("{l}")));
+                }
+                let now = (Instant::now(), p.exits);
+                let rate = self.activity.map(|(then, exits)| {
+                    (p.exits - exits) as f64 / now.0.duration_since(then).as_secs_f64().max(1e-3)
+                });
+                self.activity = Some(now);
+                self.bar.set_message(setup_message(&p, rate));
+                if !self.hinted && p.elapsed >= SETUP_HINT_AFTER {
                     self.hinted = true;
-                    self.bar.suspend(|| eprintln!("{}", setup_hint(elapsed, vtime, limit, sdk_messages)));
+                    self.bar.suspend(|| eprintln!("{}", setup_hint(p.elapsed, p.vtime, p.limit, p.sdk_messages)));
                 }
             }
             Progress::RootRestored { made_ms } => self.bar.suspend(|| {
@@ -470,8 +513,16 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
     // status line on time even while one long timeline runs.
     bar.enable_steady_tick(std::time::Duration::from_secs(1));
     let runs_forever = matches!(&config.target, Target::Raw { guest } if hvsim_guest_image::raw::find(guest).is_some_and(|g| g.runs_forever));
-    let mut watcher =
-        Watcher { bar: &bar, run: &run, hinted: false, span: config.span, runs_forever, warned: false, last: None };
+    let mut watcher = Watcher {
+        bar: &bar,
+        run: &run,
+        hinted: false,
+        span: config.span,
+        runs_forever,
+        warned: false,
+        last: None,
+        activity: None,
+    };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
     let exploration = match explored {

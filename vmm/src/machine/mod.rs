@@ -327,6 +327,8 @@ pub struct Machine {
     stop_on_message: bool,
     /// Inside `run_until_ready`.
     stop_at_ready: bool,
+    /// Where `run_until_or_wall` pauses: a wall-clock instant.
+    pause_at: Option<std::time::Instant>,
     /// Copy of the current exit's data, for the log.
     scratch: Vec<u8>,
     profile: Option<WallProfile>,
@@ -396,6 +398,7 @@ impl Machine {
             messages_taken: 0,
             stop_on_message: false,
             stop_at_ready: false,
+            pause_at: None,
             scratch: Vec::with_capacity(4096),
             profile: None,
             profiler: None,

@@ -27,10 +27,11 @@ pub enum Stop {
 }
 
 /// Why the run loop stopped: a [`Stop`], or (only in `run_until_ready`)
-/// the guest's `READY`.
+/// the guest's `READY`, or (only in `run_until_or_wall`) the wall clock.
 enum Halt {
     Stop(Stop),
     Ready,
+    Paused,
 }
 
 /// What handling one exit decided, beyond the bytes moved.
@@ -55,7 +56,28 @@ impl Machine {
         match self.run_loop(deadline, max_events)? {
             Halt::Stop(stop) => Ok(stop),
             Halt::Ready => unreachable!("READY halts only run_until_ready"),
+            Halt::Paused => unreachable!("only run_until_or_wall pauses"),
         }
+    }
+
+    /// Like [`run_until`](Self::run_until), but also returns (`Ok(None)`)
+    /// after the first exit at which the wall clock has passed `by`: a
+    /// pause between two exits, which the guest cannot tell from going on
+    /// (as a stop at an event count), so that a caller can show progress
+    /// while virtual time hardly moves (guest kernel code emulated on a
+    /// nested host). Each call handles at least one exit.
+    pub fn run_until_or_wall(&mut self, deadline: Vtime, by: std::time::Instant) -> Result<Option<Stop>> {
+        self.pause_at = Some(by);
+        let halt = self.run_loop(deadline, u64::MAX);
+        self.pause_at = None;
+        if let Some(w) = &self.watchdog {
+            w.kick_at(None);
+        }
+        Ok(match halt? {
+            Halt::Stop(stop) => Some(stop),
+            Halt::Paused => None,
+            Halt::Ready => unreachable!("READY halts only run_until_ready"),
+        })
     }
 
     /// Runs a booting guest until it is ready for its run (`hc::op::READY`):
@@ -68,11 +90,15 @@ impl Machine {
         Ok(match halt? {
             Halt::Stop(stop) => Some(stop),
             Halt::Ready => None,
+            Halt::Paused => unreachable!("only run_until_or_wall pauses"),
         })
     }
 
     fn run_loop(&mut self, deadline: Vtime, max_events: u64) -> Result<Halt> {
         self.prepare_vcpu_thread()?;
+        if let Some(w) = &self.watchdog {
+            w.kick_at(self.pause_at);
+        }
         loop {
             if self.interrupt.as_ref().is_some_and(crate::Interrupt::raised) {
                 self.trace.flush()?;
@@ -99,6 +125,10 @@ impl Machine {
             if let Some(halt) = self.step()? {
                 self.trace.flush()?;
                 return Ok(halt);
+            }
+            if self.pause_at.is_some_and(|by| std::time::Instant::now() >= by) {
+                self.trace.flush()?;
+                return Ok(Halt::Paused);
             }
         }
     }
