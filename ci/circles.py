@@ -24,7 +24,7 @@ LAYERS = {
         "assertions bug checkers claims composer config coverage discovery document error exploration faults history "
         "manifest sdk services shard story timeline winddown",
         # 2. running timelines
-        "bandit branch bugs engine eviction knowledge merge_branch replay revisit roots schedule setup state steer watch workers",
+        "bandit branch bugs engine eviction knowledge live merge_branch replay revisit roots schedule setup state steer watch workers",
         # 3. triage on top of runs
         "likelihood minimize retest",
         # 4. outputs

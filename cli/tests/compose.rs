@@ -511,7 +511,7 @@ exit 3
 /// shows progress that moves: at least every second, the machine's
 /// activity, each service's state and the last line it wrote, however
 /// little virtual time moved; with -v every line of the console as it
-/// comes.
+/// comes; once the root is made, what it cost; then the branch running.
 #[test]
 fn a_setup_slow_in_virtual_time_shows_progress_that_moves() {
     if !linux_available() {
@@ -528,6 +528,10 @@ while [ $i -lt 4 ]; do
   i=$((i+1))
 done
 echo '{"antithesis_setup":{"status":"complete","details":null}}' > $HVSIM_SDK_OUTPUT
+for j in 0 1; do
+  ls -R /usr/lib > /dev/null
+  echo "prep: after $j"
+done
 exec sleep infinity
 "#,
     )
@@ -544,6 +548,7 @@ exec sleep infinity
     let started = std::time::Instant::now();
     let o = hvsim()
         .args(["explore", "-v", "--compose", compose.to_str().unwrap(), "--fresh-root", "--branches", "1"])
+        .args(["--timeline-limit", "1s"])
         .args(["--reexecute", "0", "--likelihood-runs", "0", "--out", out.to_str().unwrap()])
         .env("HVSIM_STATUS_EVERY", "1")
         .output()
@@ -567,6 +572,11 @@ exec sleep infinity
         setup.iter().filter_map(|l| l.split("prep: step ").nth(1)).map(|s| s.split(' ').next().unwrap()).collect();
     assert!(steps.len() >= 2, "prep's last line never moved: {setup:#?}");
     assert!(setup.iter().any(|l| l.contains("| prep  started: prep: step")), "{setup:#?}");
+    // Once the root is made, what it cost; then the branch as it runs,
+    // its virtual time and its console's last line.
+    assert!(err.contains("hvsim: explore: the root took ") && err.contains("A timeline that does as much"), "{err}");
+    let live: Vec<&str> = err.lines().filter(|l| l.contains("| branch 1 at ")).collect();
+    assert!(live.iter().any(|l| l.contains("of virtual time: prep | prep: after")), "{err}");
     // -v: the console as it comes, every step of it before the root (init
     // relays a service's output, so the last step's line may come after
     // the setup complete the service sent at once).

@@ -36,6 +36,7 @@ use crate::error::Result;
 use crate::faults::FaultTally;
 use crate::history::Histories;
 use crate::knowledge::Knowledge;
+use crate::live::{Live, LiveBranch, LIVE_EVERY};
 use crate::revisit::{Draws, Revisit};
 use crate::services::Services;
 use crate::steer::{self, Lead, Steer, Steering};
@@ -284,6 +285,7 @@ pub(crate) fn run(
     tree: &SnapshotTree,
     cursor: &mut Cursor,
     machine: &mut Machine,
+    live: &Live,
 ) -> Result<BranchRun> {
     let started = Instant::now();
     tree.reset(cursor, machine, job.tree_id)?;
@@ -350,14 +352,30 @@ pub(crate) fn run(
         largest_delta.set(Some(largest_delta.get().unwrap_or(0).max(bytes)));
         Ok(delta)
     };
+    // When the live display last heard of this branch.
+    let mut shown = started;
     let (end, end_coverage) = loop {
         let interval = rules.next_interval(machine.now()).filter(|&t| t < deadline);
-        let stop = match machine.run_until(interval.unwrap_or(deadline)) {
+        let stop = match machine.run_until_or_wall(interval.unwrap_or(deadline), shown + LIVE_EVERY) {
+            // Paused on the wall clock, invisibly: where it is, for the
+            // progress display, and on.
+            Ok(None) => {
+                let last_line = machine.console_last_lines(1);
+                let last_line = String::from_utf8_lossy(&last_line).trim().to_owned();
+                let vtime = Vtime(machine.now().nanos().saturating_sub(rules.root.nanos()));
+                live.update(LiveBranch {
+                    branch: job.branch,
+                    vtime,
+                    last_line: Some(last_line).filter(|l| !l.is_empty()),
+                });
+                shown = Instant::now();
+                continue;
+            }
             // Interrupted after its first failure: the bug is what the
             // branch was for, and the rest of its timeline only context, so
             // the branch ends here and its bug is kept.
             Err(hvsim_vmm::Error::Interrupted) if failed_at.is_some() => break (None, known.new_coverage(machine)),
-            stop => stop?,
+            stop => stop?.expect("paused is handled above"),
         };
         match stop {
             Stop::Message => {

@@ -140,7 +140,9 @@ pub fn run(
             nodes: story::nodes(target),
         },
         memory_may_differ: replay::memory_may_differ(target, host),
+        live: Arc::default(),
     };
+    watch.live(&shared.live);
     let settings = MachineSettings {
         hosts: (0..config.workers).map(|w| host.worker_settings(target.is_linux(), config.start.watchdog, w)).collect(),
         profiler: config.start.profiler,

@@ -46,6 +46,7 @@ pub mod faults;
 pub mod history;
 mod knowledge;
 pub mod likelihood;
+pub mod live;
 pub mod manifest;
 pub mod merge;
 mod merge_branch;

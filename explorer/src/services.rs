@@ -195,7 +195,8 @@ impl Services {
     }
 }
 
-fn truncate(mut line: String) -> String {
+/// `line` cut to [`LINE_BYTES`], on a character.
+pub(crate) fn truncate(mut line: String) -> String {
     if line.len() > LINE_BYTES {
         let mut end = LINE_BYTES;
         while !line.is_char_boundary(end) {

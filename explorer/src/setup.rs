@@ -82,6 +82,7 @@ pub(crate) fn root(
 
             // The root: run until setup complete.
             let before = FaultTally::mark(&machine);
+            let setup_from = machine.now();
             let setup_started = Instant::now();
             let setup = setup(&mut machine, config, cx, state, watch);
             state.phases.setup_ms = ms_f(setup_started.elapsed());
@@ -93,7 +94,16 @@ pub(crate) fn root(
                 false
             });
             let clean = branchable && state.root.setup_complete && state.bugs.records.is_empty();
-            if let Some((roots, id)) = roots.as_ref().filter(|_| clean && state.ending == Ending::Running) {
+            let saving = roots.as_ref().filter(|_| clean && state.ending == Ending::Running);
+            if branchable {
+                watch.progress(Progress::RootMade {
+                    start_ms: state.phases.start_ms,
+                    setup_ms: state.phases.setup_ms,
+                    setup_vtime: Vtime(machine.now().nanos() - setup_from.nanos()),
+                    saved: saving.is_some(),
+                });
+            }
+            if let Some((roots, id)) = saving {
                 let saved = SavedRoot {
                     id: id.clone(),
                     point: state.root.point,

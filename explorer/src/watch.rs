@@ -3,6 +3,7 @@
 //! exploration now and then, so that nothing found is lost to an
 //! interruption.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hvsim_guest_image::linux::boot_cache::BootKind;
@@ -12,12 +13,16 @@ use crate::bug::BugRecord;
 use crate::discovery::Incidence;
 use crate::error::Result;
 use crate::exploration::{Exploration, Phases, TimelineEnds};
+use crate::live::Live;
 use crate::services::ServiceView;
 
 /// What an exploration hands out as it goes.
 pub trait Watch {
     /// Where it stands, for a progress display.
     fn progress(&mut self, _: Progress) {}
+    /// The branches running now, once, before the first round: a display
+    /// reads it whenever it redraws.
+    fn live(&mut self, _: &Arc<Live>) {}
     /// A bug's record, when the bug is found and again when confirmed.
     fn bug(&mut self, _: &BugRecord) -> Result<()> {
         Ok(())
@@ -70,6 +75,12 @@ pub enum Progress {
     /// of virtual time, and at least every [`SETUP_REPORT_EVERY`] of wall
     /// time however little virtual time moved.
     Setup(SetupProgress),
+    /// The root was made by running the target's setup: what that cost
+    /// here, the first measure of what the exploration will (`start_ms`
+    /// booting or restoring the machine, `setup_ms` the setup, which ran
+    /// `setup_vtime` of virtual time); `saved`: the next exploration
+    /// restores it instead.
+    RootMade { start_ms: f64, setup_ms: f64, setup_vtime: Vtime, saved: bool },
     /// The root was restored from a saved root, which took `made_ms` of
     /// wall time to make.
     RootRestored { made_ms: u64 },

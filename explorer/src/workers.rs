@@ -30,6 +30,7 @@ use crate::branch::{self, BranchJob, BranchRun, Rules};
 use crate::bug::BugRecord;
 use crate::error::{ExploreError, Result};
 use crate::knowledge::Knowledge;
+use crate::live::Live;
 use crate::replay::{self, ReplayOutcome};
 
 /// A re-execution of bug `bug`'s timeline from the root.
@@ -62,6 +63,8 @@ pub(crate) struct Shared {
     pub rules: Rules,
     /// Whether a re-execution's memory may differ (see `replay::follow`).
     pub memory_may_differ: bool,
+    /// The branches running now, for progress displays.
+    pub live: Arc<Live>,
 }
 
 impl Shared {
@@ -80,7 +83,10 @@ impl Worker {
         match job {
             Job::Branch(job, known) => {
                 let tree = shared.tree();
-                let run = branch::run(*job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine);
+                let branch = job.branch;
+                let run =
+                    branch::run(*job, &known, &shared.rules, &tree, &mut self.cursor, &mut self.machine, &shared.live);
+                shared.live.ended(branch);
                 Done::Branch(run.map(Box::new))
             }
             Job::Check(check) => {

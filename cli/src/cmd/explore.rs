@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -14,6 +15,7 @@ use hvsim_explorer::bug::BugRecord;
 use hvsim_explorer::claims::ClaimVerdict;
 use hvsim_explorer::discovery::Saturation;
 use hvsim_explorer::exploration::Policy;
+use hvsim_explorer::live::Live;
 use hvsim_explorer::manifest::Manifest;
 use hvsim_explorer::report::{github, Baseline, Changes, Report, RunDir, Status};
 use hvsim_explorer::services::ServiceExit;
@@ -282,7 +284,36 @@ struct Watcher<'a> {
     /// When the machine's exits were last counted, and how many: its
     /// activity while the root's setup runs.
     activity: Option<(Instant, u64)>,
+    /// The target is Linux: what its root cost is worth saying.
+    linux: bool,
 }
+
+/// What the root just cost, and what that says of the exploration's cost
+/// here: a Linux target's timelines cost what their guest's work costs
+/// (process starts, kernel code the host may emulate) far more than their
+/// virtual time, and the setup has just measured that work.
+fn first_root(start_ms: f64, setup_ms: f64, setup_vtime: Vtime, saved: bool, branches: Option<u64>) -> String {
+    let (start, setup) = (start_ms / 1e3, setup_ms / 1e3);
+    let again = if saved {
+        "saved: the next exploration or replay of this project restores it in about a second (hvsim cache ls)"
+    } else {
+        "not saved (a bug came first, or roots are not kept)"
+    };
+    let all = branches.map_or(String::new(), |n| {
+        format!(", {n} of them about {}", humantime::format_duration(Duration::from_secs((n as f64 * setup) as u64)))
+    });
+    format!(
+        "hvsim: explore: the root took {:.0} s here: {start:.0} s to start the machine, {setup:.0} s of setup for \
+         {:.3} s of virtual time; {again}. A timeline that does as much as this setup (starting services, health \
+         checks) takes about as long here{all}, spread over the workers; idle virtual time costs far less \
+         (docs/compose.md, \"The first hour\")",
+        start + setup,
+        setup_vtime.nanos() as f64 / 1e9,
+    )
+}
+
+/// The progress display: `live` is the branches running now (`Watch::live`).
+const BAR_TEMPLATE: &str = "hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}{live}";
 
 /// Services shown on the progress display; more are counted.
 const SERVICES_SHOWN: usize = 12;
@@ -354,6 +385,11 @@ impl Watch for Watcher<'_> {
                     self.bar.suspend(|| eprintln!("{}", setup_hint(p.elapsed, p.vtime, p.limit, p.sdk_messages)));
                 }
             }
+            Progress::RootMade { start_ms, setup_ms, setup_vtime, saved } if self.linux => {
+                let line = first_root(start_ms, setup_ms, setup_vtime, saved, self.bar.length());
+                self.bar.suspend(|| eprintln!("{line}"))
+            }
+            Progress::RootMade { .. } => {}
             Progress::RootRestored { made_ms } => self.bar.suspend(|| {
                 eprintln!(
                     "hvsim: explore: the root restored from a saved root (it took {:.0} s to make; --fresh-root makes it again)",
@@ -403,6 +439,22 @@ impl Watch for Watcher<'_> {
                 ));
             }
         }
+    }
+
+    fn live(&mut self, live: &Arc<Live>) {
+        // Read at every redraw (each second, at least): the branches
+        // running now, a line each.
+        let live = live.clone();
+        let style = ProgressStyle::with_template(BAR_TEMPLATE).expect("valid template").with_key(
+            "live",
+            move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                for b in live.now() {
+                    let last = b.last_line.map(|l| format!(": {}", cut(&l, 100))).unwrap_or_default();
+                    let _ = write!(w, "\n  branch {} at {} of virtual time{last}", b.branch, b.vtime);
+                }
+            },
+        );
+        self.bar.set_style(style);
     }
 
     fn bug(&mut self, record: &BugRecord) -> hvsim_explorer::Result<()> {
@@ -505,10 +557,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         winddown: args.composer_winddown,
     };
     let bar = hvsim_guest_image::progress::bar(args.shard.map_or(args.branches, |s| s.share(args.branches)));
-    bar.set_style(
-        ProgressStyle::with_template("hvsim: explore [{elapsed_precise}] {bar:30} {pos}/{len} branches {msg}")
-            .expect("valid template"),
-    );
+    bar.set_style(ProgressStyle::with_template(BAR_TEMPLATE).expect("valid template"));
     // Redrawn each second: a terminal's clock moves, and a log gets its
     // status line on time even while one long timeline runs.
     bar.enable_steady_tick(std::time::Duration::from_secs(1));
@@ -522,6 +571,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         warned: false,
         last: None,
         activity: None,
+        linux,
     };
     let explored = explore(&config, &host, &mut watcher);
     bar.finish_and_clear();
