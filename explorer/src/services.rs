@@ -211,23 +211,23 @@ pub(crate) fn truncate(mut line: String) -> String {
 /// The service and status of init's line for a service that exited for
 /// good (the text after `hvsim-init: `).
 fn exit_line(text: &str) -> Option<(&str, u32)> {
-    let (service, status) = text.strip_prefix("service ")?.split_once(" exited with status ")?;
-    // "...; restarting it in N ms" is not an end, and does not parse; nor
-    // is "SERVICE not started: ... exited with status N" (a name has no
-    // spaces).
-    (!service.contains(char::is_whitespace)).then_some(())?;
-    Some((service, status.parse().ok()?))
+    match state_line(text)? {
+        (service, ServiceState::Exited { status }) => Some((service, status)),
+        _ => None,
+    }
 }
 
 /// The state init's line (the text after `hvsim-init: `) gives a service.
 fn state_line(text: &str) -> Option<(&str, ServiceState)> {
     let rest = text.strip_prefix("service ")?;
-    if let Some((service, status)) = exit_line(text) {
-        return Some((service, ServiceState::Exited { status }));
-    }
-    if let Some((service, after)) = rest.split_once(" exited with status ").filter(|(s, _)| !s.contains(' ')) {
-        let status = after.split(';').next()?.parse().ok()?;
-        return Some((service, ServiceState::Restarting { status }));
+    // "SERVICE not started: ... exited with status N" is no exit: a name
+    // has no spaces.
+    if let Some((service, after)) = rest.split_once(" exited with status ").filter(|(s, _)| !s.contains(char::is_whitespace)) {
+        // "...; restarting it in N ms" is not an end.
+        return Some(match after.split_once(';') {
+            Some((status, _)) => (service, ServiceState::Restarting { status: status.parse().ok()? }),
+            None => (service, ServiceState::Exited { status: after.parse().ok()? }),
+        });
     }
     let (service, what) = rest.split_once(' ')?;
     let state = match what {
