@@ -204,22 +204,23 @@ impl Session {
                 .expect("valid template"),
         );
         spinner.enable_steady_tick(Duration::from_millis(250));
-        let mut shown = (std::time::Instant::now(), self.machine.trace_state().events);
+        let mut rate = crate::util::ExitRate::default();
+        rate.update(self.machine.trace_state().events);
+        let mut shown = std::time::Instant::now();
         let mut step = Vtime(0);
         let end = loop {
             if self.machine.now() >= step {
                 step = Vtime(self.machine.now().nanos().saturating_add(STEP.nanos()).min(limit.nanos()));
             }
-            let stop = self.machine.run_until_or_wall(step, shown.0 + EVERY)?;
+            let stop = self.machine.run_until_or_wall(step, shown + EVERY)?;
             spinner.suspend(|| self.show_console(false))?;
             match stop {
                 Some(Stop::Ended(end)) => break Some(end),
                 Some(Stop::Deadline) if step >= limit => break None,
                 Some(Stop::Message) => unreachable!("sessions do not stop on messages"),
                 Some(Stop::Deadline) | None => {
-                    let now = (std::time::Instant::now(), self.machine.trace_state().events);
-                    let rate = (now.1 - shown.1) as f64 / now.0.duration_since(shown.0).as_secs_f64().max(1e-3);
-                    shown = now;
+                    let rate = rate.update(self.machine.trace_state().events).unwrap_or(0.0);
+                    shown = std::time::Instant::now();
                     spinner.set_message(format!(
                         "{} of {limit}, {rate:.0} exits/s, {} SDK message(s)",
                         self.machine.now(),

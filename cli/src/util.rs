@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hvsim_explorer::document::{self, Document};
@@ -176,5 +176,25 @@ mod tests {
         assert!(!path.exists());
         f.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"x");
+    }
+}
+
+/// A machine's exits per second of wall time, between one count and the
+/// next: its activity, where virtual time may hardly move.
+#[derive(Debug, Default)]
+pub struct ExitRate {
+    last: Option<(Instant, u64)>,
+}
+
+impl ExitRate {
+    /// Takes `exits` (the machine's count now); the rate since the last
+    /// count, if there was one.
+    pub fn update(&mut self, exits: u64) -> Option<f64> {
+        let now = Instant::now();
+        let rate = self.last.map(|(then, before)| {
+            exits.saturating_sub(before) as f64 / now.duration_since(then).as_secs_f64().max(1e-3)
+        });
+        self.last = Some((now, exits));
+        rate
     }
 }

@@ -222,7 +222,9 @@ fn state_line(text: &str) -> Option<(&str, ServiceState)> {
     let rest = text.strip_prefix("service ")?;
     // "SERVICE not started: ... exited with status N" is no exit: a name
     // has no spaces.
-    if let Some((service, after)) = rest.split_once(" exited with status ").filter(|(s, _)| !s.contains(char::is_whitespace)) {
+    if let Some((service, after)) =
+        rest.split_once(" exited with status ").filter(|(s, _)| !s.contains(char::is_whitespace))
+    {
         // "...; restarting it in N ms" is not an end.
         return Some(match after.split_once(';') {
             Some((status, _)) => (service, ServiceState::Restarting { status: status.parse().ok()? }),

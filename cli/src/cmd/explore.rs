@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hvsim_explorer::assertions::Verdict;
@@ -281,9 +281,8 @@ struct Watcher<'a> {
     warned: bool,
     /// The last branch's progress, for the next round's line.
     last: Option<BranchProgress>,
-    /// When the machine's exits were last counted, and how many: its
-    /// activity while the root's setup runs.
-    activity: Option<(Instant, u64)>,
+    /// The machine's activity while the root's setup runs.
+    activity: util::ExitRate,
     /// The target is Linux: what its root cost is worth saying.
     linux: bool,
 }
@@ -374,11 +373,7 @@ impl Watch for Watcher<'_> {
                 if !p.lines.is_empty() {
                     self.bar.suspend(|| p.lines.iter().for_each(|l| eprintln!("{l}")));
                 }
-                let now = (Instant::now(), p.exits);
-                let rate = self.activity.map(|(then, exits)| {
-                    (p.exits - exits) as f64 / now.0.duration_since(then).as_secs_f64().max(1e-3)
-                });
-                self.activity = Some(now);
+                let rate = self.activity.update(p.exits);
                 self.bar.set_message(setup_message(&p, rate));
                 if !self.hinted && p.elapsed >= SETUP_HINT_AFTER {
                     self.hinted = true;
@@ -570,7 +565,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         runs_forever,
         warned: false,
         last: None,
-        activity: None,
+        activity: util::ExitRate::default(),
         linux,
     };
     let explored = explore(&config, &host, &mut watcher);
