@@ -37,10 +37,8 @@ struct Shared {
     /// Set just before the watchdog kicks; taken by the vCPU thread.
     kicked: AtomicBool,
     kicks: AtomicU64,
-    /// When to kick the vCPU out of `KVM_RUN` for a pause (`kick_at`):
-    /// nanoseconds after `base`, 0 for never.
-    pause_at: AtomicU64,
-    base: Option<Instant>,
+    /// When to kick the vCPU out of `KVM_RUN` for a pause (`kick_at`).
+    pause_at: Mutex<Option<Instant>>,
     stop: Mutex<bool>,
     wake: Condvar,
 }
@@ -58,7 +56,7 @@ impl Watchdog {
         kick::install()?;
         // SAFETY: pthread_self has no preconditions.
         let target = unsafe { libc::pthread_self() };
-        let shared = Arc::new(Shared { base: Some(Instant::now()), ..Shared::default() });
+        let shared = Arc::new(Shared::default());
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hvsim-watchdog".into())
@@ -94,10 +92,7 @@ impl Watchdog {
     /// (`Machine::run_until_or_wall`'s pause), invisibly as for a raised
     /// interrupt; `None`: never.
     pub fn kick_at(&self, at: Option<Instant>) {
-        let base = self.shared.base.expect("set at start");
-        let nanos =
-            at.map_or(0, |t| u64::try_from(t.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX).max(1));
-        self.shared.pause_at.store(nanos, Ordering::SeqCst);
+        *self.shared.pause_at.lock().unwrap_or_else(|p| p.into_inner()) = at;
     }
 
     pub fn kicks(&self) -> u64 {
@@ -115,8 +110,7 @@ fn watch(s: &Shared, target: libc::pthread_t, timeout: Duration, interrupt: Opti
         if *stop {
             return;
         }
-        let pause_at = s.pause_at.load(Ordering::SeqCst);
-        let paused = pause_at != 0 && s.base.is_some_and(|b| b.elapsed().as_nanos() >= u128::from(pause_at));
+        let paused = s.pause_at.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|at| Instant::now() >= at);
         if (paused || interrupt.is_some_and(Interrupt::raised)) && s.in_guest.load(Ordering::SeqCst) {
             // Not `kicked`: the run loop takes it for no exit at all.
             // SAFETY: as below.

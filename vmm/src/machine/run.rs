@@ -70,6 +70,7 @@ impl Machine {
         self.pause_at = Some(by);
         let halt = self.run_loop(deadline, u64::MAX);
         self.pause_at = None;
+        // No kick for a pause that is over, whatever enters the guest next.
         if let Some(w) = &self.watchdog {
             w.kick_at(None);
         }
