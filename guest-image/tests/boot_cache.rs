@@ -5,36 +5,19 @@
 //! `begin_run` decides what follows; concurrent misses boot once; corrupt
 //! entries are rebuilt; the cache stays within its bound.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hvsim_guest_image::linux::boot_cache::{BootCache, BootKind, Shape, BOOT_SEED};
-use hvsim_guest_image::raw;
-use hvsim_vmm::host::{open_kvm, HostProfile};
 use hvsim_vmm::machine::{MachineSpec, RunInputs};
 use hvsim_vmm::{End, Machine, MachineConfig, Stop, Vtime};
 
-fn kvm_available() -> bool {
-    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        Ok(_) => true,
-        Err(e) => {
-            if std::env::var("HVSIM_REQUIRE_KVM").as_deref() == Ok("1") {
-                panic!("HVSIM_REQUIRE_KVM=1 but /dev/kvm cannot be opened: {e}");
-            }
-            eprintln!("skipping KVM test: /dev/kvm cannot be opened: {e}");
-            false
-        }
-    }
-}
+use common::kvm_available;
 
 fn config() -> MachineConfig {
-    let host = HostProfile::detect(&open_kvm().unwrap());
-    let probes = raw::probes::HostProbes::run(&host).unwrap();
-    let mut config = MachineConfig::raw(raw::find("ready").unwrap().build(), BOOT_SEED, &host);
-    config.spec.ram_size = 4 << 20;
-    probes.configure(&mut config.host);
-    config.host.watchdog = Some(Duration::from_secs(5));
-    config
+    common::raw_config("ready", BOOT_SEED)
 }
 
 /// A shape for the raw guest (the Linux one hashes kernel and initramfs).

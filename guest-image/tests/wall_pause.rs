@@ -3,33 +3,16 @@
 //! after every exit, the raw guests give the trace, memory and console of
 //! a run that never paused, twice over.
 
-use std::time::{Duration, Instant};
+mod common;
 
-use hvsim_guest_image::raw;
-use hvsim_vmm::host::{open_kvm, HostProfile};
-use hvsim_vmm::{Machine, MachineConfig, Stop, Vtime};
+use std::time::Instant;
 
-fn kvm_available() -> bool {
-    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        Ok(_) => true,
-        Err(e) => {
-            if std::env::var("HVSIM_REQUIRE_KVM").as_deref() == Ok("1") {
-                panic!("HVSIM_REQUIRE_KVM=1 but /dev/kvm cannot be opened: {e}");
-            }
-            eprintln!("skipping KVM test: /dev/kvm cannot be opened: {e}");
-            false
-        }
-    }
-}
+use hvsim_vmm::{Machine, Stop, Vtime};
+
+use common::kvm_available;
 
 fn machine(guest: &str, seed: u64) -> Machine {
-    let host = HostProfile::detect(&open_kvm().unwrap());
-    let probes = raw::probes::HostProbes::run(&host).unwrap();
-    let mut config = MachineConfig::raw(raw::find(guest).unwrap().build(), seed, &host);
-    config.spec.ram_size = 4 << 20;
-    probes.configure(&mut config.host);
-    config.host.watchdog = Some(Duration::from_secs(5));
-    Machine::new(&config).unwrap()
+    Machine::new(&common::raw_config(guest, seed)).unwrap()
 }
 
 /// Trace hash, memory hash, console and exits.
