@@ -11,8 +11,6 @@ use hvsim_vmm::profiler::{GuestProfile, ProfilerConfig};
 
 use crate::util::AtomicFile;
 
-/// The kernel symbol the patched guest kernel publishes the running task in.
-const TASK_SYMBOL: &str = "hvsim_task";
 const DEFAULT_RATE: &str = "499";
 
 #[derive(clap::Args, Clone, Debug)]
@@ -50,11 +48,11 @@ impl ProfileArgs {
         } else {
             None
         };
-        let task_page = symbols.as_ref().and_then(|s| s.data(TASK_SYMBOL));
-        if linux && task_page.is_none() {
-            eprintln!("hvsim: warning: the guest kernel has no `{TASK_SYMBOL}`: samples will not name their process");
+        let task = hvsim_vmm::guest_task::SYMBOL;
+        if symbols.as_ref().is_some_and(|s| s.data(task).is_none()) {
+            eprintln!("hvsim: warning: the guest kernel has no `{task}`: samples will not name their process");
         }
-        Ok(Some(Profiling { config: ProfilerConfig { rate_hz, task_page }, symbols, out: self.profile_out.clone() }))
+        Ok(Some(Profiling { config: ProfilerConfig { rate_hz }, symbols, out: self.profile_out.clone() }))
     }
 }
 

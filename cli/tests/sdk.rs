@@ -188,6 +188,12 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     let chosen = record["timeline"]["segments"].as_array().unwrap().iter().filter(|s| s["draw"].is_u64()).count();
     assert!(chosen > 0 && s["draws"]["points"].as_u64() > Some(0), "{}", record["timeline"]);
     assert!(s["draws"]["steered"].as_u64() > Some(0), "no value given inside a timeline: {}", s["draws"]);
+    // The guest kernel names the process behind each message: the story
+    // says which process failed (the vault, not init: pid 1).
+    let story = record["story"].as_array().unwrap();
+    let failed = story.iter().filter_map(|e| e["text"].as_str()).find(|t| t.contains("FAILS: the vault stays closed"));
+    let pid = failed.and_then(|t| t.rsplit_once("(pid ")).and_then(|(_, p)| p.trim_end_matches(')').parse::<u32>().ok());
+    assert!(pid.is_some_and(|p| p > 1), "the failing assertion names no process: {failed:?}");
     assert_eq!(r["events"]["vault_started"], 1);
     // The SDK said who it is; coverage from the instrumented binary arrived
     // and steered.

@@ -39,7 +39,7 @@ use crate::knowledge::Knowledge;
 use crate::live::{Live, LiveBranch, LIVE_EVERY};
 use crate::revisit::{Draws, Revisit};
 use crate::services::Services;
-use crate::steer::{self, Lead, Steer, Steering};
+use crate::steer::{self, Lead, Process, Steer, Steering};
 use crate::story;
 use crate::timeline::{is_crash, point, LineChoice, Point, Span, Timeline};
 use crate::winddown;
@@ -177,9 +177,9 @@ pub(crate) struct StopRecord {
     /// The stop is at an SDK draw the branch steered: the timeline's next
     /// segment starts here (`steer.rs`).
     pub steer: Option<Steer>,
-    /// The values the explorer gave on the way to here, if they are the
-    /// way (`steer.rs`).
-    pub way: Option<Vec<u64>>,
+    /// The draws of the process that spoke here, on the way to here, if
+    /// they are the way (`steer.rs`).
+    pub way: Option<Lead>,
 }
 
 pub(crate) struct BranchRun {
@@ -322,7 +322,9 @@ pub(crate) fn run(
     // A revisit makes no decision of its own: it takes again those of the
     // branch it follows, to the draw it returns to.
     let revisit = job.revisit.clone().filter(|_| rules.draws && rules.snapshots);
-    let mut armed: Option<Armed> = (rules.draws && job.arm_draw && revisit.is_none()).then_some(Armed::Start);
+    // With the process whose next draw it is (`None`: any).
+    let mut armed: Option<(Armed, Process)> =
+        (rules.draws && job.arm_draw && revisit.is_none()).then_some((Armed::Start, None));
     let mut draws = Draws::default();
     let mut steering = if rules.draws && revisit.is_none() {
         Steering::new(job.base.segments.is_empty(), job.draw, job.lead.clone(), job.values.clone())
@@ -385,20 +387,41 @@ pub(crate) fn run(
                 let mut fails = false;
                 let mut draw_options = None;
                 let mut progress = new_here > 0;
-                // A passing hit or a guidance, new or not (`steer.rs`).
-                let mut onward = false;
+                // Who said what (`steer.rs`): the process whose message made
+                // progress (`None`: coverage alone, or a guest that does not
+                // say), the one that draws, and the last to speak.
+                let mut progress_by: Process = None;
+                let mut drawer: Process = None;
+                let mut spoke: Process = None;
+                let mut approached_by: Process = None;
                 // Assertions reached for the first time, unsatisfied.
                 let mut approached = Vec::new();
                 let mut deeper = false;
-                let messages: Vec<Vec<u8>> = machine.take_messages().into_iter().map(|m| m.bytes).collect();
-                for msg in &messages {
-                    let o = known.process(msg);
+                let mut messages = Vec::new();
+                for msg in machine.take_messages() {
+                    let o = known.process(&msg.bytes);
                     new_here += o.new_signals;
                     progress |= o.progress;
-                    onward |= o.onward;
+                    if o.progress {
+                        progress_by = msg.sender;
+                    }
+                    if o.onward {
+                        // A passing hit or a guidance, new or not.
+                        steering.onward(msg.sender);
+                    }
+                    if o.onward || o.progress {
+                        spoke = msg.sender;
+                    }
                     fails |= o.bug.is_some();
-                    draw_options = o.draw.or(draw_options);
+                    if o.draw.is_some() {
+                        draw_options = o.draw;
+                        drawer = msg.sender;
+                    }
+                    messages.push(msg.bytes);
                     if o.new_signals > 0 {
+                        if o.approached.is_some() {
+                            approached_by = msg.sender;
+                        }
                         approached.extend(o.approached);
                         // What the merge counts as a step deeper.
                         deeper |= o.progress && o.reached.is_some();
@@ -409,35 +432,35 @@ pub(crate) fn run(
                     failed_at = Some(f.console_bytes);
                 }
                 let open = rules.snapshots && failed_at.is_none();
-                if onward {
-                    steering.onward();
-                }
                 // What a sometimes-type assertion failing for the first time
                 // arms nothing: the draws after it are those of another try.
                 if progress && rules.draws && revisit.is_none() {
-                    armed = Some(Armed::Stop(stops.len()));
+                    armed = Some((Armed::Stop(stops.len()), progress_by));
                     steering.progress();
                     tracing::trace!(branch = job.branch, stop = stops.len(), "progress");
                 }
                 if failed_at.is_none() && rules.revisits && revisit.is_none() {
-                    draws.approached(&approached);
+                    draws.approached(approached_by, &approached);
                     if deeper {
                         draws.deeper();
                     }
                 }
                 let drawing = draw_options.is_some() && machine.draw_pending();
                 let pending = drawing && open;
-                let mut draw = match (draw_options, armed) {
-                    (Some(options), Some(armed_by)) if pending => {
+                // Novelty arms the next draw of the process that made it (of
+                // any, where none is named).
+                let arms = |(_, by): (Armed, Process)| by.is_none() || by == drawer;
+                let mut draw = match (draw_options, armed.filter(|&a| arms(a))) {
+                    (Some(options), Some((armed_by, _))) if pending => {
                         armed = None;
-                        Some(DrawStop { options, armed_by, lead: steering.lead() })
+                        Some(DrawStop { options, armed_by, lead: steering.lead(drawer) })
                     }
                     // The draw a revisit returns to.
                     (Some(options), _) if pending && revisit.as_ref().is_some_and(|r| r.draw == draws.next()) => {
                         Some(DrawStop {
                             options,
                             armed_by: Armed::Revisit,
-                            lead: Lead { values: Vec::new(), exact: false },
+                            lead: Lead { values: Vec::new(), exact: false, process: drawer },
                         })
                     }
                     _ => None,
@@ -452,16 +475,16 @@ pub(crate) fn run(
                 // A revisit takes no snapshot but at its draw.
                 let snap = (new_here > 0 && revisit.is_none() || draw.is_some()) && open;
                 let delta = if snap { Some(capture(machine, cursor)?) } else { None };
-                let way = steering.way();
+                let way = steering.way(spoke.or(drawer));
                 let returned = draw.is_some() && revisit.is_some();
                 // After the snapshot, which stands before the draw's value.
-                let steer = match pending.then(|| if draw.is_none() { steering.draw() } else { None }) {
+                let steer = match pending.then(|| if draw.is_none() { steering.draw(drawer) } else { None }) {
                     _ if returned => None,
                     // A revisit steers where the branch it follows did.
                     Some(None) if revisit.is_some() => revisit.as_ref().and_then(|r| r.steer_at(draws.next())),
                     Some(Some(value)) => Some(Steer { seed: steer::seed(job.seed, steering.steered()), value }),
                     Some(None) => {
-                        steering.stream_draw(machine.pending_draw_value());
+                        steering.stream_draw(drawer, machine.pending_draw_value());
                         None
                     }
                     None => None,
@@ -472,7 +495,7 @@ pub(crate) fn run(
                     tracing::trace!(branch = job.branch, stop = stops.len(), value, "steered");
                 }
                 if drawing {
-                    draws.drawn(draw.is_some(), steer);
+                    draws.drawn(drawer, draw.is_some(), steer);
                 }
                 stops.push(StopRecord {
                     at,

@@ -756,7 +756,7 @@ mod tests {
         let line = format!(
             r#"{{"antithesis_assert":{{"id":"{message}","message":"{message}","condition":{condition},"hit":true,"must_hit":true,"assert_type":"always","display_type":"Always","location":{{}},"details":null}}}}"#
         );
-        Message { vtime: Vtime(t), bytes: line.into_bytes() }
+        Message { vtime: Vtime(t), bytes: line.into_bytes(), sender: None }
     }
 
     fn partition(start_ns: u64, end_ns: u64, landed: u64) -> Episode {

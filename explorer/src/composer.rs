@@ -299,7 +299,7 @@ mod tests {
     use hvsim_vmm::Vtime;
 
     fn msg(ms: u64, s: &str) -> Message {
-        Message { vtime: Vtime(ms * 1_000_000), bytes: s.as_bytes().to_vec() }
+        Message { vtime: Vtime(ms * 1_000_000), bytes: s.as_bytes().to_vec(), sender: None }
     }
 
     #[test]

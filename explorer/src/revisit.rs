@@ -27,7 +27,9 @@
 //! and a revisit that does not (it would be a bug) ends without a node and
 //! says so in the log.
 
-use crate::steer::Steer;
+use std::collections::BTreeMap;
+
+use crate::steer::{Process, Steer};
 
 /// Where a revisit stops, and how it gets there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,8 +54,9 @@ pub(crate) struct Revisit {
 pub(crate) struct Draws {
     /// Draws so far (the branch's start draw not counted).
     count: u64,
-    /// The last draw, if its stream decided it.
-    last_streamed: Option<u64>,
+    /// Each process's last draw, if its stream decided it (an assertion
+    /// follows its own process's draw, whatever others drew meanwhile).
+    last_streamed: BTreeMap<Process, Option<u64>>,
     steers: Vec<(u64, Steer)>,
     deeper: u32,
     wanted: Option<Revisit>,
@@ -61,23 +64,24 @@ pub(crate) struct Draws {
 
 impl Draws {
     /// Assertions reached for the first time without being satisfied,
-    /// before the next draw: the draw before them is worth returning to,
-    /// if the stream decided it (the first such, once per branch).
-    pub fn approached(&mut self, ids: &[String]) {
+    /// by `process` before its next draw: its draw before them is worth
+    /// returning to, if the stream decided it (the first such, once per
+    /// branch).
+    pub fn approached(&mut self, process: Process, ids: &[String]) {
         if ids.is_empty() || self.wanted.is_some() {
             return;
         }
-        if let Some(draw) = self.last_streamed {
+        if let Some(&Some(draw)) = self.last_streamed.get(&process) {
             let steers = self.steers.clone();
             self.wanted = Some(Revisit { draw, steers, approached: ids.to_vec(), deeper: self.deeper });
         }
     }
 
-    /// A draw the guest is waiting on: its place; `decided`: made a draw
-    /// point, or steered (`steer`).
-    pub fn drawn(&mut self, decided: bool, steer: Option<Steer>) -> u64 {
+    /// A draw by `process` the guest is waiting on: its place; `decided`:
+    /// made a draw point, or steered (`steer`).
+    pub fn drawn(&mut self, process: Process, decided: bool, steer: Option<Steer>) -> u64 {
         self.count += 1;
-        self.last_streamed = (!decided && steer.is_none()).then_some(self.count);
+        self.last_streamed.insert(process, (!decided && steer.is_none()).then_some(self.count));
         if let Some(s) = steer {
             self.steers.push((self.count, s));
         }
@@ -114,23 +118,36 @@ mod tests {
     fn the_draw_before_a_first_unsatisfied_assertion_is_revisited_if_its_stream_decided_it() {
         let mut d = Draws::default();
         // A draw point, then an assertion: nothing to return to.
-        d.drawn(true, None);
-        d.approached(&["a".into()]);
+        d.drawn(None, true, None);
+        d.approached(None, &["a".into()]);
         assert_eq!(d.wanted, None);
         // A steered draw, then a streamed one, then an assertion.
         let s = Steer { seed: 7, value: 3 };
-        d.drawn(false, Some(s));
+        d.drawn(None, false, Some(s));
         d.deeper();
-        d.drawn(false, None);
+        d.drawn(None, false, None);
         assert_eq!(d.next(), 4);
-        d.approached(&[]);
+        d.approached(None, &[]);
         assert_eq!(d.wanted, None, "nothing reached");
-        d.approached(&["b".into()]);
-        d.drawn(false, None);
-        d.approached(&["c".into()]);
+        d.approached(None, &["b".into()]);
+        d.drawn(None, false, None);
+        d.approached(None, &["c".into()]);
         let r = d.wanted().unwrap();
         let first = Revisit { draw: 3, steers: vec![(2, s)], approached: vec!["b".into()], deeper: 1 };
         assert_eq!(r, first, "the first only");
         assert_eq!((r.steer_at(2), r.steer_at(3)), (Some(s), None));
+    }
+
+    #[test]
+    fn an_assertion_returns_to_its_own_processs_draw() {
+        let mut d = Draws::default();
+        let (a, b) = (Some(1), Some(2));
+        d.drawn(a, false, None);
+        d.drawn(b, false, None);
+        d.drawn(b, true, None);
+        d.approached(b, &["b".into()]);
+        assert_eq!(d.wanted, None, "b's last draw was a draw point");
+        d.approached(a, &["a".into()]);
+        assert_eq!(d.wanted().map(|r| r.draw), Some(1), "a's draw, before b's two");
     }
 }

@@ -408,15 +408,21 @@ impl Schedule {
     }
 
     /// A timeline reached `reached` (features) along `way`, an exact way
-    /// (`steer.rs`): draw points that stand right after one of those
-    /// features, their lead not known yet (or guessed), learn it.
-    pub fn learn_leads(&mut self, reached: &[String], way: &[u64]) {
+    /// (`steer.rs`): draw points of the same process that stand right
+    /// after one of those features, their lead not known yet (or guessed),
+    /// learn it.
+    pub fn learn_leads(&mut self, reached: &[String], way: &Lead) {
+        assert!(way.exact, "only an exact way is learned");
         let reached: Vec<Feature> = reached.iter().filter_map(|r| self.names.get(r).copied()).collect();
         for n in &mut self.nodes {
-            let Some(d) = n.draw.as_mut().filter(|d| !d.lead.as_ref().is_some_and(|l| l.exact)) else { continue };
-            if n.features.iter().any(|f| reached.contains(f)) {
+            let Some(d) = n.draw.as_mut() else { continue };
+            let learns = match &d.lead {
+                Some(l) => !l.exact && l.process == way.process,
+                None => true,
+            };
+            if learns && n.features.iter().any(|f| reached.contains(f)) {
                 tracing::debug!(tree_id = n.tree_id, ?way, "a draw point learns its lead");
-                d.lead = Some(Lead { values: way.to_vec(), exact: true });
+                d.lead = Some(way.clone());
             }
         }
     }
@@ -546,7 +552,7 @@ mod tests {
             features,
             interval: false,
             draw,
-            lead: Some(Lead { values: Vec::new(), exact: true }),
+            lead: Some(Lead { values: Vec::new(), exact: true, process: None }),
             approaches,
             watermarks: &[],
             reached: features,

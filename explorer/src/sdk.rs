@@ -494,7 +494,7 @@ mod tests {
     #[test]
     fn history_events_are_stamped_and_numbered_per_history() {
         use hvsim_vmm::Vtime;
-        let msg = |t: u64, s: &str| Message { vtime: Vtime(t), bytes: s.as_bytes().to_vec() };
+        let msg = |t: u64, s: &str| Message { vtime: Vtime(t), bytes: s.as_bytes().to_vec(), sender: None };
         let messages = [
             msg(5, r#"{"hvsim_history":{"process":0,"type":"invoke","f":"add","value":1}}"#),
             msg(6, r#"{"antithesis_setup":{"status":"complete"}}"#),

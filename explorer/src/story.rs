@@ -84,7 +84,11 @@ impl Narrator {
         }
         self.lines = self.lines.max(m.console_complete_lines());
         for msg in m.messages().iter_from(self.messages) {
-            if let Some((source, text)) = sdk_text(&msg.bytes) {
+            if let Some((source, mut text)) = sdk_text(&msg.bytes) {
+                // The process that said it, where the guest kernel names it.
+                if let Some(pid) = msg.sender {
+                    text.push_str(&format!(" (pid {pid})"));
+                }
                 out.push(Entry { vtime_ns: msg.vtime.nanos(), what: What::Sdk, source, text });
             }
         }

@@ -28,6 +28,7 @@ pub mod entropy;
 pub mod error;
 pub mod faults;
 pub mod files;
+pub mod guest_task;
 pub mod host;
 pub mod interrupt;
 mod kick;

@@ -58,6 +58,9 @@ pub struct LinuxImage {
 /// What the vCPU starts with.
 pub struct Entry {
     pub regs: kvm_regs,
+    /// Where the kernel publishes its running task, if its symbols say
+    /// ([`crate::guest_task`]; an ELF vmlinux of hvsim's kernel).
+    pub task_page: Option<u64>,
 }
 
 /// Loads kernel, initramfs, command line and boot structures into `ram`.
@@ -75,10 +78,10 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
         .map_err(|e| kernel_err("cannot read", &e))?;
     let mut file = std::io::Cursor::new(&bytes[..]);
     let mem = ram.mem();
-    let (entry, kernel_end, mut params, cmdline_size) = if bytes.starts_with(b"\x7fELF") {
+    let (entry, kernel_end, mut params, cmdline_size, task) = if bytes.starts_with(b"\x7fELF") {
         let r = Elf::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("not a loadable ELF vmlinux", &e))?;
-        (r.kernel_load.0, r.kernel_end, boot_params::default(), elf_cmdline_size(&bytes))
+        (r.kernel_load.0, r.kernel_end, boot_params::default(), elf_cmdline_size(&bytes), elf_symbol(&bytes, crate::guest_task::SYMBOL))
     } else {
         let r = BzImage::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("neither an ELF vmlinux nor a bzImage", &e))?;
@@ -91,7 +94,7 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
         };
         let params = boot_params { hdr, ..boot_params::default() };
         // The 64-bit entry point sits 0x200 bytes into the protected-mode code.
-        (r.kernel_load.0 + 0x200, r.kernel_end, params, cmdline_size)
+        (r.kernel_load.0 + 0x200, r.kernel_end, params, cmdline_size, None)
     };
 
     // Initramfs at the top of RAM, below where the kernel may address it.
@@ -161,7 +164,8 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     params.e820_entries = e820.len() as u8;
     ram.write(ZERO_PAGE, params.as_slice())?;
 
-    Ok(Entry { regs: kvm_regs { rip: entry, rsi: ZERO_PAGE, rsp: BOOT_STACK_TOP, rflags: 0x2, ..Default::default() } })
+    let regs = kvm_regs { rip: entry, rsi: ZERO_PAGE, rsp: BOOT_STACK_TOP, rflags: 0x2, ..Default::default() };
+    Ok(Entry { regs, task_page: task.map(|(address, _)| address) })
 }
 
 /// Where the command line may reach: up to the MP table.
@@ -171,15 +175,18 @@ const CMDLINE_ROOM: usize = (EBDA_START - CMDLINE_ADDR) as usize;
 /// of its `boot_command_line` (`COMMAND_LINE_SIZE`), if its symbol table
 /// says; else upstream's.
 fn elf_cmdline_size(elf: &[u8]) -> usize {
-    use object::{Object, ObjectSymbol};
-    let Ok(file) = object::File::parse(elf) else {
-        return LINUX_CMDLINE_SIZE;
-    };
-    file.symbols()
-        .find(|s| s.name() == Ok("boot_command_line"))
-        .and_then(|s| usize::try_from(s.size()).ok())
+    elf_symbol(elf, "boot_command_line")
+        .and_then(|(_, size)| usize::try_from(size).ok())
         .filter(|&size| size > 0)
         .unwrap_or(LINUX_CMDLINE_SIZE)
+}
+
+/// The address and size of the ELF's symbol `name`, if it has one.
+fn elf_symbol(elf: &[u8], name: &str) -> Option<(u64, u64)> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(elf).ok()?;
+    let symbol = file.symbols().find(|s| s.name() == Ok(name))?;
+    Some((symbol.address(), symbol.size()))
 }
 
 // The boot structures must not overlap each other or the long-mode tables.

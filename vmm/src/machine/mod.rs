@@ -221,6 +221,10 @@ impl End {
 pub struct Message {
     pub vtime: Vtime,
     pub bytes: Vec<u8>,
+    /// The process that sent it (its tgid), where the guest kernel says
+    /// ([`crate::guest_task`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<u32>,
 }
 
 impl Weigh for Message {
@@ -264,6 +268,10 @@ pub struct MachineState {
     /// written at the end of every exit.
     #[serde(default)]
     pub clock_page: Option<u64>,
+    /// Guest-virtual address of the kernel's running-task page, if its
+    /// kernel has one ([`crate::guest_task`]; found at boot).
+    #[serde(default)]
+    pub task_page: Option<u64>,
     pub ended: Option<End>,
     /// Why this run can no longer be replayed exactly (empty: it can).
     pub nonreplayable: Vec<String>,
@@ -290,6 +298,7 @@ impl MachineState {
             irq_flag: None,
             coverage_map: None,
             clock_page: None,
+            task_page: None,
             ended: None,
             nonreplayable: Vec::new(),
             counters: Counters::default(),
@@ -418,7 +427,9 @@ impl Machine {
             Boot::Linux(image) => {
                 let mut rng_seed = [0u8; RNG_SEED_LEN];
                 Stream::new(seed, "linux-boot-rng").fill(&mut rng_seed);
-                linux::load(ram, image, &self.state.devices.virtio.cmdline(), &rng_seed)?.regs
+                let entry = linux::load(ram, image, &self.state.devices.virtio.cmdline(), &rng_seed)?;
+                self.state.task_page = entry.task_page;
+                entry.regs
             }
         };
         // Both boot paths enter in 64-bit mode on the same long-mode tables.

@@ -327,13 +327,25 @@ impl Machine {
                         if let Some(control) = crate::control::recognize(&bytes) {
                             self.state.devices.control(&control, now);
                         }
-                        self.state.messages.push(Message { vtime: now, bytes });
+                        let sender = self.sender();
+                        self.state.messages.push(Message { vtime: now, bytes, sender });
                         return Ok(self.stop_on_message.then_some(Halt::Stop(Stop::Message)));
                     }
                 }
                 Ok(None)
             }
         }
+    }
+
+    /// The process that sent the message just received: the guest kernel's
+    /// running task ([`crate::guest_task`]), read in the sender's own
+    /// address space (the kernel half is the same in every one). `None`
+    /// where the guest publishes none (a raw guest, another kernel).
+    fn sender(&self) -> Option<u32> {
+        let va = self.state.task_page?;
+        let sregs = self.vcpu.fd().get_sregs().ok()?;
+        let space = crate::profiler::walk::AddressSpace::new(&self.ram, sregs.cr3, sregs.cr4);
+        crate::guest_task::read(&space, va).map(|t| t.tgid)
     }
 
     /// Records a profile sample if the sampler asked for one.
@@ -344,7 +356,7 @@ impl Machine {
         }
         let fd = self.vcpu.fd();
         match (fd.get_regs(), fd.get_sregs()) {
-            (Ok(regs), Ok(sregs)) => p.record(&self.ram, &regs, &sregs),
+            (Ok(regs), Ok(sregs)) => p.record(&self.ram, self.state.task_page, &regs, &sregs),
             _ => p.profile.failed += 1,
         }
     }

@@ -10,7 +10,8 @@
 //! through the guest kernel's frame pointers, user frames where the program
 //! keeps them), and the task the guest kernel says is running: its patched
 //! kernel writes the pid, name and UTS node name to `hvsim_task` at every
-//! context switch, and the profiler reads that page from guest memory.
+//! context switch, and the profiler reads that page from guest memory
+//! ([`crate::guest_task`]).
 //! User addresses are named at the sample, by the ELF image mapped there
 //! and the offset in it ([`images`]); kernel symbols come afterwards, from
 //! vmlinux ([`symbols`]), and [`report`]
@@ -36,9 +37,6 @@ use walk::AddressSpace;
 pub struct ProfilerConfig {
     /// Samples per second of wall time.
     pub rate_hz: u32,
-    /// Guest-virtual address of the kernel's `hvsim_task` (from vmlinux),
-    /// if the guest has one.
-    pub task_page: Option<u64>,
 }
 
 impl ProfilerConfig {
@@ -71,9 +69,10 @@ impl Attached {
         Attached { config, sampler: None, profile: GuestProfile::default(), images: Images::default() }
     }
 
-    /// Records the sample the registers describe.
-    pub fn record(&mut self, ram: &GuestRam, regs: &kvm_regs, sregs: &kvm_sregs) {
-        self.profile.record(ram, &self.config, &mut self.images, regs, sregs);
+    /// Records the sample the registers describe; `task_page`: where the
+    /// guest kernel publishes its running task ([`crate::guest_task`]).
+    pub fn record(&mut self, ram: &GuestRam, task_page: Option<u64>, regs: &kvm_regs, sregs: &kvm_sregs) {
+        self.profile.record(ram, task_page, &mut self.images, regs, sregs);
     }
 
     /// Stops the sampler, keeping what it counted.
@@ -146,7 +145,7 @@ impl GuestProfile {
     fn record(
         &mut self,
         ram: &GuestRam,
-        config: &ProfilerConfig,
+        task_page: Option<u64>,
         images: &mut Images,
         regs: &kvm_regs,
         sregs: &kvm_sregs,
@@ -171,24 +170,10 @@ impl GuestProfile {
                 addrs.into_iter().map(|a| Frame::User(a, images.find(&space, root, a))).collect()
             }
         };
-        let task = config.task_page.and_then(|va| read_task(&space, va)).unwrap_or_default();
+        let task = task_page
+            .and_then(|va| crate::guest_task::read(&space, va))
+            .map(|t| Task { node: t.node, comm: t.comm })
+            .unwrap_or_default();
         *self.stacks.entry(StackKey { task, mode, stack }).or_default() += 1;
     }
-}
-
-/// Reads the kernel's `struct hvsim_task` (patch 0004): version, pid, tgid,
-/// reserved (u32 each), comm[16], node[64].
-fn read_task(space: &AddressSpace<'_>, va: u64) -> Option<Task> {
-    let mut page = [0u8; 96];
-    space.read_bytes(va, &mut page)?;
-    if u32::from_le_bytes(page[0..4].try_into().expect("4 bytes")) != 1 {
-        return None;
-    }
-    Some(Task { comm: c_string(&page[16..32]), node: c_string(&page[32..96]) })
-}
-
-/// A NUL-terminated (or full) guest string, made printable.
-fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
