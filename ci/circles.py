@@ -16,21 +16,10 @@ import os
 import re
 import sys
 
-# The explorer's layers (docs/architecture.md), lowest first: a file imports
-# only files of its own layer or below. A new file names its layer here.
-LAYERS = {
-    "explorer": [
-        # 1. what an exploration and a bug are: plain data, no machine
-        "assertions bug checkers claims composer config coverage discovery document error exploration faults history "
-        "manifest sdk services shard story timeline winddown",
-        # 2. running timelines
-        "bandit branch bugs engine eviction knowledge live merge_branch replay revisit roots schedule setup state steer watch workers",
-        # 3. triage on top of runs
-        "likelihood minimize retest",
-        # 4. outputs
-        "merge report report/baseline report/dir report/findings report/github report/html report/junit report/target report/unevaluated schema",
-    ],
-}
+# The explorer's layers (docs/architecture.md), lowest first: folders of
+# its src/. A file's layer is its folder; it imports only files of its own
+# layer or below.
+LAYERS = {"explorer": ["record", "run", "triage", "output"]}
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{[^;]*?\})")
 COMMENT = re.compile(r"//[^\n]*")
@@ -134,20 +123,18 @@ def circles(crate):
 
 def upward(crate):
     """The imports of `crate` from a file to a file of a higher layer, and
-    its files that name no layer: (file, what is wrong)."""
+    its files outside the layers' folders: (file, what is wrong)."""
     if crate not in LAYERS:
         return []
-    layer = {}
-    for i, names in enumerate(LAYERS[crate]):
-        for name in names.split():
-            layer[tuple(name.split("/"))] = i
+    order = LAYERS[crate]
     mods = modules(os.path.join(crate, "src"))
+    layer = {m: order.index(m[0]) for m in mods if m and m[0] in order}
     out = []
     for m, f in sorted(mods.items()):
         if m == ():
             continue  # lib.rs: the crate's face, above every layer
         if m not in layer:
-            out.append((f, "is in no layer (name it in ci/circles.py's LAYERS)"))
+            out.append((f, f"is in no layer: move it into one of {crate}/src/{{{','.join(order)}}}/"))
             continue
         with open(f, encoding="utf-8") as fh:
             for t in sorted(targets(m, fh.read(), mods)):

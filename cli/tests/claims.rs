@@ -1,7 +1,7 @@
 //! Claims judged with evidence (docs/claims.md), on real programs in the
 //! Linux guest: busybox `ping` between two nodes on hvsim's switch, under
 //! partitions the explorer draws per timeline. The verdict and blame rules
-//! themselves are unit-tested in `explorer/src/claims.rs`; here they meet
+//! themselves are unit-tested in `explorer/src/record/claims.rs`; here they meet
 //! real timelines, real landings and real re-executions.
 
 mod common;

@@ -192,7 +192,8 @@ fn a_program_built_with_the_official_rust_sdk_is_explored_unchanged() {
     // says which process failed (the vault, not init: pid 1).
     let story = record["story"].as_array().unwrap();
     let failed = story.iter().filter_map(|e| e["text"].as_str()).find(|t| t.contains("FAILS: the vault stays closed"));
-    let pid = failed.and_then(|t| t.rsplit_once("(pid ")).and_then(|(_, p)| p.trim_end_matches(')').parse::<u32>().ok());
+    let pid =
+        failed.and_then(|t| t.rsplit_once("(pid ")).and_then(|(_, p)| p.trim_end_matches(')').parse::<u32>().ok());
     assert!(pid.is_some_and(|p| p > 1), "the failing assertion names no process: {failed:?}");
     assert_eq!(r["events"]["vault_started"], 1);
     // The SDK said who it is; coverage from the instrumented binary arrived

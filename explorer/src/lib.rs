@@ -1,5 +1,11 @@
 //! hvsim's explorer: coverage-guided branching of whole-VM timelines.
 //!
+//! Four layers, one folder each, lowest first (docs/architecture.md): what
+//! an exploration and a bug are (`record/`), running timelines (`run/`),
+//! triage on top of runs (`triage/`), outputs (`output/`). A file imports
+//! only its own layer or below (`ci/circles.py`); the modules callers use
+//! are re-exported here by their names.
+//!
 //! - [`sdk`]: the guest's JSON-lines protocol (Antithesis SDK shapes).
 //! - [`assertions`]: the catalog and per-assertion verdicts.
 //! - [`history`], [`checkers`], [`manifest`]: histories recorded through
@@ -26,49 +32,20 @@
 //!
 //! What is explored is a [`Target`] (`hvsim_guest_image::target`).
 
-pub mod assertions;
-mod bandit;
-mod branch;
-pub mod bug;
-mod bugs;
-pub mod checkers;
-pub mod claims;
-pub mod composer;
-pub mod config;
-pub mod coverage;
-pub mod discovery;
-pub mod document;
-pub mod engine;
-pub mod error;
-mod eviction;
-pub mod exploration;
-pub mod faults;
-pub mod history;
-mod knowledge;
-pub mod likelihood;
-pub mod live;
-pub mod manifest;
-pub mod merge;
-mod merge_branch;
-pub mod minimize;
-pub mod replay;
-pub mod report;
-pub mod retest;
-mod revisit;
-pub mod roots;
-pub mod schedule;
-pub mod schema;
-pub mod sdk;
-pub mod services;
-mod setup;
-pub mod shard;
-mod state;
-mod steer;
-pub mod story;
-pub mod timeline;
-pub mod watch;
-pub mod winddown;
-mod workers;
+mod output;
+mod record;
+mod run;
+mod triage;
+
+// The crate's modules, by their names (a file's layer is its folder:
+// docs/architecture.md).
+pub use output::{merge, report, schema};
+pub use record::{
+    assertions, bug, checkers, claims, composer, config, coverage, discovery, document, error, exploration, faults,
+    history, manifest, sdk, services, shard, story, timeline, winddown,
+};
+pub use run::{engine, live, replay, roots, schedule, watch};
+pub use triage::{likelihood, minimize, retest};
 
 pub use config::{ExploreConfig, LikelihoodParams};
 pub use error::{ExploreError, Result};
@@ -87,5 +64,5 @@ pub fn explore(
     host: &hvsim_guest_image::host::Host,
     watch: &mut dyn Watch,
 ) -> Result<Exploration> {
-    engine::run(config, host, watch, &mut likelihood::Estimates)
+    run::engine::run(config, host, watch, &mut triage::likelihood::Estimates)
 }

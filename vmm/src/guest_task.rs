@@ -5,7 +5,7 @@
 //! address in its state. Two readers: the profiler names a sample's
 //! process, and the run loop tags each SDK message with the process that
 //! sent it (`Message::sender`), so the explorer can follow one process's
-//! draws (`explorer/src/steer.rs`).
+//! draws (`explorer/src/run/steer.rs`).
 
 use crate::profiler::walk::AddressSpace;
 

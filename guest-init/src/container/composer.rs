@@ -25,7 +25,7 @@
 //!   commands have ended, with faults paused, a `finally_` command.
 //! - hvsim's own rule, so that the check runs in every timeline: the
 //!   composer asks once when it must wind down (the explorer decides,
-//!   `explorer/src/winddown.rs`); then it starts no more drivers, stops
+//!   `explorer/src/record/winddown.rs`); then it starts no more drivers, stops
 //!   the commands still running, pauses faults and runs the `finally_`
 //!   command (else an `eventually_` one) before the timeline's limit.
 //!

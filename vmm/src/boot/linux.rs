@@ -81,7 +81,13 @@ pub fn load(ram: &GuestRam, image: &LinuxImage, devices: &str, rng_seed: &[u8; R
     let (entry, kernel_end, mut params, cmdline_size, task) = if bytes.starts_with(b"\x7fELF") {
         let r = Elf::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("not a loadable ELF vmlinux", &e))?;
-        (r.kernel_load.0, r.kernel_end, boot_params::default(), elf_cmdline_size(&bytes), elf_symbol(&bytes, crate::guest_task::SYMBOL))
+        (
+            r.kernel_load.0,
+            r.kernel_end,
+            boot_params::default(),
+            elf_cmdline_size(&bytes),
+            elf_symbol(&bytes, crate::guest_task::SYMBOL),
+        )
     } else {
         let r = BzImage::load(mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
             .map_err(|e| kernel_err("neither an ELF vmlinux nor a bzImage", &e))?;

@@ -8,7 +8,7 @@
 //!
 //! Each console line is stamped with the virtual time of its first byte, so
 //! a bug record can put the guest's output on one line with its SDK messages
-//! and faults (`explorer/src/story.rs`).
+//! and faults (`explorer/src/record/story.rs`).
 
 use std::borrow::Cow;
 

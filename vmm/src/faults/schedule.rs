@@ -515,7 +515,7 @@ impl Schedule {
     }
 
     /// Test Composer winds down at virtual time `ns` (the explorer decides
-    /// when, per timeline: `explorer/src/winddown.rs`).
+    /// when, per timeline: `explorer/src/record/winddown.rs`).
     pub fn set_winddown(&mut self, ns: u64) {
         self.winddown_ns = Some(ns);
     }
