@@ -8,7 +8,7 @@ the explorer imports one of a layer above its own.
 docs/architecture.md's rule: a file imports only files below it, so no
 file imports a file that imports it back. A file "imports" another when it
 names that file's module by a `crate::`, `super::` or `self::` path, in a
-`use` item or in code; a `mod` declaration alone is structure, not an
+`use` item or in code, or by the name a `use` gave a module; a `mod` declaration alone is structure, not an
 import. Macros and glob imports can hide an edge: this is a reviewer's
 check, run by `ci/test.sh` (every mode) before the tests.
 """
@@ -60,9 +60,20 @@ def names_in(group):
 
 
 def targets(module, text, mods):
-    """The modules of this crate that `module`'s text names."""
-    out = set()
-    for root, rest in PATH.findall(COMMENT.sub("", text)):
+    """The modules of this crate that `module`'s text names: by a path from
+    `crate`, `super` or `self`, or by the name a `use` gave a module
+    (`use crate::cmd;` then `cmd::schema::SchemaList`)."""
+    text = COMMENT.sub("", text)
+    out, aliases = set(), {}
+
+    def name(path):
+        # The longest prefix that is a module of the crate.
+        while path and path not in mods:
+            path = path[:-1]
+        if path != module and path in mods and path != ():
+            out.add(path)
+
+    for root, rest in PATH.findall(text):
         base = {"crate": (), "self": module, "super": module[:-1]}[root]
         tails = [rest[2:]] if not rest.startswith("::{") else names_in(rest[2:])
         for tail in tails:
@@ -75,11 +86,12 @@ def targets(module, text, mods):
                     path = path[:-1]
                     continue
                 path = path + (part,)
-            # The longest prefix that is a module of the crate.
-            while path and path not in mods:
-                path = path[:-1]
-            if path != module and path in mods and path != ():
-                out.add(path)
+            if path in mods and path:
+                aliases[path[-1]] = path
+            name(path)
+    for alias, path in aliases.items():
+        for rest in re.findall(r"(?<![\w:])" + alias + r"((?:::[A-Za-z_][A-Za-z0-9_]*)+)", text):
+            name(path + tuple(rest[2:].split("::")))
     return out
 
 

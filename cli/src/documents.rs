@@ -5,8 +5,12 @@
 //! `util::print_json`, which checks it against its schema under
 //! `HVSIM_SCHEMA_CHECK=1`.
 
-use hvsim_explorer::document::{entry, Entry};
+use std::path::PathBuf;
+
+use hvsim_explorer::document::{entry, Document, Entry, Tag};
 use hvsim_explorer::schema;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::cmd;
 
@@ -31,7 +35,7 @@ pub fn all() -> Vec<Entry> {
         entry::<cmd::kernel::KernelJson>(),
         entry::<cmd::kernel::HashesJson>(),
         entry::<cmd::bench::BenchReport>(),
-        entry::<cmd::schema::SchemaList>(),
+        entry::<SchemaList>(),
         // A command's new --json document is one line here, then
         // `hvsim schema --write docs/schemas`.
     ]);
@@ -41,4 +45,37 @@ pub fn all() -> Vec<Entry> {
 /// The document named `name`.
 pub fn find(name: &str) -> Option<Entry> {
     all().into_iter().find(|e| e.name == name)
+}
+
+// Here, below both the `schema` command and the list that names it.
+
+/// What `hvsim schema --json` prints: the documents listed, written or
+/// checked.
+#[derive(Serialize, JsonSchema)]
+pub struct SchemaList {
+    pub schema: Tag<SchemaList>,
+    pub documents: Vec<Listed>,
+}
+
+impl Document for SchemaList {
+    const NAME: &'static str = "schema-list";
+    const SCHEMA: &'static str = "hvsim-schema-list-v1";
+    const ABOUT: &'static str = "the documents `hvsim schema --json` listed, wrote or checked";
+}
+
+/// One document, as `--json` lists it.
+#[derive(Serialize, JsonSchema)]
+pub struct Listed {
+    name: &'static str,
+    schema: &'static str,
+    about: &'static str,
+    /// With --write: where its schema was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<PathBuf>,
+}
+
+impl Listed {
+    pub fn of(e: &Entry, file: Option<PathBuf>) -> Listed {
+        Listed { name: e.name, schema: e.schema_id, about: e.about, file }
+    }
 }

@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use hvsim_explorer::document::{self, Document, Entry, Tag};
-use schemars::JsonSchema;
-use serde::Serialize;
+use hvsim_explorer::document::{self, Entry, Tag};
 use serde_json::Value;
 
-use crate::{documents, util};
+use crate::documents::{self, Listed, SchemaList};
+use crate::util;
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("what").args(["name", "list", "write", "check"]).required(true)))]
@@ -27,37 +26,6 @@ pub struct Args {
     /// Check a document against the schema its `"schema"` field names.
     #[arg(long, value_name = "FILE")]
     check: Option<PathBuf>,
-}
-
-/// What `hvsim schema --json` prints: the documents listed, written or
-/// checked.
-#[derive(Serialize, JsonSchema)]
-pub struct SchemaList {
-    schema: Tag<SchemaList>,
-    documents: Vec<Listed>,
-}
-
-impl Document for SchemaList {
-    const NAME: &'static str = "schema-list";
-    const SCHEMA: &'static str = "hvsim-schema-list-v1";
-    const ABOUT: &'static str = "the documents `hvsim schema --json` listed, wrote or checked";
-}
-
-/// One document, as `--json` lists it.
-#[derive(Serialize, JsonSchema)]
-struct Listed {
-    name: &'static str,
-    schema: &'static str,
-    about: &'static str,
-    /// With --write: where its schema was written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file: Option<PathBuf>,
-}
-
-impl Listed {
-    fn of(e: &Entry) -> Listed {
-        Listed { name: e.name, schema: e.schema_id, about: e.about, file: None }
-    }
 }
 
 /// A schema as printed and written: pretty JSON, one newline at the end.
@@ -88,20 +56,20 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
             if !json {
                 println!("{}: {}", file.display(), e.schema_id);
             }
-            listed.push(Listed { file: Some(file), ..Listed::of(&e) });
+            listed.push(Listed::of(&e, Some(file)));
         }
     } else if let Some(file) = &args.check {
         let e = check(file)?;
         if !json {
             println!("{}: a valid {} document ({})", file.display(), e.name, e.schema_id);
         }
-        listed.push(Listed { file: Some(file.clone()), ..Listed::of(&e) });
+        listed.push(Listed::of(&e, Some(file.clone())));
     } else {
         for e in documents::all() {
             if !json {
                 println!("{:<14} {:<24} {}", e.name, e.schema_id, e.about);
             }
-            listed.push(Listed::of(&e));
+            listed.push(Listed::of(&e, None));
         }
     }
     if json {
