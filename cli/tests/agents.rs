@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use common::{documents, kvm_available, linux_available, Helps};
+use common::{documents, files_under, kvm_available, linux_available, Helps};
 use hvsim_explorer::claims::{Blame, ClaimVerdict};
 use hvsim_explorer::manifest::Manifest;
 use sha2::{Digest, Sha256};
@@ -126,18 +126,10 @@ fn all_commands() -> Vec<Cmd> {
 /// cannot escape the test.
 #[test]
 fn every_skill_file_is_run() {
-    fn walk(dir: &Path, found: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let path = e.unwrap().path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else if path.extension().is_some_and(|x| x == "md") {
-                found.push(path.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&Path::new(ROOT).join("docs/agents"), &mut found);
+    let found = files_under(&Path::new(ROOT).join("docs/agents"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| p.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned());
     for f in found {
         assert!(FILES.contains(&f.as_str()), "{f} is not in FILES: its commands would never run");
     }

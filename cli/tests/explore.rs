@@ -52,7 +52,7 @@ fn demo_bug_found_for_three_seeds_keeps_its_id_and_replays_every_time() {
         assert_eq!(std::fs::canonicalize(latest(&out)).unwrap(), std::fs::canonicalize(&this).unwrap());
         for (before, files, _) in &earlier {
             assert_ne!(before, &this, "seed {seed}");
-            assert_eq!(&files_under(before), files, "seed {seed} changed {}", before.display());
+            assert_eq!(&files_with_bytes(before), files, "seed {seed} changed {}", before.display());
         }
         // Re-executed from the root, exactly: whole timelines branch from
         // interval snapshots too, which may lie after a halted guest's last
@@ -105,7 +105,7 @@ fn demo_bug_found_for_three_seeds_keeps_its_id_and_replays_every_time() {
                 }
             }
         }
-        earlier.push((this.clone(), files_under(&this), file.to_owned()));
+        earlier.push((this.clone(), files_with_bytes(&this), file.to_owned()));
     }
     // Every record still replays, the first after two more explorations
     // wrote into its directory's parent.
@@ -118,18 +118,8 @@ fn demo_bug_found_for_three_seeds_keeps_its_id_and_replays_every_time() {
 type Files = Vec<(PathBuf, Vec<u8>)>;
 
 /// Every file under `dir`, with its bytes, in name order.
-fn files_under(dir: &Path) -> Files {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(files_under(&path));
-        } else {
-            files.push((path.clone(), std::fs::read(&path).unwrap()));
-        }
-    }
-    files.sort();
-    files
+fn files_with_bytes(dir: &Path) -> Files {
+    files_under(dir).into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect()
 }
 
 /// A named edit of a bug record.

@@ -240,20 +240,12 @@ fn the_workflow_has_a_job_per_shard_and_merges_after_them() {
 
 /// Every script of examples/scale, with the .sbatch.
 fn scripts() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if matches!(p.extension().and_then(|x| x.to_str()), Some("sh" | "sbatch")) {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&scale(), &mut out);
     // The CI steps too (examples/ci: explore.sh, the GitHub Action's step).
-    walk(&scale().join("../ci"), &mut out);
+    let mut out: Vec<PathBuf> = [scale(), scale().join("../ci")]
+        .iter()
+        .flat_map(|d| common::files_under(d))
+        .filter(|p| matches!(p.extension().and_then(|x| x.to_str()), Some("sh" | "sbatch")))
+        .collect();
     out.sort();
     out
 }

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{explore_json, hvsim, kvm_available, latest, linux_available, output, read, subcommands};
+use common::{explore_json, files_under, hvsim, kvm_available, latest, linux_available, output, read, subcommands};
 use serde_json::{json, Value};
 
 /// One exploration of the demo (it finds the vault's bug in a few dozen
@@ -42,21 +42,8 @@ fn a_record_whose_id_is_a_path_is_refused_and_nothing_is_written() {
         assert!(err.contains(&file.display().to_string()) && err.contains("is not BUG- and 12 hex digits"), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");
     }
-    let written: Vec<_> = walk(dir.path());
+    let written = files_under(dir.path());
     assert_eq!(written, [file], "nothing but the record");
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-        if e.file_type().unwrap().is_dir() {
-            files.extend(walk(&e.path()));
-        } else {
-            files.push(e.path());
-        }
-    }
-    files
 }
 
 /// The record's story is the timeline on one line of virtual time, ending
