@@ -198,3 +198,37 @@ impl ExitRate {
         rate
     }
 }
+
+/// A column of [`print_table`]: its header, and whether its cells are
+/// numbers (right-aligned).
+pub struct Column(pub &'static str, pub bool);
+
+/// Prints `rows` under `columns`' headers, indented two spaces, cells
+/// padded to their column's widest and separated by ` | `: how every
+/// listing (`hvsim cache ls`, `hvsim image ls`) shows its table. The
+/// last column is not padded. Nothing for no rows.
+pub fn print_table(columns: &[Column], rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        return;
+    }
+    assert!(rows.iter().all(|r| r.len() == columns.len()), "a row per column");
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([columns[i].0.len()]).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns.len()).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let last = cells.len() - 1;
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match (i == last, columns[i].1) {
+                (true, _) => (*c).to_owned(),
+                (false, true) => format!("{c:>w$}", w = widths[i]),
+                (false, false) => format!("{c:<w$}", w = widths[i]),
+            })
+            .collect();
+        println!("  {}", padded.join(" | "));
+    };
+    line(columns.iter().map(|c| c.0).collect());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}

@@ -10,10 +10,11 @@ use anyhow::Result;
 use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::roots::{self, Roots};
 use hvsim_guest_image::linux::boot_cache::{self, BootCache};
+use hvsim_guest_image::snapshot_store::StoreEntry;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::util;
+use crate::util::{self, print_table, Column};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -97,9 +98,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{}", summary(&cache)?);
-            if !entries.is_empty() {
-                println!("  key              |      size | last used | machine");
-            }
+            let columns =
+                |what| [Column("key", false), Column("size", true), Column("last used", true), Column(what, false)];
+            let mut rows = Vec::new();
             for e in &entries {
                 let machine = e.description.as_ref().map_or("(description unreadable)".to_owned(), |s| {
                     let v = &s.spec.virtio;
@@ -114,8 +115,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                         &s.kernel_sha256[..12.min(s.kernel_sha256.len())]
                     )
                 });
-                println!("  {} | {:>6} MiB | {:>9} | {machine}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
+                rows.push(row(e, machine));
             }
+            print_table(&columns("machine"), &rows);
             let bytes: u64 = saved.iter().map(|e| e.bytes).sum();
             println!(
                 "saved roots: {} roots, {} MiB of {} MiB allowed, in {}",
@@ -124,9 +126,7 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                 mib(roots.store().max_bytes()),
                 roots.store().dir().display()
             );
-            if !saved.is_empty() {
-                println!("  key              |      size | last used | root");
-            }
+            let mut rows = Vec::new();
             for e in &saved {
                 let root = e.description.as_ref().map_or("(description unreadable)".to_owned(), |r| {
                     format!(
@@ -136,8 +136,9 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                         r.wall_ms as f64 / 1000.0
                     )
                 });
-                println!("  {} | {:>6} MiB | {:>9} | {root}", &e.key[..16], mib(e.bytes), ago(e.last_used_ms));
+                rows.push(row(e, root));
             }
+            print_table(&columns("root"), &rows);
         }
         What::Clear => {
             // Each told as soon as it is done: the first stays told if the
@@ -172,6 +173,12 @@ pub fn summary(cache: &BootCache) -> Result<String> {
         mib(cache.max_bytes()),
         cache.dir().display()
     ))
+}
+
+/// A stored machine's row of `hvsim cache ls`: key, size, last use, and
+/// `what` it is.
+fn row<D>(e: &StoreEntry<D>, what: String) -> Vec<String> {
+    vec![e.key[..16].to_owned(), format!("{} MiB", mib(e.bytes)), ago(e.last_used_ms), what]
 }
 
 fn mib(bytes: u64) -> String {

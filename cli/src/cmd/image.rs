@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::linux_args::RegistryArgs;
-use crate::util::print_json;
+use crate::util::{print_json, print_table, Column};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -288,10 +288,15 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{} images in {}", images.len(), store.dir().display());
-            for (r, tags) in &images {
-                let names = if tags.is_empty() { "(untagged)".to_owned() } else { tags.join(", ") };
-                println!("  {}  {:>3} layers  {:>10}  {names}", r.id.short(), r.layers.len(), size(r));
-            }
+            let rows: Vec<Vec<String>> = images
+                .iter()
+                .map(|(r, tags)| {
+                    let names = if tags.is_empty() { "(untagged)".to_owned() } else { tags.join(", ") };
+                    vec![r.id.short().to_string(), r.layers.len().to_string(), size(r), names]
+                })
+                .collect();
+            let columns = [Column("id", false), Column("layers", true), Column("size", true), Column("tags", false)];
+            print_table(&columns, &rows);
         }
         What::Rm { names } => {
             let mut removed = Vec::new();

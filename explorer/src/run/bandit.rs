@@ -48,7 +48,8 @@ pub(crate) struct Bandit {
 /// with these `(chosen, pulls, rewards)`: one never chosen first (a round
 /// chooses for all its branches before any is merged), then one chosen
 /// but not pulled yet; ties to the earlier (deterministic).
-fn best(arms: &[(u64, u64, u64)]) -> usize {
+fn best(arms: impl IntoIterator<Item = (u64, u64, u64)>) -> usize {
+    let arms: Vec<(u64, u64, u64)> = arms.into_iter().collect();
     assert!(!arms.is_empty(), "a choice among none");
     if let Some(fresh) = arms.iter().position(|&(chosen, _, _)| chosen == 0) {
         return fresh;
@@ -110,12 +111,12 @@ impl Bandit {
     pub(crate) fn choose(&mut self, stream: &mut Stream) -> LineChoice {
         let mut choice = LineChoice::default();
         if !self.rules.is_empty() {
-            let best = best(&self.rules.iter().map(|a| (a.chosen, a.pulls, a.rewards)).collect::<Vec<_>>());
+            let best = best(self.rules.iter().map(|a| (a.chosen, a.pulls, a.rewards)));
             self.rules[best].chosen += 1;
             choice.rules = Some((0..self.rules.len()).map(|i| i == best || stream.chance(0.5)).collect());
         }
         if !self.templates.is_empty() {
-            let best = best(&self.templates.iter().map(|a| (a.chosen, a.pulls, a.rewards)).collect::<Vec<_>>());
+            let best = best(self.templates.iter().map(|a| (a.chosen, a.pulls, a.rewards)));
             self.templates[best].chosen += 1;
             choice.template = Some(self.templates[best].template.clone());
         }
@@ -125,9 +126,7 @@ impl Bandit {
             .filter(|&i| choice.template.as_ref().is_none_or(|t| &self.commands[i].template == t))
             .collect();
         if !mine.is_empty() {
-            let arms: Vec<_> =
-                mine.iter().map(|&i| &self.commands[i]).map(|a| (a.chosen, a.pulls, a.rewards)).collect();
-            let best = mine[best(&arms)];
+            let best = mine[best(mine.iter().map(|&i| &self.commands[i]).map(|a| (a.chosen, a.pulls, a.rewards)))];
             self.commands[best].chosen += 1;
             let on = mine.into_iter().filter(|&i| i == best || stream.chance(0.5));
             choice.commands = Some(on.map(|i| self.commands[i].command.clone()).collect());
