@@ -126,6 +126,39 @@ impl Parser<'_> {
         v.as_mapping().ok_or_else(|| self.err(path, "expected a mapping"))
     }
 
+    /// The entries of the mapping `v` at `path`, each as its key below
+    /// `v` (dotted), its whole path and its value; the mappings at the keys
+    /// `descend` names are walked into, their entries given in their place
+    /// (`deploy`: `resources.limits.memory`), so one `match` reads a
+    /// nested section.
+    fn leaves<'v>(&self, v: &'v Value, path: &str, descend: &[&str]) -> R<Vec<(String, String, &'v Value)>> {
+        let mut out = Vec::new();
+        self.walk(v, "", path, descend, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::leaves`] below `prefix`, in the document's order.
+    fn walk<'v>(
+        &self,
+        v: &'v Value,
+        prefix: &str,
+        path: &str,
+        descend: &[&str],
+        out: &mut Vec<(String, String, &'v Value)>,
+    ) -> R<()> {
+        for (k, v) in self.map(v, path)? {
+            let k = self.string(k, path)?;
+            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            let at = format!("{path}.{k}");
+            if descend.contains(&key.as_str()) {
+                self.walk(v, &key, &at, descend, out)?;
+            } else {
+                out.push((key, at, v));
+            }
+        }
+        Ok(())
+    }
+
     fn string(&self, v: &Value, path: &str) -> R<String> {
         match v {
             Value::String(s) => Ok(s.clone()),
@@ -244,36 +277,16 @@ impl Parser<'_> {
                 "restart" => s.restart = Restart::parse(&self.string(v, &at)?).map_err(|e| self.err(&at, e))?,
                 "init" => s.init = v.as_bool().ok_or_else(|| self.err(&at, "expected true or false"))?,
                 "deploy" => {
-                    for (dk, dv) in self.map(v, &at)? {
-                        let dk = self.string(dk, &at)?;
-                        let dat = format!("{at}.{dk}");
-                        match dk.as_str() {
+                    for (key, at, v) in self.leaves(v, &at, &["resources", "resources.limits"])? {
+                        match key.as_str() {
                             "replicas" => {
                                 let max = hvsim_vmm::devices::virtio::MAX_NODES;
-                                let n = dv.as_u64().filter(|n| (1..=u64::from(max)).contains(n));
+                                let n = v.as_u64().filter(|n| (1..=u64::from(max)).contains(n));
                                 s.replicas =
-                                    n.ok_or_else(|| self.err(&dat, format!("expected a number from 1 to {max}")))? as u16;
+                                    n.ok_or_else(|| self.err(&at, format!("expected a number from 1 to {max}")))? as u16;
                             }
-                            "resources" => {
-                                for (rk, rv) in self.map(dv, &dat)? {
-                                    let rk = self.string(rk, &dat)?;
-                                    let rat = format!("{dat}.{rk}");
-                                    match rk.as_str() {
-                                        "limits" => {
-                                            for (lk, lv) in self.map(rv, &rat)? {
-                                                let lk = self.string(lk, &rat)?;
-                                                let lat = format!("{rat}.{lk}");
-                                                match lk.as_str() {
-                                                    "memory" => s.mem_bytes = Some(self.memory(lv, &lat)?),
-                                                    _ => self.warn(&lat, "not supported; ignored"),
-                                                }
-                                            }
-                                        }
-                                        _ => self.warn(&rat, "not supported; ignored"),
-                                    }
-                                }
-                            }
-                            _ => self.warn(&dat, "not supported; ignored"),
+                            "resources.limits.memory" => s.mem_bytes = Some(self.memory(v, &at)?),
+                            _ => self.warn(&at, "not supported; ignored"),
                         }
                     }
                 }
