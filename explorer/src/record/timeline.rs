@@ -78,12 +78,25 @@ pub struct Timeline {
     /// timeline's for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub winddown_ns: Option<u64>,
+    /// What the explorer chose for its line of descent, if it chose
+    /// (its fields sit in the timeline's own object, as they always did).
+    #[serde(flatten)]
+    pub line: LineChoice,
+}
+
+// What the explorer chose (`bandit.rs`) for a line of descent leaving the
+// root: decided as the timeline left its root, then the timeline's for
+// good. One home for a branch's choice and a timeline's record of it.
+// (Not a doc comment: flattened into `Timeline`, whose schema it would
+// describe.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LineChoice {
     /// The drawn-fault rules its line of descent switched on, when the
     /// explorer chose them (`--schedule bandit`, `bandit.rs`) rather than
     /// swarm's coins: decided as the timeline left its root, then the
     /// timeline's for good.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rules_on: Option<Vec<bool>>,
+    #[serde(rename = "rules_on", default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<bool>>,
     /// The Test Composer template its line of descent runs, when the
     /// explorer chose it (`--schedule bandit`) rather than the composer's
     /// own draw: decided as the timeline left its root.
@@ -96,15 +109,15 @@ pub struct Timeline {
     pub commands: Option<Vec<String>>,
 }
 
-/// What the explorer chose (`bandit.rs`) for a line of descent leaving the root.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct LineChoice {
-    /// The drawn-fault rules switched on.
-    pub rules: Option<Vec<bool>>,
-    /// The Test Composer template.
-    pub template: Option<String>,
-    /// The Test Composer commands switched on.
-    pub commands: Option<Vec<String>>,
+impl LineChoice {
+    /// Each choice this one has, else `other`'s.
+    fn or(self, other: LineChoice) -> LineChoice {
+        LineChoice {
+            rules: self.rules.or(other.rules),
+            template: self.template.or(other.template),
+            commands: self.commands.or(other.commands),
+        }
+    }
 }
 
 impl Timeline {
@@ -115,9 +128,7 @@ impl Timeline {
             segments: Vec::new(),
             vetoes: Vetoes::default(),
             winddown_ns: None,
-            rules_on: None,
-            template: None,
-            commands: None,
+            line: LineChoice::default(),
         }
     }
 
@@ -132,9 +143,7 @@ impl Timeline {
     /// (fault rules and commands switched on, a template), unless it
     /// already had them.
     pub(crate) fn of_line(mut self, line: LineChoice) -> Timeline {
-        self.rules_on = self.rules_on.or(line.rules);
-        self.template = self.template.or(line.template);
-        self.commands = self.commands.or(line.commands);
+        self.line = self.line.or(line);
         self
     }
 
@@ -144,13 +153,13 @@ impl Timeline {
     /// chose for its line of descent.
     pub fn hold(&self, m: &mut Machine) {
         m.veto(&self.vetoes);
-        if let Some(on) = &self.rules_on {
+        if let Some(on) = &self.line.rules {
             m.choose_fault_rules(on);
         }
-        if let Some(template) = &self.template {
+        if let Some(template) = &self.line.template {
             m.choose_template(template);
         }
-        if let Some(on) = &self.commands {
+        if let Some(on) = &self.line.commands {
             m.choose_commands(on);
         }
         if let Some(at) = self.winddown_ns {
@@ -177,6 +186,21 @@ pub(crate) fn derived_seed(domain: &[u8], seed: u64, k: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lines_choices_sit_in_the_timelines_own_object_as_records_always_had_them() {
+        let line = LineChoice { rules: Some(vec![true, false]), template: Some("t".into()), commands: None };
+        let t = Timeline::at(Point { events: 1, vtime_ns: 2 }).of_line(line.clone());
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["rules_on"], serde_json::json!([true, false]));
+        assert_eq!((json["template"].as_str(), json.get("commands"), json.get("line")), (Some("t"), None, None));
+        // A record written before the choice had its own type reads the same.
+        let old = r#"{"root":{"events":1,"vtime_ns":2},"segments":[],"rules_on":[true,false],"template":"t"}"#;
+        assert_eq!(serde_json::from_str::<Timeline>(old).unwrap(), t);
+        // What a timeline already has is kept.
+        let again = t.clone().of_line(LineChoice { template: Some("u".into()), ..LineChoice::default() });
+        assert_eq!(again.line.template.as_deref(), Some("t"));
+    }
 
     #[test]
     fn branch_seeds_are_distinct_and_stable() {

@@ -138,7 +138,7 @@ impl Bandit {
     /// faults struck as `faults` says, in which the commands `ran` ran,
     /// and which found something new or not.
     pub(crate) fn rewarded(&mut self, timeline: &Timeline, faults: &FaultTally, ran: &[&str], fruitful: bool) {
-        if let Some(on) = &timeline.rules_on {
+        if let Some(on) = &timeline.line.rules {
             assert!(self.rules.is_empty() || on.len() == self.rules.len(), "a choice for each rule");
             for (arm, _) in self.rules.iter_mut().zip(on).filter(|(_, &on)| on) {
                 let struck = faults.drawn.get(&arm.landing).is_some_and(|&n| n > 0);
@@ -146,13 +146,16 @@ impl Bandit {
                 arm.rewards += u64::from(fruitful && struck);
             }
         }
-        if let Some(arm) = timeline.template.as_ref().and_then(|t| self.templates.iter_mut().find(|a| &a.template == t))
+        if let Some(arm) =
+            timeline.line.template.as_ref().and_then(|t| self.templates.iter_mut().find(|a| &a.template == t))
         {
             arm.pulls += 1;
             arm.rewards += u64::from(fruitful);
         }
-        for arm in
-            self.commands.iter_mut().filter(|a| timeline.commands.as_ref().is_some_and(|on| on.contains(&a.command)))
+        for arm in self
+            .commands
+            .iter_mut()
+            .filter(|a| timeline.line.commands.as_ref().is_some_and(|on| on.contains(&a.command)))
         {
             arm.pulls += 1;
             arm.rewards += u64::from(fruitful && ran.contains(&arm.command.as_str()));
@@ -184,7 +187,10 @@ mod tests {
     }
 
     fn with_rules(on: &[bool]) -> Timeline {
-        Timeline { rules_on: Some(on.to_vec()), ..Timeline::at(Point { events: 0, vtime_ns: 0 }) }
+        Timeline {
+            line: LineChoice { rules: Some(on.to_vec()), ..LineChoice::default() },
+            ..Timeline::at(Point { events: 0, vtime_ns: 0 })
+        }
     }
 
     fn struck(landing: &str) -> FaultTally {
@@ -236,7 +242,10 @@ mod tests {
             composer(&[("a", "parallel_driver_x.sh"), ("b", "parallel_driver_x.sh"), ("c", "serial_driver_y.sh")]);
         let mut b = Bandit::new(&[], false, Some(&drivers));
         let mut stream = Stream::new(1, "test");
-        let ran = |t: &str| Timeline { template: Some(t.to_owned()), ..Timeline::at(Point { events: 0, vtime_ns: 0 }) };
+        let ran = |t: &str| Timeline {
+            line: LineChoice { template: Some(t.to_owned()), ..LineChoice::default() },
+            ..Timeline::at(Point { events: 0, vtime_ns: 0 })
+        };
         let round: Vec<LineChoice> = (0..3).map(|_| b.choose(&mut stream)).collect();
         for (choice, expected) in round.iter().zip(["a", "b", "c"]) {
             assert_eq!((&choice.rules, choice.template.as_deref()), (&None, Some(expected)));
@@ -277,8 +286,10 @@ mod tests {
         let names = ["t/anytime_probe.sh", "t/parallel_driver_a.sh", "t/parallel_driver_b.sh"];
         assert_eq!(b.commands.iter().map(|a| a.command.as_str()).collect::<Vec<_>>(), names);
         let mut stream = Stream::new(1, "test");
-        let timeline =
-            |on: &[String]| Timeline { commands: Some(on.to_vec()), ..Timeline::at(Point { events: 0, vtime_ns: 0 }) };
+        let timeline = |on: &[String]| Timeline {
+            line: LineChoice { commands: Some(on.to_vec()), ..LineChoice::default() },
+            ..Timeline::at(Point { events: 0, vtime_ns: 0 })
+        };
         let mut coins = [0, 0];
         for k in 0..60 {
             let choice = b.choose(&mut stream);

@@ -290,11 +290,11 @@ pub(crate) fn run(
     let started = Instant::now();
     tree.reset(cursor, machine, job.tree_id)?;
     let restore = started.elapsed();
-    if let Some(on) = &job.base.rules_on {
+    if let Some(on) = &job.base.line.rules {
         assert_eq!(machine.fault_rules().as_ref(), Some(on), "a snapshot holds its line's fault rules");
     }
-    assert_eq!(machine.template(), job.base.template.as_deref(), "a snapshot holds its line's template");
-    assert_eq!(machine.composer_commands(), job.base.commands.as_deref(), "a snapshot holds its line's commands");
+    assert_eq!(machine.template(), job.base.line.template.as_deref(), "a snapshot holds its line's template");
+    assert_eq!(machine.composer_commands(), job.base.line.commands.as_deref(), "a snapshot holds its line's commands");
     if let Some(on) = &job.line.rules {
         // A line leaving the root: the rules chosen replace swarm's, before
         // the re-seed draws each rule's next fault (as a replay holds them).
