@@ -57,8 +57,11 @@ pub(crate) struct BranchJob {
     /// The value the draw pending at the snapshot takes (a draw point).
     pub draw: Option<u64>,
     /// Make a draw point of the branch's first draw, even before anything
-    /// is new in it (the snapshot has no draw point after it yet).
+    /// is new in it (the snapshot has no draw point after it yet): the
+    /// first of `arm_for`'s draws, the process whose novelty the snapshot
+    /// stands after (`None`: any process's).
     pub arm_draw: bool,
+    pub arm_for: Process,
     /// When Test Composer winds down, for a timeline that has no time yet
     /// (one leaving the root: `winddown.rs`).
     pub winddown: Option<Vtime>,
@@ -180,6 +183,9 @@ pub(crate) struct StopRecord {
     /// The draws of the process that spoke here, on the way to here, if
     /// they are the way (`steer.rs`).
     pub way: Option<Lead>,
+    /// The process whose message was new here, as the worker saw it
+    /// (`None`: coverage alone, or a guest that names no process).
+    pub novel_by: Process,
 }
 
 pub(crate) struct BranchRun {
@@ -324,7 +330,7 @@ pub(crate) fn run(
     let revisit = job.revisit.clone().filter(|_| rules.draws && rules.snapshots);
     // With the process whose next draw it is (`None`: any).
     let mut armed: Option<(Armed, Process)> =
-        (rules.draws && job.arm_draw && revisit.is_none()).then_some((Armed::Start, None));
+        (rules.draws && job.arm_draw && revisit.is_none()).then_some((Armed::Start, job.arm_for));
     let mut draws = Draws::default();
     let mut steering = if rules.draws && revisit.is_none() {
         Steering::new(job.base.segments.is_empty(), job.draw, job.lead.clone(), job.values.clone())
@@ -394,6 +400,7 @@ pub(crate) fn run(
                 let mut drawer: Process = None;
                 let mut spoke: Process = None;
                 let mut approached_by: Process = None;
+                let mut novel_by: Process = None;
                 // Assertions reached for the first time, unsatisfied.
                 let mut approached = Vec::new();
                 let mut deeper = false;
@@ -419,6 +426,7 @@ pub(crate) fn run(
                     }
                     messages.push(msg.bytes);
                     if o.new_signals > 0 {
+                        novel_by = msg.sender;
                         if o.approached.is_some() {
                             approached_by = msg.sender;
                         }
@@ -507,6 +515,7 @@ pub(crate) fn run(
                     draw,
                     steer,
                     way,
+                    novel_by,
                 });
                 if returned {
                     // The revisit's work is done: the draw point stands.
@@ -533,6 +542,7 @@ pub(crate) fn run(
                     draw: None,
                     steer: None,
                     way: None,
+                    novel_by: None,
                 });
             }
             Stop::Deadline => {
@@ -558,6 +568,7 @@ pub(crate) fn run(
                         draw: None,
                         steer: None,
                         way: None,
+                        novel_by: None,
                     });
                     break (None, FreshBits::default());
                 }

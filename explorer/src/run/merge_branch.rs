@@ -124,6 +124,7 @@ fn merge(
         draw: Option<DrawStop>,
         /// How many of the branch's `reached` it had reached here.
         reached: usize,
+        novel_by: Option<u32>,
     }
     let BranchJob { branch, seed, tree_id, base, draw, winddown, line, revisit, .. } = run.job;
     let base = base.winding_down(winddown).of_line(line);
@@ -168,6 +169,7 @@ fn merge(
             interval: stop.interval,
             draw: stop.draw,
             reached: 0,
+            novel_by: stop.novel_by,
         };
         let mut reached_here = Vec::new();
         for msg in &stop.messages {
@@ -323,6 +325,7 @@ fn merge(
             approaches: &after,
             watermarks: &s.watermarks,
             reached: &reached[..s.reached],
+            novel_by: s.novel_by,
         };
         schedule.add(node, tree_id, draw_parent);
     }

@@ -146,6 +146,9 @@ pub struct Node {
     /// Assertions (features of their ids) that timelines from here
     /// reached without satisfying.
     approaches: Vec<Feature>,
+    /// The process whose message was new here (`steer.rs`), if named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    novel_by: Option<u32>,
     /// Every feature its timeline reached on the way here, sorted: what a
     /// branch from here reaches again is not new to its timeline.
     #[serde(skip)]
@@ -173,6 +176,8 @@ pub(crate) struct NewNode<'a> {
     pub reached: &'a [String],
     /// Guidance whose best value was reached here.
     pub watermarks: &'a [String],
+    /// The process whose message was new here, if named.
+    pub novel_by: Option<u32>,
 }
 
 /// Where the next branch starts.
@@ -182,8 +187,10 @@ pub(crate) struct Pick {
     pub timeline: Timeline,
     /// The value its draw takes (a draw point with values left to try).
     pub draw: Option<u64>,
-    /// Whether its first draw is to be a decision point.
+    /// Whether its first draw is to be a decision point, and whose (the
+    /// process whose novelty the snapshot stands after; `None`: any).
     pub arm_draw: bool,
+    pub arm_for: Option<u32>,
     /// With a value: the way to the draw, if known or guessed, and the
     /// draw's untried values the branch may give inside its timeline after
     /// the first (`steer.rs`).
@@ -227,6 +234,7 @@ impl Schedule {
             draw: None,
             draw_child: None,
             approaches: Vec::new(),
+            novel_by: None,
             reached: Vec::new(),
             tree_id,
         };
@@ -321,7 +329,7 @@ impl Schedule {
         // others, and their draws would be as many decision points.
         let arm_draw = policy.draws() && n.draw.is_none() && n.draw_child.is_none() && !n.interval;
         self.draws.chosen += u64::from(draw.is_some());
-        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw, lead, values }
+        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw, arm_for: n.novel_by, lead, values }
     }
 
     /// The rarity policy's weight of `n` (see the module's comment).
@@ -488,6 +496,7 @@ impl Schedule {
             draw: node.draw.map(|options| DrawPoint { options, next: 0, returned: Vec::new(), lead: node.lead }),
             draw_child: None,
             approaches,
+            novel_by: node.novel_by,
             reached,
             tree_id: node.tree_id,
         });
@@ -555,6 +564,7 @@ mod tests {
             lead: Some(Lead { values: Vec::new(), exact: true, process: None }),
             approaches,
             watermarks: &[],
+            novel_by: None,
             reached: features,
         }
     }
