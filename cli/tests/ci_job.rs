@@ -349,25 +349,41 @@ fn sigint_before_the_failing_timeline_ends_keeps_its_bug() {
     .join("; ");
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("hvsim"))
         .env(SCHEMA_CHECK, "1")
-        .env("HVSIM_LOG", "hvsim_explorer::engine=debug")
+        .env("HVSIM_LOG", "hvsim_explorer::run::engine=debug")
         .args(["explore", "--linux", "--init-cmd", &init, "--branches", "1", "--reexecute", "0", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The log is read on its own thread so that a line that never comes
+    // (a renamed log target) fails the test in two minutes, not hangs it.
+    let lines = {
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            std::io::BufRead::lines(stderr).map_while(Result::ok).for_each(|l| drop(send.send(l)))
+        });
+        lines
+    };
+    let mut log = String::new();
+    let mut next_line = |log: &mut String| {
+        let line = lines.recv_timeout(Duration::from_secs(120));
+        log.extend(line.iter().map(|l| format!("{l}\n")));
+        line.is_ok()
+    };
     // The branch starts at setup complete and fails at once; each process
     // it starts after that takes most of a second here.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut log = String::new();
     while !log.contains(" branch branch=1") {
-        let before = log.len();
-        std::io::BufRead::read_line(&mut stderr, &mut log).unwrap();
-        assert!(log.len() > before, "the exploration ended before its branch started: {log}");
+        if !next_line(&mut log) {
+            child.kill().unwrap();
+            panic!("the branch never started (or the exploration ended first): {log}");
+        }
     }
     std::thread::sleep(Duration::from_secs(5));
     signal(&child, "INT");
-    std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+    while next_line(&mut log) {}
+    wait_for("the exploration's end", || child.try_wait().unwrap().is_some());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(8), "{log}");
     assert!(log.contains("interrupted (SIGINT)"), "{log}");
