@@ -604,10 +604,11 @@ fn the_family_of_sdk_programs_is_explored_to_each_bug() {
 /// (the runs are deterministic), so that a search that mends it says to
 /// strike it from the list.
 #[test]
-#[ignore = "slow: eight programs, three policies and five seeds take about 22 minutes here (ci/test.sh --slow)"]
+#[ignore = "slow: eight programs, three policies and five seeds take about 30 minutes here (ci/test.sh --slow)"]
 fn the_family_in_full_meets_the_search_goals_but_for_those_named() {
-    /// Another process draws between its stages: steering's guesses give
-    /// their values to its draws (docs/exploration.md#measured).
+    /// Another process draws between its stages: a branch from a snapshot
+    /// no process's message made new arms that process's draw
+    /// (docs/exploration.md#measured).
     const SLOWER_THAN_ONE_VALUE: &[&str] = &["slow-stages"];
     /// No assertion tells one retried step from another; the table's sum
     /// is found for four seeds of five.
