@@ -367,7 +367,7 @@ fn sigint_before_the_failing_timeline_ends_keeps_its_bug() {
         lines
     };
     let mut log = String::new();
-    let mut next_line = |log: &mut String| {
+    let next_line = |log: &mut String| {
         let line = lines.recv_timeout(Duration::from_secs(120));
         log.extend(line.iter().map(|l| format!("{l}\n")));
         line.is_ok()
