@@ -42,7 +42,7 @@ use crate::record::winddown;
 use crate::run::knowledge::Knowledge;
 use crate::run::live::{Live, LiveBranch, LIVE_EVERY};
 use crate::run::revisit::{Draws, Revisit};
-use crate::run::steer::{self, Lead, Process, Steer, Steering};
+use crate::run::steer::{self, FirstDraw, Lead, Process, Steer, Steering};
 
 /// A branch to run: from which snapshot, with which seed.
 #[derive(Clone, Debug)]
@@ -56,12 +56,8 @@ pub(crate) struct BranchJob {
     pub base: Timeline,
     /// The value the draw pending at the snapshot takes (a draw point).
     pub draw: Option<u64>,
-    /// Make a draw point of the branch's first draw, even before anything
-    /// is new in it (the snapshot has no draw point after it yet): the
-    /// first of `arm_for`'s draws, the process whose novelty the snapshot
-    /// stands after (`None`: any process's).
-    pub arm_draw: bool,
-    pub arm_for: Process,
+    /// Whether its first draw is a decision point, and whose.
+    pub first_draw: FirstDraw,
     /// When Test Composer winds down, for a timeline that has no time yet
     /// (one leaving the root: `winddown.rs`).
     pub winddown: Option<Vtime>,
@@ -183,8 +179,9 @@ pub(crate) struct StopRecord {
     /// The draws of the process that spoke here, on the way to here, if
     /// they are the way (`steer.rs`).
     pub way: Option<Lead>,
-    /// The process whose message was new here, as the worker saw it
-    /// (`None`: coverage alone, or a guest that names no process).
+    /// The process whose message was new here, as the worker saw it, or
+    /// where none was (coverage alone, a slice's end) the last to speak
+    /// before (`None`: none has, or a guest that names no process).
     pub novel_by: Process,
 }
 
@@ -329,9 +326,18 @@ pub(crate) fn run(
     // branch it follows, to the draw it returns to.
     let revisit = job.revisit.clone().filter(|_| rules.draws && rules.snapshots);
     // With the process whose next draw it is (`None`: any).
-    let mut armed: Option<(Armed, Process)> =
-        (rules.draws && job.arm_draw && revisit.is_none()).then_some((Armed::Start, job.arm_for));
+    let mut armed: Option<(Armed, Process)> = match job.first_draw {
+        FirstDraw::Armed(by) if rules.draws && revisit.is_none() => Some((Armed::Start, by)),
+        _ => None,
+    };
     let mut draws = Draws::default();
+    // The last process to speak (a hit or a guidance): whose novelty a
+    // snapshot stands after where no message names it (coverage alone, a
+    // slice's end). A process that only draws, as noise does, says nothing.
+    let mut last_spoke: Process = match job.first_draw {
+        FirstDraw::Armed(by) => by,
+        FirstDraw::Unarmed => None,
+    };
     let mut steering = if rules.draws && revisit.is_none() {
         Steering::new(job.base.segments.is_empty(), job.draw, job.lead.clone(), job.values.clone())
     } else {
@@ -395,7 +401,8 @@ pub(crate) fn run(
                 let mut progress = new_here > 0;
                 // Who said what (`steer.rs`): the process whose message made
                 // progress (`None`: coverage alone, or a guest that does not
-                // say), the one that draws, and the last to speak.
+                // say), the one that draws, and the last to speak (a hit, a
+                // guidance or setup complete: not a draw, which noise makes).
                 let mut progress_by: Process = None;
                 let mut drawer: Process = None;
                 let mut spoke: Process = None;
@@ -416,7 +423,7 @@ pub(crate) fn run(
                         // A passing hit or a guidance, new or not.
                         steering.onward(msg.sender);
                     }
-                    if o.onward || o.progress {
+                    if o.onward || o.progress || o.setup_complete {
                         spoke = msg.sender;
                     }
                     fails |= o.bug.is_some();
@@ -435,6 +442,11 @@ pub(crate) fn run(
                         deeper |= o.progress && o.reached.is_some();
                     }
                 }
+                // What no message names (new coverage alone) is credited to
+                // the last process that spoke.
+                last_spoke = spoke.or(last_spoke);
+                let novel_by = novel_by.or(last_spoke);
+                let progress_by = progress_by.or(last_spoke);
                 let failure = (fails && failed_at.is_none()).then(|| Failure::of(machine, &rules.nodes));
                 if let Some(f) = &failure {
                     failed_at = Some(f.console_bytes);
@@ -542,7 +554,7 @@ pub(crate) fn run(
                     draw: None,
                     steer: None,
                     way: None,
-                    novel_by: None,
+                    novel_by: last_spoke,
                 });
             }
             Stop::Deadline => {
@@ -568,7 +580,7 @@ pub(crate) fn run(
                         draw: None,
                         steer: None,
                         way: None,
-                        novel_by: None,
+                        novel_by: last_spoke,
                     });
                     break (None, FreshBits::default());
                 }

@@ -55,6 +55,7 @@ use crate::run::knowledge::Knowledge;
 use crate::run::merge_branch::merge_run;
 use crate::run::replay;
 use crate::run::schedule::Schedule;
+use crate::run::steer::FirstDraw;
 use crate::run::setup;
 use crate::run::state::{interrupted, ms_f, State, TIME_UP};
 use crate::run::watch::{Progress, Watch, CHECKPOINT_EVERY};
@@ -150,6 +151,7 @@ pub fn run(
     };
     state.schedule = Schedule::new(config.policy, Timeline::at(state.root.point), shared.tree().root());
     state.schedule.reached_before_root(&state.root_reached);
+    state.schedule.set_up_by(state.set_up_by);
     let guest_profile = std::thread::scope(|scope| -> Result<Option<GuestProfile>> {
         let mut pool = Pool::start(scope, machine, cursor, &shared, &settings)?;
         branch_rounds(&mut pool, &shared, config, &cx, &mut state, &interrupt, watch);
@@ -279,8 +281,7 @@ fn branch_rounds(
                         tree_id: p.tree_id,
                         base: p.timeline,
                         draw: p.draw,
-                        arm_draw: p.arm_draw,
-                        arm_for: p.arm_for,
+                        first_draw: p.first_draw,
                         winddown,
                         line,
                         lead: p.lead,
@@ -297,8 +298,7 @@ fn branch_rounds(
                         tree_id: root.tree_id,
                         base: root.timeline.clone(),
                         draw: None,
-                        arm_draw: false,
-                        arm_for: None,
+                        first_draw: FirstDraw::Unarmed,
                         winddown,
                         line: state.bandit.choose(&mut picker),
                         lead: None,

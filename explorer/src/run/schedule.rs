@@ -44,7 +44,7 @@
 //! Every choice depends only on what the exploration merged (and the
 //! explorer's seeded stream), never on workers or timing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hvsim_vmm::entropy::Stream;
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ use crate::record::coverage::FreshBits;
 use crate::record::discovery::Incidence;
 use crate::record::exploration::{DrawTally, Policy};
 use crate::record::timeline::Timeline;
-use crate::run::steer::Lead;
+use crate::run::steer::{FirstDraw, Lead, Process};
 
 /// Values a draw of unknown (or larger) option count is tried with before
 /// its branches go back to their streams.
@@ -110,6 +110,12 @@ impl DrawPoint {
             .or_else(|| (self.next < self.options.map_or(SMALL_VALUES, |n| n.min(SMALL_VALUES))).then_some(self.next))
     }
 
+    /// The decision it is, where its way is known: a process's draw after
+    /// the same values drawn, whichever snapshot stands at it.
+    fn decision(&self) -> Option<Decision> {
+        self.lead.as_ref().filter(|l| l.exact).map(|l| (l.process, l.values.clone()))
+    }
+
     /// Takes the next untried value.
     fn take(&mut self) -> Option<u64> {
         let v = self.untried()?;
@@ -146,7 +152,8 @@ pub struct Node {
     /// Assertions (features of their ids) that timelines from here
     /// reached without satisfying.
     approaches: Vec<Feature>,
-    /// The process whose message was new here (`steer.rs`), if named.
+    /// The process whose message was new here, or the last to speak before
+    /// (`steer.rs`), if named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     novel_by: Option<u32>,
     /// Every feature its timeline reached on the way here, sorted: what a
@@ -176,7 +183,8 @@ pub(crate) struct NewNode<'a> {
     pub reached: &'a [String],
     /// Guidance whose best value was reached here.
     pub watermarks: &'a [String],
-    /// The process whose message was new here, if named.
+    /// The process whose message was new here, or the last to speak
+    /// before, if named.
     pub novel_by: Option<u32>,
 }
 
@@ -187,10 +195,8 @@ pub(crate) struct Pick {
     pub timeline: Timeline,
     /// The value its draw takes (a draw point with values left to try).
     pub draw: Option<u64>,
-    /// Whether its first draw is to be a decision point, and whose (the
-    /// process whose novelty the snapshot stands after; `None`: any).
-    pub arm_draw: bool,
-    pub arm_for: Option<u32>,
+    /// Whether its first draw is to be a decision point, and whose.
+    pub first_draw: FirstDraw,
     /// With a value: the way to the draw, if known or guessed, and the
     /// draw's untried values the branch may give inside its timeline after
     /// the first (`steer.rs`).
@@ -218,7 +224,15 @@ pub(crate) struct Schedule {
     watermarks: BTreeMap<Feature, usize>,
     /// What draws did: for the report.
     pub draws: DrawTally,
+    /// Per decision, the values branches took there (given back when not
+    /// reached): one tried at a snapshot is not tried again at another
+    /// that stands at the same decision.
+    tried: BTreeMap<Decision, BTreeSet<u64>>,
 }
+
+/// A draw by its way (`steer.rs`): the process, and the values it drew on
+/// the way, known exactly.
+type Decision = (Process, Vec<u64>);
 
 impl Schedule {
     /// A schedule starting from the root snapshot.
@@ -245,6 +259,12 @@ impl Schedule {
     pub fn reached_before_root(&mut self, reached: &[String]) {
         let prefix = self.features_of(reached);
         self.nodes[0].reached = prefix;
+    }
+
+    /// Takes in the process that said setup complete: the root's first
+    /// draw is its.
+    pub fn set_up_by(&mut self, process: Process) {
+        self.nodes[0].novel_by = process;
     }
 
     /// The features named, sorted, once each.
@@ -313,23 +333,43 @@ impl Schedule {
         let n = &mut self.nodes[i];
         n.picks += 1;
         n.energy = (n.energy * DECAY).max(MIN_ENERGY);
-        let (draw, lead, values) = match n.draw.as_mut() {
-            Some(d) => match d.take() {
-                Some(v) => {
-                    // Only along a way, known or guessed (`steer.rs`).
-                    let more = if policy.steers() && d.lead.is_some() { RETRY_VALUES } else { 0 };
-                    let values = (0..more).map_while(|_| d.take()).collect();
-                    (Some(v), d.lead.clone(), values)
-                }
-                None => (None, None, Vec::new()),
-            },
-            None => (None, None, Vec::new()),
-        };
+        let (draw, lead, values) = self.take_values(i);
+        let n = &self.nodes[i];
         // Not after interval snapshots: there are many, each much like the
         // others, and their draws would be as many decision points.
-        let arm_draw = policy.draws() && n.draw.is_none() && n.draw_child.is_none() && !n.interval;
+        let first_draw = if policy.draws() && n.draw.is_none() && n.draw_child.is_none() && !n.interval {
+            FirstDraw::Armed(n.novel_by)
+        } else {
+            FirstDraw::Unarmed
+        };
         self.draws.chosen += u64::from(draw.is_some());
-        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, arm_draw, arm_for: n.novel_by, lead, values }
+        Pick { tree_id: n.tree_id, timeline: n.timeline.clone(), draw, first_draw, lead, values }
+    }
+
+    /// The value a branch from node `i` takes at its draw point, if it
+    /// stands at one with values left, with the way there and the values
+    /// to give inside its timeline.
+    fn take_values(&mut self, i: usize) -> (Option<u64>, Option<Lead>, Vec<u64>) {
+        let Some(d) = self.nodes[i].draw.as_mut() else { return (None, None, Vec::new()) };
+        // Values another snapshot at the same decision tried are passed
+        // over.
+        let tried = d.decision().map(|k| self.tried.entry(k).or_default());
+        // Only along a way, known or guessed (`steer.rs`).
+        let more = if self.policy.steers() && d.lead.is_some() { RETRY_VALUES } else { 0 };
+        let lead = d.lead.clone();
+        let mut take = || loop {
+            let v = d.take()?;
+            if !tried.as_ref().is_some_and(|t| t.contains(&v)) {
+                return Some(v);
+            }
+        };
+        let Some(v) = take() else { return (None, None, Vec::new()) };
+        let values: Vec<u64> = (0..more).map_while(|_| take()).collect();
+        if let Some(t) = tried {
+            t.insert(v);
+            t.extend(&values);
+        }
+        (Some(v), lead, values)
     }
 
     /// The rarity policy's weight of `n` (see the module's comment).
@@ -410,6 +450,9 @@ impl Schedule {
     /// try inside its timeline and did not reach (`steer.rs`).
     pub fn give_back(&mut self, tree_id: usize, values: &[u64]) {
         let Some(d) = self.index(tree_id).and_then(|i| self.nodes[i].draw.as_mut()) else { return };
+        if let Some(t) = d.decision().and_then(|k| self.tried.get_mut(&k)) {
+            t.retain(|v| !values.contains(v));
+        }
         d.returned.extend_from_slice(values);
         d.returned.sort_unstable();
         d.returned.dedup();
@@ -678,7 +721,55 @@ mod tests {
         let mut e = Schedule::new(Policy::Energy, timeline(), 0);
         e.add(node(1, &g1, None, &to_g2), 0, None);
         let mut stream = Stream::new(1, "test");
-        assert!((0..50).all(|_| !e.pick(&mut stream, &|_| false).arm_draw));
+        assert!((0..50).all(|_| e.pick(&mut stream, &|_| false).first_draw == FirstDraw::Unarmed));
+    }
+
+    #[test]
+    fn two_snapshots_at_the_same_decision_share_the_values_tried() {
+        let way = |values: Vec<u64>, exact| Lead { values, exact, process: Some(3) };
+        let mut s = Schedule::new(Policy::Rarity, timeline(), 0);
+        let f = ["assert pass a".to_owned()];
+        // Three snapshots at process 3's draw of 8 options: two after it
+        // drew 5 (known), one where that is only a guess.
+        for (tree_id, lead) in [(1, way(vec![5], true)), (2, way(vec![5], true)), (3, way(vec![5], false))] {
+            s.add(NewNode { lead: Some(lead), ..node(tree_id, &f, Some(Some(8)), &[]) }, 0, Some(0));
+        }
+        let at = |s: &Schedule, tree_id| s.index(tree_id).unwrap();
+        let first = s.take_values(at(&s, 1));
+        assert_eq!((first.0, &first.2[..]), (Some(0), &[1, 2, 3, 4, 5, 6, 7][..]), "the first takes all, in order");
+        // Its timeline reached 1 and 2 of the values it gave inside: the
+        // rest are given back, untried.
+        s.give_back(1, &[3, 4, 5, 6, 7]);
+        let second = s.take_values(at(&s, 2));
+        assert_eq!((second.0, &second.2[..]), (Some(3), &[4, 5, 6, 7][..]), "0, 1 and 2 were tried at the same decision");
+        assert_eq!(s.take_values(at(&s, 3)).0, Some(0), "a guessed way is no known decision: its values are its own");
+        // Every value was tried at the decision: the first point, its own
+        // values given back, has none left to take.
+        assert_eq!(s.take_values(at(&s, 1)), (None, None, Vec::new()));
+    }
+
+    #[test]
+    fn a_snapshot_arms_the_first_draw_of_the_process_that_made_it_new() {
+        let mut s = Schedule::new(Policy::Rarity, timeline(), 0);
+        let (by_7, by_none) = (["assert pass seven".to_owned()], ["assert pass anyone".to_owned()]);
+        s.add(NewNode { novel_by: Some(7), ..node(1, &by_7, None, &[]) }, 0, None);
+        s.add(node(2, &by_none, None, &[]), 0, None);
+        s.add(NewNode { interval: true, novel_by: Some(7), ..node(3, &[], None, &[]) }, 0, None);
+        let mut stream = Stream::new(5, "test");
+        let mut seen = BTreeMap::new();
+        for _ in 0..60 {
+            let p = s.pick(&mut stream, &|_| true);
+            seen.insert(p.tree_id, p.first_draw);
+        }
+        let expected = [
+            (1, FirstDraw::Armed(Some(7))),
+            (2, FirstDraw::Armed(None)),
+            // Intervals are many and alike: their draws are no decision points.
+            (3, FirstDraw::Unarmed),
+        ];
+        for (tree_id, first_draw) in expected {
+            assert_eq!(seen.get(&tree_id), Some(&first_draw), "node {tree_id}: {seen:?}");
+        }
     }
 
     #[test]
@@ -714,7 +805,7 @@ mod tests {
         let (mut sa, mut sb) = (Stream::new(3, "explorer"), Stream::new(3, "explorer"));
         for _ in 0..50 {
             let (pa, pb) = (a.pick(&mut sa, &|_| false), b.pick(&mut sb, &|_| false));
-            assert_eq!((pa.tree_id, pa.draw, pa.arm_draw), (pb.tree_id, pb.draw, pb.arm_draw));
+            assert_eq!((pa.tree_id, pa.draw, pa.first_draw), (pb.tree_id, pb.draw, pb.first_draw));
         }
     }
 }

@@ -149,6 +149,9 @@ fn restored_root(machine: &mut Machine, saved: &SavedRoot, state: &mut State) {
         let o = state.known.process(&msg.bytes);
         assert!(o.bug.is_none(), "only roots reached without a bug are saved");
         state.root.setup_complete |= o.setup_complete;
+        if o.setup_complete {
+            state.set_up_by = msg.sender;
+        }
         state.root_reached.extend(o.reached);
     }
     assert!(state.root.setup_complete, "only roots at setup complete are saved");
@@ -218,6 +221,9 @@ fn setup(
                 sdk_messages += 1;
                 let o = state.known.process(&msg.bytes);
                 state.root.setup_complete |= o.setup_complete;
+                if o.setup_complete {
+                    state.set_up_by = msg.sender;
+                }
                 state.root_reached.extend(o.reached);
                 let Some(kind) = o.bug else { continue };
                 let at = point(machine);

@@ -22,6 +22,7 @@ use crate::run::bandit::Bandit;
 use crate::run::bugs::Bugs;
 use crate::run::knowledge::Knowledge;
 use crate::run::schedule::Schedule;
+use crate::run::steer::Process;
 use crate::run::watch::Watch;
 use crate::run::workers::Checked;
 
@@ -62,6 +63,9 @@ pub(crate) struct State {
     pub(crate) root: RootInfo,
     /// The features reached on the way to the root (`Schedule`).
     pub(crate) root_reached: Vec<String>,
+    /// The process that said setup complete: the one whose draws a branch
+    /// from the root makes decisions of (`steer.rs`).
+    pub(crate) set_up_by: Process,
     pub(crate) schedule: Schedule,
     /// The fault rules' bandit (`--schedule bandit`).
     pub(crate) bandit: Bandit,
@@ -99,6 +103,7 @@ impl State {
                 setup_failed: None,
             },
             root_reached: Vec::new(),
+            set_up_by: None,
             schedule: Schedule::default(),
             bandit: Bandit::default(),
             branches: 0,

@@ -44,6 +44,19 @@ use serde::{Deserialize, Serialize};
 /// draw is taken to be one program's.
 pub type Process = Option<u32>;
 
+/// Whether a branch makes a decision point of its first draw, before
+/// anything is new in it: a snapshot with no draw point after it yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FirstDraw {
+    /// Not: the snapshot has its draw point already, or stands where
+    /// nothing was new (an interval).
+    #[default]
+    Unarmed,
+    /// The first draw of the process whose novelty the snapshot stands
+    /// after, or the last to speak before it (`None`: of any process).
+    Armed(Process),
+}
+
 /// The values that open the way to a draw point, oldest first: the draws
 /// of one process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
