@@ -53,6 +53,11 @@ pub struct LinuxArgs {
     /// has exited (see docs/compose.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["image", "init_cmd", "nodes", "guest_file", "node_cmd", "disk_image"])]
     pub compose: Option<PathBuf>,
+    /// Run Kubernetes manifests (files, or directories of .yaml files, each
+    /// of one or more documents; repeatable): a node per pod, each running
+    /// its image from the store (see docs/kubernetes.md).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["compose", "image", "init_cmd", "nodes", "guest_file", "node_cmd", "disk_image"])]
+    pub k8s: Vec<PathBuf>,
     /// With --compose: a file of NAME=VALUE lines, the variables the compose
     /// file's ${VAR} and bare environment NAMEs take (repeatable, later
     /// wins). Without it, the project's .env if there is one. hvsim never
@@ -122,7 +127,7 @@ impl RegistryArgs {
 impl LinuxArgs {
     /// Whether these options describe a Linux target without `--linux`.
     pub fn implies_linux(&self) -> bool {
-        self.image.is_some() || self.compose.is_some()
+        self.image.is_some() || self.compose.is_some() || !self.k8s.is_empty()
     }
 
     /// The Linux-only options given, by flag name.
@@ -153,7 +158,7 @@ impl LinuxArgs {
         given.extend(more.iter().filter(|(_, g)| *g).map(|(flag, _)| *flag));
         if !given.is_empty() {
             anyhow::bail!(
-                "{} {} only to Linux targets (--linux, --image, --compose), not to the raw guest `{guest}`",
+                "{} {} only to Linux targets (--linux, --image, --compose, --k8s), not to the raw guest `{guest}`",
                 given.join(", "),
                 if given.len() == 1 { "applies" } else { "apply" }
             );
@@ -183,6 +188,18 @@ impl LinuxArgs {
                 Some(folder)
             });
             system
+        } else if let Some(first) = self.k8s.first() {
+            let cluster = hvsim_guest_image::k8s::load(&self.k8s)?;
+            let store = Store::open()?;
+            registry::ensure(&store, &cluster.images(), self.pull, &self.registry.access())?;
+            let mut system = System::with_containers(cluster.containers(&store)?, disk, self.nodes.fault_plan_text()?)?;
+            // As for compose: the folder the manifests are in names the project.
+            let folder = first.canonicalize().ok().and_then(|p| {
+                let dir = if p.is_dir() { p } else { p.parent()?.to_owned() };
+                Some(dir.file_name()?.to_string_lossy().into_owned())
+            });
+            system.project = folder;
+            system
         } else if let Some(image) = &self.image {
             let command = match &self.image_cmd {
                 None => None,
@@ -198,7 +215,7 @@ impl LinuxArgs {
         if let Some(path) = &self.nodes.fault_plan {
             if system.nodes == 0 {
                 anyhow::bail!(
-                    "--fault-plan {}: a fault plan needs nodes (--nodes, --image or --compose)",
+                    "--fault-plan {}: a fault plan needs nodes (--nodes, --image, --compose or --k8s)",
                     path.display()
                 );
             }

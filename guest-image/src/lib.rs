@@ -18,6 +18,7 @@ pub mod error;
 pub mod hash;
 pub mod host;
 pub mod inputs;
+pub mod k8s;
 pub mod linux;
 pub mod oci;
 pub mod progress;

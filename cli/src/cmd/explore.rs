@@ -37,8 +37,8 @@ use crate::profile::ProfileArgs;
 use crate::util;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "compose"])))]
-#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
+#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "compose", "k8s"])))]
+#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose", "k8s"])))]
 pub struct Args {
     /// Built-in raw guest to explore (default: `demo`, which hides a bug
     /// behind three 1-in-10 random choices).
@@ -473,8 +473,12 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         args.linux_args.refuse_for_raw_guest(&guest, &[])?;
         (Target::Raw { guest }, StartOptions::default())
     };
-    let manifest = match args.manifest.clone().or_else(|| args.linux_args.compose.as_deref().and_then(Manifest::beside))
-    {
+    // hvsim.toml beside the compose file, or in the manifests' folder.
+    let project_file = args.linux_args.compose.clone().or_else(|| {
+        let first = args.linux_args.k8s.first()?;
+        Some(if first.is_dir() { first.join("manifests") } else { first.clone() })
+    });
+    let manifest = match args.manifest.clone().or_else(|| project_file.as_deref().and_then(Manifest::beside)) {
         Some(path) => {
             let m = Manifest::load(&path).map_err(|e| anyhow::anyhow!("project manifest {e}"))?;
             let names: Vec<&str> = m.checkers.iter().map(|c| c.name.as_str()).collect();

@@ -16,8 +16,8 @@ use crate::session::{Output, Session};
 use crate::util;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "compose", "list_guests"]).required(true)))]
-#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
+#[command(group(clap::ArgGroup::new("target").args(["guest", "linux", "image", "compose", "k8s", "list_guests"]).required(true)))]
+#[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose", "k8s"])))]
 pub struct Args {
     /// Built-in raw guest to run (see --list-guests).
     #[arg(long)]

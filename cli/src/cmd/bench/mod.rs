@@ -57,7 +57,7 @@ enum What {
     /// 1-in-8 draws (guest-sdk/examples/antithesis-rust). With --faults, or
     /// a project (--compose ...): swarm's coins and Test Composer's own
     /// template draws against the bandit (`--schedule bandit`).
-    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
+    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose", "k8s"])))]
     Explore {
         /// Master seeds to measure (1..=N).
         #[arg(long, default_value = "5", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -67,17 +67,17 @@ enum What {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         max_branches: Option<u64>,
         /// Explore the Rust SDK vault instead of the demo.
-        #[arg(long, conflicts_with_all = ["faults", "compose", "image"])]
+        #[arg(long, conflicts_with_all = ["faults", "compose", "k8s", "image"])]
         linux: bool,
         /// Explore two Linux nodes under three drawn fault rules, only one
         /// of which leads to the bug: swarm's coins against the bandit
         /// (`--schedule bandit`).
-        #[arg(long, conflicts_with_all = ["compose", "image"])]
+        #[arg(long, conflicts_with_all = ["compose", "k8s", "image"])]
         faults: bool,
         /// Explore each program of a family on the official Rust SDK
         /// (eight bugs behind draws of different shapes), against the
         /// timelines trying each draw's values in order needs.
-        #[arg(long, conflicts_with_all = ["linux", "faults", "compose", "image"])]
+        #[arg(long, conflicts_with_all = ["linux", "faults", "compose", "k8s", "image"])]
         family: bool,
         /// With --family: only this program (repeatable; `antithesis-family
         /// list` names them).
@@ -125,7 +125,7 @@ enum What {
     /// from the saved roots (docs/snapshots.md#saved-roots): on a compose
     /// project or image (--compose, --image, ...), else on a Linux program
     /// (guest-sdk/c/vault.c, built with gcc); checking both explored the same.
-    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose"])))]
+    #[command(group(clap::ArgGroup::new("linux_target").args(["linux", "image", "compose", "k8s"])))]
     Roots {
         /// Explore hvsim's Linux guest running --init-cmd instead.
         #[arg(long)]
@@ -236,7 +236,12 @@ pub fn main(args: Args, json: bool) -> Result<ExitCode> {
         }
         What::Explore { seeds, max_branches, linux, faults, linux_args, .. } => {
             let workload = if linux_args.implies_linux() {
-                let name = linux_args.compose.as_ref().map(|c| c.display().to_string()).or(linux_args.image.clone());
+                let name = linux_args
+                    .compose
+                    .as_ref()
+                    .or(linux_args.k8s.first())
+                    .map(|c| c.display().to_string())
+                    .or(linux_args.image.clone());
                 explore::Workload::Project(Box::new(linux_args.target(false)?), name.unwrap_or_default())
             } else if faults {
                 explore::Workload::Faults

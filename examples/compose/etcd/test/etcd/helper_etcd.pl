@@ -48,11 +48,14 @@ sub post {
     return ($status == 200 ? 'ok' : 'error', $body);
 }
 
-# A member drawn from the guest's entropy, which the run's seed fixes.
+# A member drawn from the guest's entropy, which the run's seed fixes:
+# one of $ETCD_MEMBERS (comma-separated; examples/k8s/etcd names its pods
+# there), or of the compose example's e1, e2, e3.
 sub member {
+    my @members = split(/,/, $ENV{ETCD_MEMBERS} // 'e1,e2,e3');
     open(my $r, '<', '/dev/urandom') or die "/dev/urandom: $!";
     read($r, my $b, 1);
-    return 'e' . (ord($b) % 3 + 1);
+    return $members[ord($b) % @members];
 }
 
 sub sdk {
