@@ -741,7 +741,11 @@ mod tests {
         // rest are given back, untried.
         s.give_back(1, &[3, 4, 5, 6, 7]);
         let second = s.take_values(at(&s, 2));
-        assert_eq!((second.0, &second.2[..]), (Some(3), &[4, 5, 6, 7][..]), "0, 1 and 2 were tried at the same decision");
+        assert_eq!(
+            (second.0, &second.2[..]),
+            (Some(3), &[4, 5, 6, 7][..]),
+            "0, 1 and 2 were tried at the same decision"
+        );
         assert_eq!(s.take_values(at(&s, 3)).0, Some(0), "a guessed way is no known decision: its values are its own");
         // Every value was tried at the decision: the first point, its own
         // values given back, has none left to take.
