@@ -640,7 +640,11 @@ impl Translator {
             };
             let mut names =
                 vec![format!("{name}.{ns}.svc.{DOMAIN}"), format!("{name}.{ns}.svc"), format!("{name}.{ns}")];
-            if namespaces_of[name.as_str()].len() == 1 {
+            // The short name, unless another namespace's Service or another
+            // pod (a node, which its name resolves to) has it.
+            let pod_named =
+                pods.iter().enumerate().any(|(i, p)| i != first && (p.name == *name || p.hostname == *name));
+            if namespaces_of[name.as_str()].len() == 1 && !pod_named {
                 names.push(name.clone());
             }
             pods[first].aliases.extend(names);
@@ -997,9 +1001,16 @@ mod tests {
         /// pod has its own name and every DNS name resolves to one pod.
         #[test]
         fn pod_names_and_dns_names_are_unique(
-            sets in proptest::collection::vec((0..3usize, 0..4usize, 1..4u16, proptest::bool::ANY), 1..6)
+            sets in proptest::collection::vec((0..3usize, 0..4usize, 1..4u16, proptest::bool::ANY), 1..6),
+            pods in proptest::collection::vec(0..4usize, 0..3),
         ) {
             let mut yaml = String::new();
+            // Bare pods named as Services may be.
+            for (i, name) in pods.iter().enumerate() {
+                yaml += &format!(
+                    "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: s{name}, labels: {{bare: b{i}}}}}\nspec: {{containers: [{{name: c, image: i}}]}}\n"
+                );
+            }
             for (i, (ns, name, replicas, stateful)) in sets.iter().enumerate() {
                 let (ns, name) = (format!("ns{ns}"), format!("s{name}"));
                 let kind = if *stateful { "StatefulSet" } else { "Deployment" };
