@@ -331,9 +331,10 @@ pub(crate) fn run(
         _ => None,
     };
     let mut draws = Draws::default();
-    // The last process to speak (a hit or a guidance): whose novelty a
-    // snapshot stands after where no message names it (coverage alone, a
-    // slice's end). A process that only draws, as noise does, says nothing.
+    // The last process to speak (a hit, a guidance, setup complete): whose
+    // novelty a snapshot stands after where no message names it (coverage
+    // alone, a slice's end). A process that only draws, as noise does, says
+    // nothing.
     let mut last_spoke: Process = match job.first_draw {
         FirstDraw::Armed(by) => by,
         FirstDraw::Unarmed => None,
