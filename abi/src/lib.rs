@@ -339,6 +339,25 @@ pub mod container {
         /// yet (Docker's `start_interval`).
         pub const HEALTH_START_INTERVAL_MS: &str = "health_start_interval_ms";
         pub const HEALTH_RETRIES: &str = "health_retries";
+        /// Instead of a command: a TCP connection to `ADDR:PORT` that
+        /// opens (Kubernetes' `tcpSocket`).
+        pub const HEALTH_TCP: &str = "health_tcp";
+        /// Instead of a command: `ADDR:PORT SEP PATH`, an HTTP GET whose
+        /// status is 200 to 399 (Kubernetes' `httpGet`); each
+        /// `HEALTH_HTTP_HEADER` (`Name: value`) is sent with it.
+        pub const HEALTH_HTTP: &str = "health_http";
+        pub const HEALTH_HTTP_HEADER: &str = "health_http_header";
+        /// `readiness`, `liveness` or `startup`: the `health_*` fields after
+        /// it describe that probe (Kubernetes'). Before any, they describe
+        /// readiness (a compose healthcheck). A liveness or startup probe
+        /// that fails `retries` times in a row has the container stopped.
+        pub const PROBE: &str = "probe";
+        /// How long a stopped container has between SIGTERM and SIGKILL.
+        pub const STOP_GRACE_MS: &str = "stop_grace_ms";
+        /// The name of an init container, run to completion, in order,
+        /// before the container starts (Kubernetes' `initContainers`): its
+        /// own description is `CONTAINERS/<node>.init<k>`.
+        pub const INIT_CONTAINER: &str = "init_container";
         /// The contents of the container's /etc/hosts.
         pub const HOSTS: &str = "hosts";
     }

@@ -41,6 +41,61 @@ pub fn image_system(
     Ok(System::with_containers(vec![c], disk, fault_plan)?)
 }
 
+/// The system of a compose project (`--compose FILE`), its images pulled
+/// as `pull` says; the compose file is pinned by its bytes' hash.
+pub fn compose_system(
+    file: &std::path::Path,
+    env_file: &[PathBuf],
+    disk: u64,
+    fault_plan: Option<String>,
+    pull: PullPolicy,
+    access: &Access,
+) -> Result<System> {
+    let (project, warnings) = compose::load(file, env_file)?;
+    for w in warnings {
+        eprintln!("hvsim: warning: {}: {w}", file.display());
+    }
+    let store = Store::open()?;
+    let images: Vec<String> = project.services.iter().map(|s| s.image.clone()).collect();
+    registry::ensure(&store, &images, pull, access)?;
+    let mut system = System::with_containers(project.containers(&store)?, disk, fault_plan)?;
+    system.project = project.name.clone().or_else(|| {
+        let folder = file.canonicalize().ok()?.parent()?.file_name()?.to_string_lossy().into_owned();
+        Some(folder)
+    });
+    system.sources =
+        std::iter::once(file).chain(env_file.iter().map(PathBuf::as_path)).map(pin).collect::<Result<_>>()?;
+    Ok(system)
+}
+
+/// The system of Kubernetes manifests (`--k8s PATH...`), its images pulled
+/// as `pull` says; each manifest is pinned by its bytes' hash.
+pub fn k8s_system(
+    paths: &[PathBuf],
+    disk: u64,
+    fault_plan: Option<String>,
+    pull: PullPolicy,
+    access: &Access,
+) -> Result<System> {
+    let cluster = hvsim_guest_image::k8s::load(paths)?;
+    let store = Store::open()?;
+    registry::ensure(&store, &cluster.images(), pull, access)?;
+    let mut system = System::with_containers(cluster.containers(&store)?, disk, fault_plan)?;
+    // As for compose: the folder the manifests are in names the project.
+    system.project = paths.first().and_then(|first| {
+        let p = first.canonicalize().ok()?;
+        let dir = if p.is_dir() { p } else { p.parent()?.to_owned() };
+        Some(dir.file_name()?.to_string_lossy().into_owned())
+    });
+    system.sources = cluster.files.iter().map(|f| pin(f)).collect::<Result<_>>()?;
+    Ok(system)
+}
+
+/// A source file, pinned by its bytes: its path as given and their SHA-256.
+fn pin(file: &std::path::Path) -> Result<(PathBuf, String)> {
+    Ok((file.to_owned(), file_hash(file)?))
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct LinuxArgs {
     /// Run a container image from the store (`hvsim image load`) as one
@@ -174,38 +229,17 @@ impl LinuxArgs {
             .map(|f| Ok((f.clone(), file_hash(&f.host)?)))
             .collect::<hvsim_guest_image::Result<Vec<_>>>()?;
         let disk = self.nodes.disk_size as u64;
+        let access = self.registry.access();
         let system = if let Some(file) = &self.compose {
-            let (project, warnings) = compose::load(file, &self.env_file)?;
-            for w in warnings {
-                eprintln!("hvsim: warning: {}: {w}", file.display());
-            }
-            let store = Store::open()?;
-            let images: Vec<String> = project.services.iter().map(|s| s.image.clone()).collect();
-            registry::ensure(&store, &images, self.pull, &self.registry.access())?;
-            let mut system = System::with_containers(project.containers(&store)?, disk, self.nodes.fault_plan_text()?)?;
-            system.project = project.name.clone().or_else(|| {
-                let folder = file.canonicalize().ok()?.parent()?.file_name()?.to_string_lossy().into_owned();
-                Some(folder)
-            });
-            system
-        } else if let Some(first) = self.k8s.first() {
-            let cluster = hvsim_guest_image::k8s::load(&self.k8s)?;
-            let store = Store::open()?;
-            registry::ensure(&store, &cluster.images(), self.pull, &self.registry.access())?;
-            let mut system = System::with_containers(cluster.containers(&store)?, disk, self.nodes.fault_plan_text()?)?;
-            // As for compose: the folder the manifests are in names the project.
-            let folder = first.canonicalize().ok().and_then(|p| {
-                let dir = if p.is_dir() { p } else { p.parent()?.to_owned() };
-                Some(dir.file_name()?.to_string_lossy().into_owned())
-            });
-            system.project = folder;
-            system
+            compose_system(file, &self.env_file, disk, self.nodes.fault_plan_text()?, self.pull, &access)?
+        } else if !self.k8s.is_empty() {
+            k8s_system(&self.k8s, disk, self.nodes.fault_plan_text()?, self.pull, &access)?
         } else if let Some(image) = &self.image {
             let command = match &self.image_cmd {
                 None => None,
                 Some(c) => Some(shell_words::split(c).with_context(|| format!("--image-cmd {c:?}"))?),
             };
-            registry::ensure(&Store::open()?, std::slice::from_ref(image), self.pull, &self.registry.access())?;
+            registry::ensure(&Store::open()?, std::slice::from_ref(image), self.pull, &access)?;
             let mut system = image_system(image, command, disk, self.nodes.fault_plan_text()?)?;
             system.project = Some(image_node_name(image));
             system

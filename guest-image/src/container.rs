@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use hvsim_abi::container::{key, SEP};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use crate::error::{invalid, io, ImageError, Result};
 use crate::linux::RunFile;
@@ -77,15 +78,33 @@ pub enum Mount {
     Bind { host: PathBuf, sha256: String, target: String, read_only: bool },
 }
 
+/// What a health check does; serialized as `args` (a command, as records
+/// have always said), `tcp` or `http`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// A command run in the container; exit status 0 passes.
+    #[serde(rename = "args")]
+    Exec(Vec<String>),
+    /// A TCP connection to `addr` (`IP:PORT`) from the node that opens.
+    Tcp { addr: String },
+    /// `GET path` at `addr` from the node, with these headers (`Name:
+    /// value`), answered 200 to 399.
+    Http { addr: String, path: String, headers: Vec<String> },
+}
+
 /// Docker's `start_interval` when a check does not say (records written
 /// before hvsim knew it).
 fn docker_start_interval_ms() -> u64 {
     5_000
 }
 
+/// A health check or probe, on Docker's schedule (kubelet's is a case of
+/// it: `start_interval` equal to the start period).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthCheck {
-    pub args: Vec<String>,
+    #[serde(flatten)]
+    pub check: Check,
     pub interval_ms: u64,
     pub timeout_ms: u64,
     pub start_period_ms: u64,
@@ -110,6 +129,10 @@ pub struct Container {
     /// resolves to its first replica).
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// Names a fault plan may use for this node together with the others
+    /// that have them: the Kubernetes Services that select its pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
     /// Entrypoint and command, resolved.
     pub args: Vec<String>,
     /// The image's environment with the user's merged over it.
@@ -123,7 +146,25 @@ pub struct Container {
     pub mounts: Vec<Mount>,
     /// Nodes this one waits for, and for what.
     pub depends: Vec<(u16, Condition)>,
+    /// Readiness: passing, the container is healthy.
     pub health: Option<HealthCheck>,
+    /// Kubernetes' liveness probe: failing `retries` times in a row, the
+    /// container is stopped, then restarted as its policy says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<HealthCheck>,
+    /// Kubernetes' startup probe: until it passes, the other two wait;
+    /// failing `retries` times in a row, the container is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<HealthCheck>,
+    /// A container a probe stops gets SIGTERM, then SIGKILL after this
+    /// (10 s unless said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace_ms: Option<u64>,
+    /// Containers run to completion, in order, before this one, each time
+    /// its node starts (Kubernetes' `initContainers`); each shares its
+    /// volumes, with a writable layer of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
     /// What the container adds to the guest's RAM, as its compose service
     /// says (`mem_limit`); none: 64 MiB (`target::CONTAINER_MEM`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +236,7 @@ impl Container {
             image_id: record.id,
             hostname: o.hostname.clone().unwrap_or_else(|| name.to_owned()),
             aliases: Vec::new(),
+            groups: Vec::new(),
             args,
             env,
             workdir,
@@ -204,14 +246,30 @@ impl Container {
             mounts: o.mounts,
             depends: o.depends,
             health: o.health,
+            liveness: None,
+            startup: None,
+            stop_grace_ms: None,
+            init_containers: Vec::new(),
             mem_bytes: None,
         })
     }
 
     /// The files init needs for this container on `node`: its description
-    /// and the contents of its bind mounts. `image_disk` holds its image;
-    /// `hosts` is /etc/hosts.
-    pub fn inbox_files(&self, node: u16, image_disk: u16, hosts: &str) -> Result<Vec<RunFile>> {
+    /// and the contents of its bind mounts, and its init containers'.
+    /// `image_disk` says which image disk holds an image; `hosts` is
+    /// /etc/hosts.
+    pub fn inbox_files(&self, node: u16, image_disk: &dyn Fn(&Digest) -> u16, hosts: &str) -> Result<Vec<RunFile>> {
+        let mut files = self.describe(&format!("{}/{node}", hvsim_abi::linux::CONTAINERS), image_disk, hosts)?;
+        for (k, init) in self.init_containers.iter().enumerate() {
+            let path = format!("{}/{node}.init{k}", hvsim_abi::linux::CONTAINERS);
+            files.extend(init.describe(&path, image_disk, hosts)?);
+        }
+        Ok(files)
+    }
+
+    /// Its description at `path` (`hvsim_abi::container`) and its bind
+    /// mounts' contents below `path.binds`.
+    fn describe(&self, path: &str, image_disk: &dyn Fn(&Digest) -> u16, hosts: &str) -> Result<Vec<RunFile>> {
         let mut files = Vec::new();
         let mut spec = Vec::new();
         let mut field = |k: &str, v: &str| {
@@ -223,7 +281,7 @@ impl Container {
         };
         field(key::NAME, &self.name);
         field(key::HOSTNAME, &self.hostname);
-        field(key::IMAGE_DISK, &image_disk.to_string());
+        field(key::IMAGE_DISK, &image_disk(&self.image_id).to_string());
         for a in &self.args {
             field(key::ARG, a);
         }
@@ -238,7 +296,7 @@ impl Container {
             let (kind, source, target, ro) = match m {
                 Mount::Volume { name, target, read_only } => ("volume", name.clone(), target, *read_only),
                 Mount::Bind { host, sha256, target, read_only } => {
-                    let dest = format!("{}/{node}.binds/{i}", hvsim_abi::linux::CONTAINERS);
+                    let dest = format!("{path}.binds/{i}");
                     let (got, bind_files) = bind_contents(host, &dest)?;
                     if got != *sha256 {
                         return Err(ImageError::Setup(format!(
@@ -255,9 +313,16 @@ impl Container {
         for (dep, cond) in &self.depends {
             field(key::DEPENDS, &format!("{dep}{SEP}{}", cond.as_str()));
         }
-        if let Some(h) = &self.health {
-            for a in &h.args {
-                field(key::HEALTH_ARG, a);
+        for (role, probe) in [("readiness", &self.health), ("liveness", &self.liveness), ("startup", &self.startup)] {
+            let Some(h) = probe else { continue };
+            field(key::PROBE, role);
+            match &h.check {
+                Check::Exec(args) => args.iter().for_each(|a| field(key::HEALTH_ARG, a)),
+                Check::Tcp { addr } => field(key::HEALTH_TCP, addr),
+                Check::Http { addr, path, headers } => {
+                    field(key::HEALTH_HTTP, &format!("{addr}{SEP}{path}"));
+                    headers.iter().for_each(|h| field(key::HEALTH_HTTP_HEADER, h));
+                }
             }
             field(key::HEALTH_INTERVAL_MS, &h.interval_ms.to_string());
             field(key::HEALTH_TIMEOUT_MS, &h.timeout_ms.to_string());
@@ -265,8 +330,14 @@ impl Container {
             field(key::HEALTH_START_INTERVAL_MS, &h.start_interval_ms.to_string());
             field(key::HEALTH_RETRIES, &h.retries.to_string());
         }
+        if let Some(ms) = self.stop_grace_ms {
+            field(key::STOP_GRACE_MS, &ms.to_string());
+        }
+        for init in &self.init_containers {
+            field(key::INIT_CONTAINER, &init.name);
+        }
         field(key::HOSTS, hosts);
-        files.insert(0, (format!("{}/{node}", hvsim_abi::linux::CONTAINERS), 0o644, spec));
+        files.insert(0, (path.to_owned(), 0o644, spec));
         Ok(files)
     }
 }
@@ -330,7 +401,6 @@ pub fn bind_contents(host: &Path, dest: &str) -> Result<(String, Vec<RunFile>)> 
 }
 
 fn bind_contents_within(host: &Path, dest: &str, max_bytes: u64) -> Result<(String, Vec<RunFile>)> {
-    use sha2::{Digest as _, Sha256};
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();
     let mut total = 0u64;
@@ -386,14 +456,23 @@ fn bind_contents_within(host: &Path, dest: &str, max_bytes: u64) -> Result<(Stri
         let data = read(host, meta.len())?;
         files.push((dest.to_owned(), meta.permissions().mode() & 0o777, data));
     }
+    let sha256 = contents_sha256(
+        files.iter().map(|(path, mode, data)| (path.strip_prefix(dest).unwrap_or(path), *mode, &data[..])),
+    );
+    Ok((sha256, files))
+}
+
+/// What a bind source's contents are pinned by: each file's path below the
+/// source (`/a/b`; empty for a file), mode and bytes, in path order.
+pub(crate) fn contents_sha256<'a>(files: impl IntoIterator<Item = (&'a str, u32, &'a [u8])>) -> String {
     let mut h = Sha256::new();
-    for (path, mode, data) in &files {
-        h.update(path.strip_prefix(dest).unwrap_or(path).as_bytes());
+    for (path, mode, data) in files {
+        h.update(path.as_bytes());
         h.update(mode.to_le_bytes());
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    Ok((hex::encode(h.finalize()), files))
+    hex::encode(h.finalize())
 }
 
 #[cfg(test)]

@@ -89,6 +89,12 @@ pub struct System {
     /// its folder's), an image's name. Titles reports; decides nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
+    /// The files it was described from (the compose file and its env
+    /// files, the Kubernetes manifests), each with the SHA-256 of its bytes
+    /// when the run was made: what a record was found from. The containers
+    /// above are what runs; a replay needs none of these files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<(PathBuf, String)>,
 }
 
 impl System {
@@ -98,7 +104,10 @@ impl System {
     pub fn with_containers(containers: Vec<Container>, disk_bytes: u64, fault_plan: Option<String>) -> Result<System> {
         let store = Store::open()?;
         let rootfs = containers.iter().map(|c| container_rootfs(&store, c)).collect::<Result<Vec<_>>>()?;
-        let largest = rootfs.iter().map(|r| r.fs_bytes).max().unwrap_or(0);
+        let mut largest = rootfs.iter().map(|r| r.fs_bytes).max().unwrap_or(0);
+        for init in containers.iter().flat_map(|c| &c.init_containers) {
+            largest = largest.max(container_rootfs(&store, init)?.fs_bytes);
+        }
         let paths: Vec<&Path> = rootfs.iter().map(|r| r.path.as_path()).collect();
         let composer = Composer::discover(&containers, &paths)?;
         let nodes = u16::try_from(containers.len()).map_err(|_| ImageError::Setup("too many containers".into()))?;
@@ -112,30 +121,35 @@ impl System {
             image_bytes: largest.next_power_of_two().max(MIN_IMAGE_DISK),
             composer,
             project: None,
+            sources: Vec::new(),
         })
     }
 
     /// The devices: part of the machine's shape.
     pub fn virtio_spec(&self) -> VirtioSpec {
         let image_bytes = if self.containers.is_empty() { 0 } else { self.image_bytes };
-        let image_disks = self.image_disks().iter().max().map_or(0, |&k| k + 1);
+        let image_disks = u16::try_from(self.image_disks().len()).expect("images are fewer than containers");
         VirtioSpec { nodes: self.nodes, disk_bytes: self.disk_bytes, image_bytes, image_disks, rng: true }
     }
 
-    /// Each container's image disk: one per image, numbered in the order
-    /// the containers first name them.
-    fn image_disks(&self) -> Vec<u16> {
-        let mut images: Vec<&Digest> = Vec::new();
-        self.containers
-            .iter()
-            .map(|c| {
-                let k = images.iter().position(|&i| *i == c.image_id).unwrap_or_else(|| {
-                    images.push(&c.image_id);
-                    images.len() - 1
-                });
-                u16::try_from(k).expect("at most MAX_NODES containers")
-            })
-            .collect()
+    /// The containers whose images the image disks hold, one per image,
+    /// in the order the containers (each after its init containers) first
+    /// name them: image disk `k` holds `image_disks()[k]`'s image.
+    fn image_disks(&self) -> Vec<&Container> {
+        let mut images: Vec<&Container> = Vec::new();
+        for c in self.containers.iter().flat_map(|c| c.init_containers.iter().chain([c])) {
+            if !images.iter().any(|i| i.image_id == c.image_id) {
+                images.push(c);
+            }
+        }
+        assert!(images.len() <= usize::from(u16::MAX), "images are fewer than containers");
+        images
+    }
+
+    /// The image disk that holds image `id`.
+    fn image_disk(images: &[&Container], id: &Digest) -> u16 {
+        let k = images.iter().position(|c| c.image_id == *id).expect("every container's image has a disk");
+        u16::try_from(k).expect("images are fewer than containers")
     }
 
     /// What the nodes' disks and containers need at the start of a run.
@@ -148,20 +162,21 @@ impl System {
         let disk_base = Base::load(&empty.display().to_string()).map_err(ImageError::Setup)?;
         let hosts = crate::container::hosts(&self.containers);
         let mut images = Vec::new();
-        let mut files = Vec::new();
         // Services of one image share its disk: it is read and hashed once.
-        for ((node, c), k) in self.containers.iter().enumerate().zip(self.image_disks()) {
-            if usize::from(k) == images.len() {
-                let fs = container_rootfs(&store, c)?;
-                if fs.fs_bytes > self.image_bytes {
-                    return Err(ImageError::Setup(format!(
-                        "the root file system of {} ({} bytes) outgrew its disk ({} bytes)",
-                        c.image, fs.fs_bytes, self.image_bytes
-                    )));
-                }
-                images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
+        let holders = self.image_disks();
+        for c in &holders {
+            let fs = container_rootfs(&store, c)?;
+            if fs.fs_bytes > self.image_bytes {
+                return Err(ImageError::Setup(format!(
+                    "the root file system of {} ({} bytes) outgrew its disk ({} bytes)",
+                    c.image, fs.fs_bytes, self.image_bytes
+                )));
             }
-            files.extend(c.inbox_files(node as u16, k, &hosts)?);
+            images.push(Some(Base::load(&fs.path.display().to_string()).map_err(ImageError::Setup)?));
+        }
+        let mut files = Vec::new();
+        for (node, c) in self.containers.iter().enumerate() {
+            files.extend(c.inbox_files(node as u16, &|id| System::image_disk(&holders, id), &hosts)?);
         }
         if !self.composer.is_empty() {
             files.push(self.composer.run_file());
@@ -175,7 +190,8 @@ impl System {
             None => Ok(FaultPlan::default()),
             Some(text) => {
                 let names: Vec<String> = self.containers.iter().map(|c| c.name.clone()).collect();
-                FaultPlan::parse_named(text, seed, self.nodes, &names)
+                let groups = node_groups(self.containers.iter().map(|c| &c.groups[..]));
+                FaultPlan::parse_grouped(text, seed, self.nodes, &names, &groups)
                     .map_err(|e| ImageError::Setup(format!("fault plan: {e}")))
             }
         }
@@ -192,6 +208,22 @@ impl System {
         }
         Ok(Some(base))
     }
+}
+
+/// The groups a fault plan may name, from each node's (in node order):
+/// each group's name and its nodes.
+pub(crate) fn node_groups<'a>(each_node: impl Iterator<Item = &'a [String]>) -> Vec<(String, Vec<u16>)> {
+    let mut groups: Vec<(String, Vec<u16>)> = Vec::new();
+    for (node, names) in each_node.enumerate() {
+        let node = u16::try_from(node).expect("at most MAX_NODES nodes");
+        for g in names {
+            match groups.iter_mut().find(|(name, _)| name == g) {
+                Some((_, nodes)) => nodes.push(node),
+                None => groups.push((g.clone(), vec![node])),
+            }
+        }
+    }
+    groups
 }
 
 /// What a run's disks hold: the base image under every node's disk (with
@@ -490,6 +522,7 @@ mod tests {
             image_id: Digest::of(image.as_bytes()),
             hostname: name.into(),
             aliases: vec![],
+            groups: vec![],
             args: vec!["true".into()],
             env: vec![],
             workdir: "/".into(),
@@ -499,6 +532,10 @@ mod tests {
             mounts: vec![],
             depends: vec![],
             health: None,
+            liveness: None,
+            startup: None,
+            stop_grace_ms: None,
+            init_containers: vec![],
             mem_bytes: None,
         };
         let images = ["redis", "app", "redis", "redis", "proxy"];
@@ -509,7 +546,16 @@ mod tests {
             image_bytes: 1 << 20,
             ..System::default()
         };
-        assert_eq!(system.image_disks(), [0, 1, 0, 0, 2]);
+        let disks = |system: &System| {
+            let holders = system.image_disks();
+            system.containers.iter().map(|c| System::image_disk(&holders, &c.image_id)).collect::<Vec<_>>()
+        };
+        assert_eq!(disks(&system), [0, 1, 0, 0, 2]);
+        // An init container's image is named before its container's.
+        let mut with_init = system.clone();
+        with_init.containers[1].init_containers.push(container("migrate", "tools"));
+        assert_eq!(disks(&with_init), [0, 2, 0, 0, 3]);
+        assert_eq!(with_init.image_disks()[1].image, "tools");
         let spec = system.virtio_spec();
         assert_eq!((spec.image_disks, spec.devices()), (3, 2 * 5 + 3 + 1));
         spec.check().unwrap();

@@ -9,17 +9,15 @@ use anyhow::{bail, Context, Result};
 use hvsim_explorer::document::{Document, Tag};
 use hvsim_explorer::retest;
 use hvsim_explorer::{ExploreConfig, StartOptions, Target};
-use hvsim_guest_image::compose;
 use hvsim_guest_image::hash::file_hash;
 use hvsim_guest_image::host::Host;
 use hvsim_guest_image::linux::GuestFile;
-use hvsim_guest_image::oci::store::Store;
-use hvsim_guest_image::target::System;
+use hvsim_guest_image::oci::registry::{Access, PullPolicy};
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::replay;
-use crate::util;
+use crate::{linux_args, util};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,8 +29,12 @@ pub struct Args {
     guest_file: Vec<GuestFile>,
     /// The changed build: this compose project instead (its images from
     /// the store; the record's fault plan and disk size kept).
-    #[arg(long, value_name = "FILE", conflicts_with = "image")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["image", "k8s"])]
     compose: Option<PathBuf>,
+    /// The changed build: these Kubernetes manifests instead (files or
+    /// directories; the record's fault plan and disk size kept).
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with = "image")]
+    k8s: Vec<PathBuf>,
     /// The changed build: this image instead, for a target of one image
     /// (`--image`); its own command.
     #[arg(long, value_name = "NAME")]
@@ -49,20 +51,19 @@ pub struct Args {
 fn changed(before: &Target, args: &Args) -> Result<Target> {
     let mut after = before.clone();
     let Target::Linux { files, system, .. } = &mut after else {
-        bail!("a built-in guest cannot be changed: retest needs a Linux target (--linux, --image, --compose)");
+        bail!("a built-in guest cannot be changed: retest needs a Linux target (--linux, --image, --compose, --k8s)");
     };
     for f in &args.guest_file {
         let hash = file_hash(&f.host).with_context(|| format!("--guest-file {}", f.host.display()))?;
         files.retain(|(old, _)| old.guest != f.guest);
         files.push((f.clone(), hash));
     }
+    let (pull, access) = (PullPolicy::Missing, Access::from_env());
     if let Some(file) = &args.compose {
-        let (project, warnings) = compose::load(file, &[])?;
-        for w in warnings {
-            eprintln!("hvsim: warning: {}: {w}", file.display());
-        }
-        let containers = project.containers(&Store::open()?)?;
-        *system = System::with_containers(containers, system.disk_bytes, system.fault_plan.clone())?;
+        *system = linux_args::compose_system(file, &[], system.disk_bytes, system.fault_plan.clone(), pull, &access)?;
+    }
+    if !args.k8s.is_empty() {
+        *system = linux_args::k8s_system(&args.k8s, system.disk_bytes, system.fault_plan.clone(), pull, &access)?;
     }
     if let Some(image) = &args.image {
         if system.containers.len() != 1 {
@@ -71,7 +72,7 @@ fn changed(before: &Target, args: &Args) -> Result<Target> {
         *system = crate::linux_args::image_system(image, None, system.disk_bytes, system.fault_plan.clone())?;
     }
     if after == *before {
-        bail!("nothing changed: give the changed build (--guest-file, --compose or --image)");
+        bail!("nothing changed: give the changed build (--guest-file, --compose, --k8s or --image)");
     }
     Ok(after)
 }

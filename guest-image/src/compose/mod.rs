@@ -14,7 +14,7 @@ pub mod parse;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::container::{bind_contents, Condition, Container, HealthCheck, Mount, Overrides, Restart};
+use crate::container::{bind_contents, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart};
 use crate::error::{invalid, io, Result};
 use crate::oci::store::Store;
 pub use interpolate::Variables;
@@ -198,11 +198,11 @@ impl Project {
                 });
             }
             let health = s.healthcheck.as_ref().map(|h| HealthCheck {
-                args: match &h.test {
+                check: Check::Exec(match &h.test {
                     HealthTest::Exec(a) => a.clone(),
                     HealthTest::Shell(cmd) => vec!["/bin/sh".into(), "-c".into(), cmd.clone()],
                     HealthTest::None => unreachable!("parse refuses a health check without a test"),
-                },
+                }),
                 interval_ms: h.interval_ms,
                 timeout_ms: h.timeout_ms,
                 start_period_ms: h.start_period_ms,

@@ -56,8 +56,9 @@ pub struct PodSpec {
     /// hvsim's one node has.
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
+    /// Between SIGTERM and SIGKILL when a probe stops a container.
+    pub termination_grace_period_seconds: Option<u64>,
     // Accepted, changing nothing on one node without a control plane.
-    pub termination_grace_period_seconds: Option<IgnoredAny>,
     pub dns_policy: Option<IgnoredAny>,
     pub security_context: Option<IgnoredAny>,
     pub service_account_name: Option<IgnoredAny>,
@@ -87,9 +88,12 @@ pub struct Container {
     pub readiness_probe: Option<Probe>,
     pub liveness_probe: Option<Probe>,
     pub startup_probe: Option<Probe>,
-    // Accepted: ports are informative (a Service names its own), and the
-    // rest is about pulling or the terminal.
-    pub ports: Option<IgnoredAny>,
+    /// Only an init container's, where `Always` makes it a sidecar.
+    pub restart_policy: Option<String>,
+    /// Informative, but for their names, which probes may use.
+    #[serde(default)]
+    pub ports: Vec<ContainerPort>,
+    // Accepted: about pulling or the terminal.
     pub image_pull_policy: Option<IgnoredAny>,
     pub security_context: Option<IgnoredAny>,
     pub termination_message_path: Option<IgnoredAny>,
@@ -238,15 +242,52 @@ impl TryFrom<ModeText> for Mode {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Probe {
     pub exec: Option<ExecAction>,
-    pub tcp_socket: Option<IgnoredAny>,
-    pub http_get: Option<IgnoredAny>,
+    pub tcp_socket: Option<TcpSocketAction>,
+    pub http_get: Option<HttpGetAction>,
     pub grpc: Option<IgnoredAny>,
     #[serde(default)]
     pub initial_delay_seconds: u64,
     pub period_seconds: Option<u64>,
     pub timeout_seconds: Option<u64>,
     pub failure_threshold: Option<u32>,
-    pub success_threshold: Option<IgnoredAny>,
+    pub success_threshold: Option<u32>,
+    pub termination_grace_period_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpSocketAction {
+    pub port: PortRef,
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpGetAction {
+    pub port: PortRef,
+    pub path: Option<String>,
+    pub host: Option<String>,
+    pub scheme: Option<String>,
+    #[serde(default)]
+    pub http_headers: Vec<HttpHeader>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpHeader {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerPort {
+    pub container_port: u16,
+    pub name: Option<String>,
+    pub protocol: Option<IgnoredAny>,
+    /// Nothing outside the machine reaches it.
+    pub host_port: Option<IgnoredAny>,
+    pub host_ip: Option<IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]

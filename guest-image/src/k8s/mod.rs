@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::container::{bind_contents, Condition, Container, HealthCheck, Mount, Overrides, Restart};
+use crate::container::{contents_sha256, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart};
 use crate::error::{invalid, io, ImageError, Result};
 use crate::oci::store::Store;
 
@@ -31,15 +31,49 @@ pub const DOMAIN: &str = "cluster.local";
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Cluster {
     pub pods: Vec<Pod>,
+    /// The manifest files read, in order.
+    #[serde(skip)]
+    pub files: Vec<PathBuf>,
 }
 
-/// One pod: one node, one container.
+/// One pod: one node, its container, and the init containers run to
+/// completion before it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Pod {
     pub name: String,
     pub namespace: String,
     /// The workload it belongs to (`StatefulSet etcd`), or `Pod NAME`.
     pub owner: String,
+    #[serde(flatten)]
+    pub main: PodContainer,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<PodContainer>,
+    pub restart: Restart,
+    /// Pods it waits for (a StatefulSet's previous ordinal), and for what.
+    pub depends: Vec<(String, Condition)>,
+    pub hostname: String,
+    /// The DNS names that resolve to it: its Services'.
+    pub aliases: Vec<String>,
+    /// The Services that select it, as a fault plan names them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
+    /// `terminationGracePeriodSeconds`, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_grace_ms: Option<u64>,
+    /// Its labels, which Services select.
+    #[serde(skip)]
+    labels: BTreeMap<String, String>,
+    /// The headless Service that names it (a StatefulSet's `serviceName`,
+    /// a pod's `subdomain`).
+    #[serde(skip)]
+    subdomain: Option<String>,
+}
+
+/// One of a pod's containers.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodContainer {
+    /// Its name in the pod.
+    pub container: String,
     pub image: String,
     /// Kubernetes' `command` replaces the image's entrypoint, `args` its cmd.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,14 +87,28 @@ pub struct Pod {
     pub mounts: Vec<PodMount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readiness: Option<HealthCheck>,
-    pub restart: Restart,
-    /// Pods it waits for (a StatefulSet's previous ordinal), and for what.
-    pub depends: Vec<(String, Condition)>,
-    pub hostname: String,
-    /// The DNS names that resolve to it: its Services'.
-    pub aliases: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<HealthCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<HealthCheck>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mem_bytes: Option<u64>,
+}
+
+/// Who a pod is: what its containers are translated for.
+struct PodId<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    /// Its node, which gives its address.
+    node: usize,
+    /// Its StatefulSet's volume claim templates.
+    claims: &'a [&'a str],
+}
+
+impl PodId<'_> {
+    fn ip(&self) -> String {
+        format!("10.0.0.{}", self.node + 1)
+    }
 }
 
 /// A pod's volume, as mounted.
@@ -123,7 +171,9 @@ pub fn load(paths: &[PathBuf]) -> Result<Cluster> {
         let text = hvsim_vmm::files::read_text(f).map_err(io("reading a manifest", f))?;
         texts.push((f.display().to_string(), text));
     }
-    translate(&texts).map_err(ImageError::Setup)
+    let mut cluster = translate(&texts).map_err(ImageError::Setup)?;
+    cluster.files = files;
+    Ok(cluster)
 }
 
 /// The cluster the manifests (file name, text) make; an error names the
@@ -233,20 +283,16 @@ impl Translator {
     }
 
     fn cluster(&self, objects: &[(Origin, Object)]) -> std::result::Result<Cluster, String> {
-        let mut pods = Vec::new();
-        // Labels of each pod, for Services' selectors; a StatefulSet's
-        // headless Service, by pod.
-        let mut labels = Vec::new();
-        let mut subdomain = Vec::new();
+        let mut pods: Vec<Pod> = Vec::new();
         for (o, object) in objects {
             match object {
                 Object::Pod(p) => {
                     let ns = namespace(&p.metadata);
                     let owner = format!("Pod {}", p.metadata.name);
-                    let pod =
-                        self.pod(o, "spec", &p.spec, &p.metadata.name, &ns, owner, Restart::Always, pods.len(), &[])?;
-                    labels.push(p.metadata.labels.clone());
-                    subdomain.push(p.spec.subdomain.clone());
+                    let id = PodId { name: &p.metadata.name, namespace: &ns, node: pods.len(), claims: &[] };
+                    let mut pod = self.pod(o, "spec", &p.spec, &id, owner, Restart::Always)?;
+                    pod.labels = p.metadata.labels.clone();
+                    pod.subdomain = p.spec.subdomain.clone();
                     pods.push(pod);
                 }
                 Object::Workload(w) => {
@@ -293,31 +339,24 @@ impl Translator {
                             _ => format!("{name}-{}", suffix(&[&ns, name, &i.to_string()], 5)),
                         };
                         let owner = format!("{} {name}", w.kind);
-                        let mut pod = self.pod(
-                            o,
-                            "spec.template.spec",
-                            &spec.template.spec,
-                            &pod_name,
-                            &ns,
-                            owner,
-                            restart,
-                            pods.len(),
-                            &claims,
-                        )?;
+                        let id = PodId { name: &pod_name, namespace: &ns, node: pods.len(), claims: &claims };
+                        let mut pod = self.pod(o, "spec.template.spec", &spec.template.spec, &id, owner, restart)?;
                         if ordered && i > 0 {
                             let previous: &Pod = pods.last().expect("the previous ordinal");
-                            let wait = if previous.readiness.is_some() {
+                            // Ready: its readiness probe passes, or its
+                            // startup probe passed, or it started.
+                            let wait = if previous.main.readiness.is_some() || previous.main.startup.is_some() {
                                 Condition::ServiceHealthy
                             } else {
                                 Condition::ServiceStarted
                             };
                             pod.depends.push((previous.name.clone(), wait));
                         }
-                        labels.push(template_labels.clone());
-                        subdomain.push(match w.kind.as_str() {
+                        pod.labels = template_labels.clone();
+                        pod.subdomain = match w.kind.as_str() {
                             "StatefulSet" => spec.service_name.clone(),
                             _ => spec.template.spec.subdomain.clone(),
-                        });
+                        };
                         pods.push(pod);
                     }
                 }
@@ -339,29 +378,25 @@ impl Translator {
                 return Err(format!("two pods are named {} (in any namespace: a pod is a node, named once)", p.name));
             }
         }
-        self.services(objects, &mut pods, &labels, &subdomain)?;
-        Ok(Cluster { pods })
+        self.services(objects, &mut pods)?;
+        Ok(Cluster { pods, files: Vec::new() })
     }
 
-    /// The pod `name` of `spec` (at `at` in its document), node `node`;
-    /// `claims` are its StatefulSet's volume claim templates.
-    #[allow(clippy::too_many_arguments)]
+    /// The pod `id` of `spec` (at `at` in its document).
     fn pod(
         &self,
         o: &Origin,
         at: &str,
         spec: &api::PodSpec,
-        name: &str,
-        ns: &str,
+        id: &PodId,
         owner: String,
         default_restart: Restart,
-        node: usize,
-        claims: &[&str],
     ) -> std::result::Result<Pod, String> {
-        if !valid_dns_label(name) {
-            return Err(
-                o.err("metadata.name", format!("{name:?}: a pod's name is a DNS label (a-z, 0-9, '-', at most 63)"))
-            );
+        if !valid_dns_label(id.name) {
+            return Err(o.err(
+                "metadata.name",
+                format!("{:?}: a pod's name is a DNS label (a-z, 0-9, '-', at most 63)", id.name),
+            ));
         }
         let c = match spec.containers.as_slice() {
             [c] => c,
@@ -376,10 +411,6 @@ impl Translator {
                 ))
             }
         };
-        let at_c = format!("{at}.containers[0]");
-        if !spec.init_containers.is_empty() {
-            return Err(o.err(&format!("{at}.initContainers"), "not supported yet"));
-        }
         for (k, v) in &spec.node_selector {
             let holds =
                 matches!((k.as_str(), v.as_str()), ("kubernetes.io/os", "linux") | ("kubernetes.io/arch", "amd64"));
@@ -387,14 +418,6 @@ impl Translator {
                 return Err(o.err(&format!("{at}.nodeSelector.{k}"), "cannot hold on hvsim's one node"));
             }
         }
-        if c.liveness_probe.is_some() {
-            return Err(o.err(&format!("{at_c}.livenessProbe"), "not supported yet"));
-        }
-        if c.startup_probe.is_some() {
-            return Err(o.err(&format!("{at_c}.startupProbe"), "not supported yet"));
-        }
-        let readiness =
-            c.readiness_probe.as_ref().map(|p| probe(o, &format!("{at_c}.readinessProbe"), p)).transpose()?;
         let restart = match spec.restart_policy.as_deref() {
             None => default_restart,
             Some("Always") => Restart::Always,
@@ -404,44 +427,111 @@ impl Translator {
                 return Err(o.err(&format!("{at}.restartPolicy"), format!("{other:?}: Always, OnFailure or Never")))
             }
         };
-        let ip = format!("10.0.0.{}", node + 1);
-        let env = self.env(o, &at_c, c, name, ns, &ip)?;
+        let main = self.container(o, &format!("{at}.containers[0]"), spec, c, id)?;
+        let mut init_containers = Vec::new();
+        for (i, c) in spec.init_containers.iter().enumerate() {
+            let at_i = format!("{at}.initContainers[{i}]");
+            for (field, probe) in [
+                ("readinessProbe", &c.readiness_probe),
+                ("livenessProbe", &c.liveness_probe),
+                ("startupProbe", &c.startup_probe),
+            ] {
+                if probe.is_some() {
+                    return Err(o.err(&format!("{at_i}.{field}"), "an init container runs to completion: no probes"));
+                }
+            }
+            if c.restart_policy.is_some() {
+                return Err(o.err(&format!("{at_i}.restartPolicy"), "sidecar containers are not supported yet"));
+            }
+            if !valid_dns_label(&c.name)
+                || spec.init_containers[..i].iter().chain([c]).filter(|x| x.name == c.name).count() > 1
+            {
+                return Err(o.err(&format!("{at_i}.name"), format!("{:?}: a DNS label, unique in the pod", c.name)));
+            }
+            init_containers.push(self.container(o, &at_i, spec, c, id)?);
+        }
+        Ok(Pod {
+            name: id.name.to_owned(),
+            namespace: id.namespace.to_owned(),
+            owner,
+            main,
+            init_containers,
+            restart,
+            depends: Vec::new(),
+            hostname: spec.hostname.clone().unwrap_or_else(|| id.name.to_owned()),
+            aliases: Vec::new(),
+            services: Vec::new(),
+            stop_grace_ms: spec.termination_grace_period_seconds.map(|s| s * 1000),
+            labels: BTreeMap::new(),
+            subdomain: None,
+        })
+    }
+
+    /// Container `c` of pod `id` (at `at`).
+    fn container(
+        &self,
+        o: &Origin,
+        at: &str,
+        spec: &api::PodSpec,
+        c: &api::Container,
+        id: &PodId,
+    ) -> std::result::Result<PodContainer, String> {
+        let probe = |field: &str, p: &Option<api::Probe>| {
+            p.as_ref().map(|p| probe(o, &format!("{at}.{field}"), p, c, &id.ip())).transpose()
+        };
+        let readiness = probe("readinessProbe", &c.readiness_probe)?;
+        let liveness = probe("livenessProbe", &c.liveness_probe)?;
+        let startup = probe("startupProbe", &c.startup_probe)?;
+        for (field, p) in [
+            ("readinessProbe", &c.readiness_probe),
+            ("livenessProbe", &c.liveness_probe),
+            ("startupProbe", &c.startup_probe),
+        ] {
+            if p.as_ref().is_some_and(|p| p.success_threshold.is_some_and(|n| n != 1)) {
+                let why = if field == "readinessProbe" {
+                    "other than 1 is not supported yet"
+                } else {
+                    "must be 1 (as Kubernetes says)"
+                };
+                return Err(o.err(&format!("{at}.{field}.successThreshold"), why));
+            }
+        }
+        let env = self.env(o, at, c, id.name, id.namespace, &id.ip())?;
         let vars: BTreeMap<&str, &str> = env.iter().filter_map(|e| e.split_once('=')).collect();
         let expand_all =
             |words: &Option<Vec<String>>| words.as_ref().map(|w| w.iter().map(|s| expand(s, &vars)).collect());
         let mut mounts = Vec::new();
         for (i, m) in c.volume_mounts.iter().enumerate() {
-            let at_m = format!("{at_c}.volumeMounts[{i}]");
+            let at_m = format!("{at}.volumeMounts[{i}]");
             if m.sub_path.is_some() {
                 return Err(o.err(&format!("{at_m}.subPath"), "not supported yet"));
             }
             let volume = spec.volumes.iter().find(|v| v.name == m.name);
             mounts.push(match volume {
-                None if claims.contains(&m.name.as_str()) => {
+                None if id.claims.contains(&m.name.as_str()) => {
                     PodMount::Volume { name: m.name.clone(), target: m.mount_path.clone(), read_only: m.read_only }
                 }
                 None => return Err(o.err(&format!("{at_m}.name"), format!("no volume {:?} in the pod", m.name))),
-                Some(v) => self.volume(o, &format!("{at}.volumes"), v, ns, m)?,
+                Some(v) => {
+                    let pod_at = at.rsplit_once('.').map_or("", |(pod, _)| pod);
+                    self.volume(o, &format!("{pod_at}.volumes"), v, id.namespace, m)?
+                }
             });
         }
         let mem_bytes = match c.resources.limits.get("memory") {
             None => None,
-            Some(q) => Some(quantity(q).map_err(|e| o.err(&format!("{at_c}.resources.limits.memory"), e))?),
+            Some(q) => Some(quantity(q).map_err(|e| o.err(&format!("{at}.resources.limits.memory"), e))?),
         };
-        Ok(Pod {
-            name: name.to_owned(),
-            namespace: ns.to_owned(),
-            owner,
+        Ok(PodContainer {
+            container: c.name.clone(),
             image: c.image.clone(),
             entrypoint: expand_all(&c.command),
             command: expand_all(&c.args),
             working_dir: c.working_dir.clone(),
             mounts,
             readiness,
-            restart,
-            depends: Vec::new(),
-            hostname: spec.hostname.clone().unwrap_or_else(|| name.to_owned()),
-            aliases: Vec::new(),
+            liveness,
+            startup,
             mem_bytes,
             env,
         })
@@ -580,13 +670,7 @@ impl Translator {
     }
 
     /// Services' names, as DNS aliases of their pods.
-    fn services(
-        &self,
-        objects: &[(Origin, Object)],
-        pods: &mut [Pod],
-        labels: &[BTreeMap<String, String>],
-        subdomain: &[Option<String>],
-    ) -> std::result::Result<(), String> {
+    fn services(&self, objects: &[(Origin, Object)], pods: &mut [Pod]) -> std::result::Result<(), String> {
         let services: Vec<(&Origin, &api::Service)> = objects
             .iter()
             .filter_map(|(o, x)| match x {
@@ -632,7 +716,7 @@ impl Translator {
             let headless = s.spec.cluster_ip.as_deref() == Some("None");
             let selected: Vec<usize> = (0..pods.len())
                 .filter(|&i| {
-                    pods[i].namespace == ns && s.spec.selector.iter().all(|(k, v)| labels[i].get(k) == Some(v))
+                    pods[i].namespace == ns && s.spec.selector.iter().all(|(k, v)| pods[i].labels.get(k) == Some(v))
                 })
                 .collect();
             let Some(&first) = selected.first() else {
@@ -648,9 +732,17 @@ impl Translator {
                 names.push(name.clone());
             }
             pods[first].aliases.extend(names);
+            // In a fault plan, `svc.ns` and (where no other namespace has
+            // it) `svc` name every pod the Service selects.
+            for &i in &selected {
+                pods[i].services.push(format!("{name}.{ns}"));
+                if namespaces_of[name.as_str()].len() == 1 {
+                    pods[i].services.push(name.clone());
+                }
+            }
             if headless {
                 for &i in &selected {
-                    if subdomain[i].as_deref() == Some(name.as_str()) {
+                    if pods[i].subdomain.as_deref() == Some(name.as_str()) {
                         let host = pods[i].hostname.clone();
                         pods[i].aliases.extend([
                             format!("{host}.{name}.{ns}.svc.{DOMAIN}"),
@@ -666,27 +758,72 @@ impl Translator {
     }
 }
 
-/// A readiness probe as a health check: exec only, so far.
-fn probe(o: &Origin, at: &str, p: &api::Probe) -> std::result::Result<HealthCheck, String> {
-    let Some(exec) = &p.exec else {
-        let kind = if p.tcp_socket.is_some() {
-            "tcpSocket"
-        } else if p.http_get.is_some() {
-            "httpGet"
-        } else if p.grpc.is_some() {
-            "grpc"
-        } else {
-            return Err(o.err(at, "no exec, tcpSocket, httpGet or grpc"));
-        };
-        return Err(o.err(&format!("{at}.{kind}"), "not supported yet (exec probes are)"));
+/// A probe of container `c` (address `ip`) as a health check on kubelet's
+/// schedule: the first check after `initialDelaySeconds`, then one each
+/// `periodSeconds`; `failureThreshold` failures in a row fail it.
+fn probe(
+    o: &Origin,
+    at: &str,
+    p: &api::Probe,
+    c: &api::Container,
+    ip: &str,
+) -> std::result::Result<HealthCheck, String> {
+    // A named port is one of the container's.
+    let port = |at: &str, r: &api::PortRef| match r {
+        api::PortRef::Number(n) => Ok(*n),
+        api::PortRef::Name(name) => c
+            .ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .map(|p| p.container_port)
+            .ok_or_else(|| o.err(&format!("{at}.port"), format!("no port named {name:?} in the container"))),
     };
+    let host = |at: &str, h: &Option<String>| match h.as_deref() {
+        None => Ok(ip.to_owned()),
+        Some(h) if h == ip => Ok(ip.to_owned()),
+        Some(_) => Err(o.err(&format!("{at}.host"), "only the pod's own address (leave it out)")),
+    };
+    let check = match (&p.exec, &p.tcp_socket, &p.http_get, &p.grpc) {
+        (Some(exec), None, None, None) => Check::Exec(exec.command.clone()),
+        (None, Some(t), None, None) => {
+            let at = format!("{at}.tcpSocket");
+            Check::Tcp { addr: format!("{}:{}", host(&at, &t.host)?, port(&at, &t.port)?) }
+        }
+        (None, None, Some(h), None) => {
+            let at = format!("{at}.httpGet");
+            if h.scheme.as_deref().is_some_and(|s| s != "HTTP") {
+                return Err(o.err(&format!("{at}.scheme"), "only HTTP is supported"));
+            }
+            let path = h.path.clone().unwrap_or_else(|| "/".into());
+            if !path.starts_with('/') || path.contains(char::is_whitespace) {
+                return Err(o.err(&format!("{at}.path"), format!("{path:?}: an absolute path without spaces")));
+            }
+            let mut headers = Vec::new();
+            for (i, hd) in h.http_headers.iter().enumerate() {
+                let clean = |t: &str| !t.is_empty() && !t.contains(['\r', '\n', '\0']);
+                if !clean(&hd.name) || hd.name.contains(':') || hd.value.contains(['\r', '\n', '\0']) {
+                    return Err(o.err(&format!("{at}.httpHeaders[{i}]"), "a header name and value on one line"));
+                }
+                headers.push(format!("{}: {}", hd.name, hd.value));
+            }
+            Check::Http { addr: format!("{}:{}", host(&at, &h.host)?, port(&at, &h.port)?), path, headers }
+        }
+        (None, None, None, Some(_)) => return Err(o.err(&format!("{at}.grpc"), "not supported yet")),
+        _ => return Err(o.err(at, "exactly one of exec, tcpSocket, httpGet")),
+    };
+    if p.termination_grace_period_seconds.is_some() {
+        return Err(o.err(&format!("{at}.terminationGracePeriodSeconds"), "not supported (the pod's is)"));
+    }
     let period_ms = p.period_seconds.unwrap_or(10).max(1) * 1000;
+    let delay_ms = p.initial_delay_seconds * 1000;
     Ok(HealthCheck {
-        args: exec.command.clone(),
+        check,
         interval_ms: period_ms,
         timeout_ms: p.timeout_seconds.unwrap_or(1).max(1) * 1000,
-        start_period_ms: p.initial_delay_seconds * 1000,
-        start_interval_ms: period_ms,
+        // Failures before the delay do not count, and none happen: the
+        // first check is at the delay.
+        start_period_ms: delay_ms,
+        start_interval_ms: delay_ms,
         retries: p.failure_threshold.unwrap_or(3).max(1),
     })
 }
@@ -777,7 +914,8 @@ fn suffix(parts: &[&str], len: usize) -> String {
 impl Cluster {
     /// The images its pods run.
     pub fn images(&self) -> Vec<String> {
-        self.pods.iter().map(|p| p.image.clone()).collect()
+        let containers = self.pods.iter().flat_map(|p| p.init_containers.iter().chain([&p.main]));
+        containers.map(|c| c.image.clone()).collect()
     }
 
     /// One container per pod, resolved against the image store; a
@@ -786,60 +924,77 @@ impl Cluster {
     pub fn containers(&self, store: &Store) -> Result<Vec<Container>> {
         let mut out = Vec::new();
         for p in &self.pods {
-            let mut mounts = Vec::new();
-            for m in &p.mounts {
-                mounts.push(match m {
-                    PodMount::Volume { name, target, read_only } => {
-                        Mount::Volume { name: name.clone(), target: target.clone(), read_only: *read_only }
-                    }
-                    PodMount::Files { target, files } => {
-                        let host = files_dir(files)?;
-                        let (sha256, _) = bind_contents(&host, "")?;
-                        Mount::Bind { host, sha256, target: target.clone(), read_only: true }
-                    }
-                });
-            }
             let depends = p
                 .depends
                 .iter()
                 .map(|(name, c)| (self.pods.iter().position(|q| q.name == *name).expect("a pod") as u16, *c))
                 .collect();
-            let o = Overrides {
-                entrypoint: p.entrypoint.clone(),
-                command: p.command.clone(),
-                environment: p.env.clone(),
-                working_dir: p.working_dir.clone(),
-                user: None,
-                hostname: Some(p.hostname.clone()),
-                restart: p.restart,
-                init: false,
-                mounts,
-                depends,
-                health: p.readiness.clone(),
-            };
-            let mut c = Container::resolve(store, &p.name, &p.image, o)?;
-            c.mem_bytes = p.mem_bytes;
+            let mut c = p.main.resolve(store, &p.name, p, depends)?;
+            for init in &p.init_containers {
+                c.init_containers.push(init.resolve(
+                    store,
+                    &format!("{}/{}", p.name, init.container),
+                    p,
+                    Vec::new(),
+                )?);
+            }
             c.aliases = p.aliases.clone();
+            c.groups = p.services.clone();
+            c.stop_grace_ms = p.stop_grace_ms;
             out.push(c);
         }
         Ok(out)
     }
 }
 
-/// The directory holding `files` (written once: named by their hash).
-fn files_dir(files: &[(String, u32, Vec<u8>)]) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut h = Sha256::new();
-    for (path, mode, data) in files {
-        h.update(path.as_bytes());
-        h.update(mode.to_le_bytes());
-        h.update((data.len() as u64).to_le_bytes());
-        h.update(data);
+impl PodContainer {
+    /// This container of `pod` as the node's init runs it, named `name`.
+    fn resolve(&self, store: &Store, name: &str, pod: &Pod, depends: Vec<(u16, Condition)>) -> Result<Container> {
+        let mut mounts = Vec::new();
+        for m in &self.mounts {
+            mounts.push(match m {
+                PodMount::Volume { name, target, read_only } => {
+                    Mount::Volume { name: name.clone(), target: target.clone(), read_only: *read_only }
+                }
+                PodMount::Files { target, files } => {
+                    let (host, sha256) = files_dir(files)?;
+                    Mount::Bind { host, sha256, target: target.clone(), read_only: true }
+                }
+            });
+        }
+        let o = Overrides {
+            entrypoint: self.entrypoint.clone(),
+            command: self.command.clone(),
+            environment: self.env.clone(),
+            working_dir: self.working_dir.clone(),
+            user: None,
+            hostname: Some(pod.hostname.clone()),
+            restart: pod.restart,
+            init: false,
+            mounts,
+            depends,
+            health: self.readiness.clone(),
+        };
+        let mut c = Container::resolve(store, name, &self.image, o)?;
+        c.liveness = self.liveness.clone();
+        c.startup = self.startup.clone();
+        c.mem_bytes = self.mem_bytes;
+        Ok(c)
     }
+}
+
+/// The directory holding `files` (written once: named by their hash), and
+/// that hash, which is the one its bind mount is pinned by.
+fn files_dir(files: &[(String, u32, Vec<u8>)]) -> Result<(PathBuf, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut below: Vec<(String, u32, &[u8])> =
+        files.iter().map(|(path, mode, data)| (format!("/{path}"), *mode, &data[..])).collect();
+    below.sort();
+    let sha256 = contents_sha256(below.iter().map(|(path, mode, data)| (path.as_str(), *mode, *data)));
     let root = crate::cache::dir().join("k8s");
-    let dir = root.join(hex::encode(h.finalize()));
+    let dir = root.join(&sha256);
     if dir.is_dir() {
-        return Ok(dir);
+        return Ok((dir, sha256));
     }
     std::fs::create_dir_all(&root).map_err(io("creating the cache", &root))?;
     let tmp = tempfile::tempdir_in(&root).map_err(io("creating the cache", &root))?;
@@ -857,7 +1012,7 @@ fn files_dir(files: &[(String, u32, Vec<u8>)]) -> Result<PathBuf> {
     if std::fs::rename(&kept, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&kept);
     }
-    Ok(dir)
+    Ok((dir, sha256))
 }
 
 #[cfg(test)]
@@ -901,15 +1056,15 @@ mod tests {
         for want in
             ["POD_NAME=web-1", "POD_IP=10.0.0.2", "GREETING=hello", "URL=http://web-1.web:8080", "WEB_TOKEN=s3cr3t"]
         {
-            assert!(web1.env.iter().any(|e| e == want), "{want} in {:?}", web1.env);
+            assert!(web1.main.env.iter().any(|e| e == want), "{want} in {:?}", web1.main.env);
         }
-        assert_eq!(web1.command.as_deref(), Some(&["echo web-1 says hello; exec sleep infinity".to_owned()][..]));
+        assert_eq!(web1.main.command.as_deref(), Some(&["echo web-1 says hello; exec sleep infinity".to_owned()][..]));
         assert!(web1.aliases.contains(&"web-1.web.default.svc.cluster.local".to_owned()), "{:?}", web1.aliases);
         assert!(c.pods[0].aliases.contains(&"web.default.svc.cluster.local".to_owned()));
         // OrderedReady: web-1 waits for web-0 to be ready.
         assert_eq!(web1.depends, [("web-0".to_owned(), Condition::ServiceHealthy)]);
-        assert_eq!(web1.mem_bytes, Some(96 << 20));
-        let files = web1.mounts.iter().find_map(|m| match m {
+        assert_eq!(web1.main.mem_bytes, Some(96 << 20));
+        let files = web1.main.mounts.iter().find_map(|m| match m {
             PodMount::Files { target, files } if target == "/etc/web" => Some(files),
             _ => None,
         });
@@ -927,8 +1082,27 @@ mod tests {
         };
         let cases = [
             (pod("  hostNetwork: true\n"), "document 1 (Pod p): spec.hostNetwork: unknown field `hostNetwork`: not supported"),
-            (pod("    livenessProbe: {exec: {command: [\"true\"]}}\n"), "spec.containers[0].livenessProbe: not supported yet"),
-            (pod("    readinessProbe: {tcpSocket: {port: 1}}\n"), "spec.containers[0].readinessProbe.tcpSocket: not supported yet"),
+            (pod("    livenessProbe: {grpc: {port: 1}}\n"), "spec.containers[0].livenessProbe.grpc: not supported yet"),
+            (pod("    readinessProbe: {tcpSocket: {port: web}}\n"), "spec.containers[0].readinessProbe.tcpSocket.port: no port named \"web\""),
+            (pod("    readinessProbe: {httpGet: {port: 1, scheme: HTTPS}}\n"), "readinessProbe.httpGet.scheme: only HTTP"),
+            (pod("    readinessProbe: {tcpSocket: {port: 1, host: 10.9.9.9}}\n"), "readinessProbe.tcpSocket.host: only the pod's own address"),
+            (
+                pod("    startupProbe: {exec: {command: [a]}, tcpSocket: {port: 1}}\n"),
+                "spec.containers[0].startupProbe: exactly one of exec, tcpSocket, httpGet",
+            ),
+            (pod("    livenessProbe: {exec: {command: [a]}, successThreshold: 2}\n"), "livenessProbe.successThreshold: must be 1"),
+            (
+                pod("  initContainers: [{name: i, image: i, readinessProbe: {exec: {command: [a]}}}]\n"),
+                "spec.initContainers[0].readinessProbe: an init container runs to completion",
+            ),
+            (
+                pod("  initContainers: [{name: i, image: i, restartPolicy: Always}]\n"),
+                "spec.initContainers[0].restartPolicy: sidecar containers are not supported yet",
+            ),
+            (
+                pod("  initContainers: [{name: i, image: i}, {name: i, image: j}]\n"),
+                "spec.initContainers[1].name: \"i\": a DNS label, unique in the pod",
+            ),
             (pod("  - name: d\n    image: i\n"), "spec.containers: 2 containers"),
             (pod("  nodeSelector: {disk: ssd}\n"), "spec.nodeSelector.disk: cannot hold"),
             (
@@ -948,6 +1122,22 @@ mod tests {
             let e = one(&yaml).unwrap_err();
             assert!(e.starts_with("m.yaml: document ") && e.contains(want), "{want:?} in {e:?}");
         }
+    }
+
+    /// The etcd example's fault plan names its pods and its Service, which
+    /// stands for the three members.
+    #[test]
+    fn the_etcd_examples_fault_plan_names_its_pods_and_its_service() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let c = load(&[root.join("examples/k8s/etcd")]).unwrap();
+        let names: Vec<String> = c.pods.iter().map(|p| p.name.clone()).collect();
+        let groups = crate::target::node_groups(c.pods.iter().map(|p| &p.services[..]));
+        let etcd = groups.iter().find(|(g, _)| g == "etcd").map(|(_, nodes)| nodes.clone());
+        // Node 0 is the client (client.yaml comes first).
+        assert_eq!(etcd, Some(vec![1, 2, 3]), "{groups:?}");
+        let text = std::fs::read_to_string(root.join("examples/k8s/etcd/faults.toml")).unwrap();
+        let plan = hvsim_vmm::faults::FaultPlan::parse_grouped(&text, 1, names.len() as u16, &names, &groups);
+        assert!(plan.is_ok(), "{plan:?}");
     }
 
     #[test]
@@ -975,7 +1165,7 @@ mod tests {
             let files: Vec<&(String, u32, Vec<u8>)> = c
                 .pods
                 .iter()
-                .flat_map(|p| &p.mounts)
+                .flat_map(|p| &p.main.mounts)
                 .filter_map(|m| match m {
                     PodMount::Files { target, files } if target == "/opt/antithesis/test/v1" => Some(files),
                     _ => None,

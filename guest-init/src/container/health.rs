@@ -1,46 +1,104 @@
-//! Health checks: run in the container's root, mount and IPC namespaces,
-//! as its user, on Docker's schedule; `healthy` in the node's state
-//! directory while they pass.
+//! Health checks and probes: a command run in the container's root, mount
+//! and IPC namespaces, as its user, or a TCP or HTTP connection from the
+//! node, on Docker's schedule (kubelet's is a case of it). A passing
+//! readiness check puts `healthy` in the node's state directory; a failing
+//! liveness or startup probe has the supervisor stop the container.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
 use super::process::{become_user, container_env, exec};
 use super::root::chroot;
-use super::spec::{Health, Spec};
+use super::spec::{Check, Health, Role, Spec};
 use super::{atomic_write, ctx, status_code};
 use crate::nodes;
 
-/// A running health check schedule.
-pub(super) struct HealthState {
+/// A container's probes on their schedules (see [`Role`]).
+pub(super) struct Probes(Vec<HealthState>);
+
+/// What a tick asks of the supervisor.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Keep,
+    /// A liveness or startup probe failed too often: stop the container.
+    Stop,
+}
+
+impl Probes {
+    pub(super) fn new(spec: &Spec) -> Probes {
+        Probes(spec.probes.iter().map(|(role, h)| HealthState::new(*role, h.clone())).collect())
+    }
+
+    /// Whether a startup probe is still to pass (the others wait for it).
+    fn starting(&self) -> bool {
+        self.0.iter().any(|p| p.role == Role::Startup && !p.passed)
+    }
+
+    fn active(&self) -> impl Iterator<Item = &HealthState> {
+        let starting = self.starting();
+        self.0.iter().filter(move |p| if starting { p.role == Role::Startup } else { p.role != Role::Startup })
+    }
+
+    /// How long until a probe is due; `None` without probes.
+    pub(super) fn next_wake(&self, elapsed: Duration) -> Option<Duration> {
+        self.active().map(|p| p.next_wake(elapsed)).min()
+    }
+
+    /// Starts due checks and collects finished ones.
+    pub(super) fn tick(&mut self, container: libc::pid_t, spec: &Spec, dir: &Path, elapsed: Duration) -> Verdict {
+        let starting = self.starting();
+        let mut verdict = Verdict::Keep;
+        for p in &mut self.0 {
+            if starting == (p.role == Role::Startup) && p.tick(container, spec, dir, elapsed) == Verdict::Stop {
+                verdict = Verdict::Stop;
+            }
+        }
+        verdict
+    }
+
+    pub(super) fn stop(&mut self) {
+        for p in &mut self.0 {
+            p.stop();
+        }
+    }
+}
+
+/// One probe's schedule: Docker's for a healthcheck, which with
+/// `start_interval` equal to the start period is kubelet's for a probe
+/// (the first check after `initialDelaySeconds`, then every period).
+struct HealthState {
+    role: Role,
     health: Health,
     /// The check in flight: its PID and when it started.
     running: Option<(libc::pid_t, Duration)>,
     next: Duration,
     failures: u32,
-    healthy: bool,
+    /// Readiness: passing now (healthy); startup: has passed.
+    passed: bool,
 }
 
 impl HealthState {
-    pub(super) fn new(health: Health) -> HealthState {
+    fn new(role: Role, health: Health) -> HealthState {
         HealthState {
             // The first check at once, unless a start period gives the
             // service time to come up.
             next: health.start_period.min(health.start_interval),
+            role,
             health,
             running: None,
             failures: 0,
-            healthy: false,
+            passed: false,
         }
     }
 
     /// Docker's pause after a check: `start_interval` during the start
     /// period until a check has passed, `interval` after.
     fn interval_at(&self, elapsed: Duration) -> Duration {
-        if elapsed < self.health.start_period && !self.healthy {
+        if elapsed < self.health.start_period && !self.passed {
             self.health.start_interval
         } else {
             self.health.interval
@@ -49,7 +107,7 @@ impl HealthState {
 
     /// How long until something is due (the next check, or a timeout),
     /// `elapsed` since the container started.
-    pub(super) fn next_wake(&self, elapsed: Duration) -> Duration {
+    fn next_wake(&self, elapsed: Duration) -> Duration {
         let due = match self.running {
             Some((_, started)) => started + self.health.timeout,
             None => self.next,
@@ -58,64 +116,93 @@ impl HealthState {
     }
 
     /// Starts a due check, or collects a finished or timed-out one.
-    pub(super) fn tick(&mut self, container: libc::pid_t, spec: &Spec, dir: &Path, elapsed: Duration) {
-        if let Some((pid, started)) = self.running {
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, status into a local.
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            let timed_out = r == 0 && elapsed >= started + self.health.timeout;
-            if r == 0 && !timed_out {
-                return;
-            }
-            if timed_out {
-                // SAFETY: killing and reaping our own child.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, &mut status, 0);
+    fn tick(&mut self, container: libc::pid_t, spec: &Spec, dir: &Path, elapsed: Duration) -> Verdict {
+        let Some((pid, started)) = self.running else {
+            if elapsed >= self.next {
+                match start_check(container, spec, &self.health.check) {
+                    Ok(pid) => self.running = Some((pid, elapsed)),
+                    Err(e) => {
+                        eprintln!("hvsim-init: service {}: cannot run its {}: {e}", spec.name, self.what());
+                        self.next = elapsed + self.interval_at(elapsed);
+                    }
                 }
             }
-            self.running = None;
-            let ok = !timed_out && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-            if ok {
-                self.failures = 0;
-                if !self.healthy {
-                    self.healthy = true;
+            return Verdict::Keep;
+        };
+        let mut status = 0;
+        // SAFETY: waitpid on our own child, status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        let timed_out = r == 0 && elapsed >= started + self.health.timeout;
+        if r == 0 && !timed_out {
+            return Verdict::Keep;
+        }
+        if timed_out {
+            // SAFETY: killing and reaping our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
+        self.running = None;
+        self.next = elapsed + self.interval_at(elapsed);
+        let ok = !timed_out && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        if ok {
+            self.failures = 0;
+            if !self.passed && self.role != Role::Liveness {
+                self.passed = true;
+                if self.role == Role::Readiness {
                     println!("hvsim-init: service {} is healthy", spec.name);
                     let _ = atomic_write(&dir.join("healthy"), b"");
+                } else {
+                    println!("hvsim-init: service {} passed its startup probe", spec.name);
+                    // Without a readiness probe, started is ready (kubelet).
+                    if !spec.probes.iter().any(|(r, _)| *r == Role::Readiness) {
+                        println!("hvsim-init: service {} is healthy", spec.name);
+                        let _ = atomic_write(&dir.join("healthy"), b"");
+                    }
                 }
-            } else if elapsed >= self.health.start_period {
-                self.failures += 1;
-                // Said once, and again when the failures would make a
-                // healthy service unhealthy: why a dependency waits.
-                if self.failures == 1 || self.failures.is_multiple_of(self.health.retries.max(1)) {
-                    let why =
-                        if timed_out { "timed out".to_owned() } else { format!("status {}", status_code(status)) };
-                    println!(
-                        "hvsim-init: service {}: health check failed ({why}; {} in a row)",
-                        spec.name, self.failures
-                    );
-                }
-                if self.failures >= self.health.retries.max(1) && self.healthy {
-                    self.healthy = false;
+            }
+            return Verdict::Keep;
+        }
+        if elapsed < self.health.start_period {
+            return Verdict::Keep;
+        }
+        self.failures += 1;
+        let retries = self.health.retries.max(1);
+        // Said once, and again when the failures would make a healthy
+        // service unhealthy: why a dependency waits.
+        if self.failures == 1 || self.failures.is_multiple_of(retries) {
+            let why = if timed_out { "timed out".to_owned() } else { format!("status {}", status_code(status)) };
+            println!("hvsim-init: service {}: {} failed ({why}; {} in a row)", spec.name, self.what(), self.failures);
+        }
+        if self.failures < retries {
+            return Verdict::Keep;
+        }
+        match self.role {
+            Role::Readiness => {
+                if self.passed {
+                    self.passed = false;
                     println!("hvsim-init: service {} is unhealthy", spec.name);
                     let _ = std::fs::remove_file(dir.join("healthy"));
                 }
+                Verdict::Keep
             }
-            self.next = elapsed + self.interval_at(elapsed);
-            return;
-        }
-        if elapsed >= self.next {
-            match health_check(container, spec, &self.health.args) {
-                Ok(pid) => self.running = Some((pid, elapsed)),
-                Err(e) => {
-                    eprintln!("hvsim-init: service {}: cannot run its health check: {e}", spec.name);
-                    self.next = elapsed + self.interval_at(elapsed);
-                }
+            Role::Liveness | Role::Startup => {
+                println!("hvsim-init: service {}: stopping it, its {} failed {retries} times", spec.name, self.what());
+                Verdict::Stop
             }
         }
     }
 
-    pub(super) fn stop(&mut self) {
+    fn what(&self) -> &'static str {
+        match self.role {
+            Role::Readiness => "health check",
+            Role::Liveness => "liveness probe",
+            Role::Startup => "startup probe",
+        }
+    }
+
+    fn stop(&mut self) {
         if let Some((pid, _)) = self.running.take() {
             let mut status = 0;
             // SAFETY: killing and reaping our own child.
@@ -127,10 +214,58 @@ impl HealthState {
     }
 }
 
+/// Starts a check; returns its PID. A command runs in the container
+/// (`exec_check`); a connection is made from the supervisor's own network
+/// namespace, which is the node's, as kubelet probes a pod's IP.
+fn start_check(container: libc::pid_t, spec: &Spec, check: &Check) -> io::Result<libc::pid_t> {
+    if let Check::Exec(args) = check {
+        return exec_check(container, spec, args);
+    }
+    // SAFETY: the supervisor is single-threaded; the child only connects
+    // and exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    let ok = match check {
+        Check::Tcp(addr) => TcpStream::connect(addr.as_str()).is_ok(),
+        Check::Http { addr, path, headers } => http_ok(addr, path, headers).unwrap_or(false),
+        Check::Exec(_) => false,
+    };
+    // SAFETY: the child ends here.
+    unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+}
+
+/// kubelet's HTTP probe: `GET path` with its headers; 200 to 399 passes.
+fn http_ok(addr: &str, path: &str, headers: &[String]) -> io::Result<bool> {
+    let mut s = TcpStream::connect(addr)?;
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kube-probe/hvsim\r\nAccept: */*\r\n");
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    s.write_all(request.as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(s).take(1024).read_line(&mut line)?;
+    Ok(status_passes(&line))
+}
+
+/// Whether an HTTP status line (`HTTP/1.1 204 No Content`) says 200 to 399.
+fn status_passes(line: &str) -> bool {
+    let mut parts = line.split_whitespace();
+    let version = parts.next().unwrap_or("");
+    let code: u16 = parts.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+    version.starts_with("HTTP/") && (200..400).contains(&code)
+}
+
 /// Starts the health check command inside the container's namespaces
 /// (mount, IPC; PID not: the check is not one of its processes), as its
 /// user; returns its PID.
-pub(super) fn health_check(container: libc::pid_t, spec: &Spec, args: &[String]) -> io::Result<libc::pid_t> {
+fn exec_check(container: libc::pid_t, spec: &Spec, args: &[String]) -> io::Result<libc::pid_t> {
     let mnt = File::open(format!("/proc/{container}/ns/mnt"))?;
     let ipc = File::open(format!("/proc/{container}/ns/ipc"))?;
     // The namespace's root is not the container's (that is a chroot under
@@ -178,15 +313,51 @@ mod tests {
     fn start_interval_paces_checks_until_one_passes_in_the_start_period() {
         let s = Duration::from_secs;
         let health = Health { interval: s(60), start_period: s(30), start_interval: s(1), ..Health::default() };
-        let mut h = HealthState::new(health.clone());
+        let mut h = HealthState::new(Role::Readiness, health.clone());
         assert_eq!(h.next, s(1));
         assert_eq!(h.interval_at(s(5)), s(1));
         assert_eq!(h.interval_at(s(30)), s(60), "the start period is over");
-        h.healthy = true;
+        h.passed = true;
         assert_eq!(h.interval_at(s(5)), s(60), "a check has passed");
         // Without a start period: the first check at once, then `interval`.
-        let h = HealthState::new(Health { start_period: s(0), ..health });
+        let h = HealthState::new(Role::Readiness, Health { start_period: s(0), ..health });
         assert_eq!(h.next, s(0));
         assert_eq!(h.interval_at(s(0)), s(60));
+    }
+
+    #[test]
+    fn kubelets_schedule_is_a_start_period_paced_by_itself() {
+        // initialDelaySeconds 5, periodSeconds 10: the first check at 5 s.
+        let s = Duration::from_secs;
+        let h = Health { interval: s(10), start_period: s(5), start_interval: s(5), ..Health::default() };
+        let h = HealthState::new(Role::Liveness, h);
+        assert_eq!((h.next, h.interval_at(s(5))), (s(5), s(10)));
+    }
+
+    #[test]
+    fn http_status_lines_pass_from_200_to_399() {
+        for (line, passes) in [
+            ("HTTP/1.1 200 OK\r\n", true),
+            ("HTTP/1.0 302 Found\r\n", true),
+            ("HTTP/1.1 399 x\r\n", true),
+            ("HTTP/1.1 400 Bad Request\r\n", false),
+            ("HTTP/1.1 503 Service Unavailable\r\n", false),
+            ("HTTP/1.1 199 x\r\n", false),
+            ("-ERR unknown command\r\n", false),
+            ("", false),
+        ] {
+            assert_eq!(status_passes(line), passes, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_startup_probe_runs_until_it_passes() {
+        let probes =
+            |roles: &[Role]| Probes(roles.iter().map(|r| HealthState::new(*r, Health::default())).collect::<Vec<_>>());
+        let mut p = probes(&[Role::Readiness, Role::Startup, Role::Liveness]);
+        assert_eq!(p.active().map(|h| h.role).collect::<Vec<_>>(), [Role::Startup]);
+        p.0[1].passed = true;
+        assert_eq!(p.active().map(|h| h.role).collect::<Vec<_>>(), [Role::Readiness, Role::Liveness]);
+        assert_eq!(probes(&[]).next_wake(Duration::ZERO), None);
     }
 }

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use health::HealthState;
+use health::{Probes, Verdict};
 use process::enter;
 use relay::Relay;
 use root::set_hostname;
@@ -124,9 +124,16 @@ impl Supervisor {
             return Ok(status);
         }
         set_hostname(&self.spec.hostname)?;
+        for k in 0..self.spec.init_containers.len() {
+            let init = Spec::load_init(self.node, k)?;
+            if let Some(status) = self.run_init_container(&init)? {
+                record_exit(self.node, status)?;
+                return Ok(status);
+            }
+        }
         let mut restarts = 0u32;
         loop {
-            let status = self.run_once()?;
+            let status = self.run_once(&self.spec, true)?;
             let again = match self.spec.restart {
                 Restart::No => false,
                 Restart::Always => true,
@@ -137,8 +144,7 @@ impl Supervisor {
                 record_exit(self.node, status)?;
                 return Ok(status);
             }
-            // Docker's back-off: 100 ms, doubling, at most a minute.
-            let delay = Duration::from_millis(100u64 << restarts.min(9)).min(Duration::from_secs(60));
+            let delay = back_off(restarts);
             restarts += 1;
             println!(
                 "hvsim-init: service {} exited with status {status}; restarting it in {} ms (restart {restarts})",
@@ -146,6 +152,35 @@ impl Supervisor {
                 delay.as_millis()
             );
             let _ = std::fs::remove_file(self.dir.join("healthy"));
+            std::thread::sleep(delay);
+        }
+    }
+
+    /// Runs an init container to completion, again (as the pod's restart
+    /// policy allows) until it succeeds; `Some(status)` if it failed for
+    /// good, and the pod with it.
+    fn run_init_container(&self, init: &Spec) -> io::Result<Option<u8>> {
+        let mut restarts = 0u32;
+        loop {
+            let status = self.run_once(init, false)?;
+            if status == 0 {
+                println!("hvsim-init: init container {} completed", init.name);
+                return Ok(None);
+            }
+            if self.spec.restart == Restart::No {
+                println!(
+                    "hvsim-init: service {} not started: its init container {} exited with status {status}",
+                    self.spec.name, init.name
+                );
+                return Ok(Some(status));
+            }
+            let delay = back_off(restarts);
+            restarts += 1;
+            println!(
+                "hvsim-init: init container {} exited with status {status}; running it again in {} ms",
+                init.name,
+                delay.as_millis()
+            );
             std::thread::sleep(delay);
         }
     }
@@ -176,8 +211,9 @@ impl Supervisor {
         Ok(None)
     }
 
-    /// Runs the container once; returns its exit status.
-    fn run_once(&self) -> io::Result<u8> {
+    /// Runs a container once, the node's service or (not `service`) one of
+    /// its init containers; returns its exit status.
+    fn run_once(&self, spec: &Spec, service: bool) -> io::Result<u8> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
@@ -197,7 +233,7 @@ impl Supervisor {
             }
             drop(out_w);
             drop(err_w);
-            let e = enter(self.node, &self.spec);
+            let e = enter(self.node, spec);
             eprintln!("hvsim-init: cannot start the container: {e}");
             // SAFETY: leaving the child without running the parent's destructors.
             unsafe { libc::_exit(127) };
@@ -205,16 +241,20 @@ impl Supervisor {
         drop(out_w);
         drop(err_w);
         let pid = pid as libc::pid_t;
-        // Where Test Composer commands enter the container.
-        atomic_write(&self.dir.join("pid"), pid.to_string().as_bytes())?;
-        atomic_write(&self.dir.join("started"), b"")?;
-        println!("hvsim-init: service {} started", self.spec.name);
-        self.relay_and_wait(pid, out_r, err_r)
+        if service {
+            // Where Test Composer commands enter the container.
+            atomic_write(&self.dir.join("pid"), pid.to_string().as_bytes())?;
+            atomic_write(&self.dir.join("started"), b"")?;
+            println!("hvsim-init: service {} started", spec.name);
+        } else {
+            println!("hvsim-init: init container {} started", spec.name);
+        }
+        self.relay_and_wait(spec, pid, out_r, err_r)
     }
 
-    /// Relays the container's output line by line and runs its health
-    /// check until it exits; returns its status.
-    fn relay_and_wait(&self, pid: libc::pid_t, out: OwnedFd, err: OwnedFd) -> io::Result<u8> {
+    /// Relays the container's output line by line and runs its probes
+    /// until it exits; returns its status.
+    fn relay_and_wait(&self, spec: &Spec, pid: libc::pid_t, out: OwnedFd, err: OwnedFd) -> io::Result<u8> {
         // SAFETY: pidfd_open on our own child.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         if pidfd < 0 {
@@ -222,9 +262,13 @@ impl Supervisor {
         }
         // SAFETY: just opened, owned here.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-        let mut streams = [Some(Relay::new(out, &self.spec.name)), Some(Relay::new(err, &self.spec.name))];
-        let mut health = self.spec.health.as_ref().map(|h| HealthState::new(h.clone()));
+        let mut streams = [Some(Relay::new(out, &spec.name)), Some(Relay::new(err, &spec.name))];
+        let mut probes = Probes::new(spec);
         let started = monotonic();
+        let elapsed = || monotonic().saturating_sub(started);
+        // When a probe had it stopped: SIGTERM was sent then, SIGKILL
+        // follows after the grace period.
+        let mut stopping: Option<Duration> = None;
         let mut exited = false;
         while !exited || streams.iter().any(Option::is_some) {
             let mut fds: Vec<libc::pollfd> = streams
@@ -240,12 +284,12 @@ impl Supervisor {
                 events: libc::POLLIN,
                 revents: 0,
             });
-            let timeout = match &health {
-                Some(h) if !exited => {
-                    h.next_wake(monotonic().saturating_sub(started)).as_millis().min(i32::MAX as u128) as i32
-                }
-                _ => -1,
+            let wake = match stopping {
+                _ if exited => None,
+                Some(since) => Some((since + spec.stop_grace).saturating_sub(elapsed()).max(Duration::from_millis(1))),
+                None => probes.next_wake(elapsed()),
             };
+            let timeout = wake.map_or(-1, |w| w.as_millis().min(i32::MAX as u128) as i32);
             // SAFETY: fds is a valid array.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if r < 0 {
@@ -267,17 +311,34 @@ impl Supervisor {
             if fds[2].revents != 0 {
                 exited = true;
             }
-            if let Some(h) = &mut health {
-                if !exited {
-                    h.tick(pid, &self.spec, &self.dir, monotonic().saturating_sub(started));
+            if exited {
+                continue;
+            }
+            match stopping {
+                Some(since) if elapsed() >= since + spec.stop_grace => {
+                    // SAFETY: signalling our own child, not yet reaped.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+                Some(_) => {}
+                None => {
+                    if probes.tick(pid, spec, &self.dir, elapsed()) == Verdict::Stop {
+                        probes.stop();
+                        stopping = Some(elapsed());
+                        // SAFETY: signalling our own child, not yet reaped.
+                        unsafe { libc::kill(pid, libc::SIGTERM) };
+                    }
                 }
             }
         }
-        if let Some(h) = &mut health {
-            h.stop();
-        }
+        probes.stop();
         Ok(wait_status(pid))
     }
+}
+
+/// Docker's (and kubelet's) back-off between restarts: 100 ms, doubling,
+/// at most a minute.
+fn back_off(restarts: u32) -> Duration {
+    Duration::from_millis(100u64 << restarts.min(9)).min(Duration::from_secs(60))
 }
 
 pub(super) fn ctx(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {

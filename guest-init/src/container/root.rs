@@ -37,10 +37,13 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
         .map_err(ctx("mounting the image"))?;
     mount_raw(Some(&nodes::disk_link(node)), &disk, Some("ext4"), 0, Some("noinit_itable"))
         .map_err(ctx("mounting the node's disk"))?;
-    for d in ["upper", "work", "volumes"] {
-        std::fs::create_dir_all(format!("{disk}/{d}"))?;
+    // An init container's writes are its own (its image may differ);
+    // volumes are the pod's, shared.
+    let layer = if spec.layer.is_empty() { disk.clone() } else { format!("{disk}/{}", spec.layer) };
+    for d in [format!("{layer}/upper"), format!("{layer}/work"), format!("{disk}/volumes")] {
+        std::fs::create_dir_all(d)?;
     }
-    let opts = format!("lowerdir={lower},upperdir={disk}/upper,workdir={disk}/work");
+    let opts = format!("lowerdir={lower},upperdir={layer}/upper,workdir={layer}/work");
     mount_raw(Some("overlay"), &root, Some("overlay"), 0, Some(&opts)).map_err(ctx("mounting the overlay"))?;
     // Files the container sees at fixed places, and the volumes: opened
     // now, bound after pivot_root so their targets resolve inside the

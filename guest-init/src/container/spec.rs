@@ -6,7 +6,7 @@ use std::time::Duration;
 use hvsim_abi::container::{fields, key, SEP};
 use std::io;
 
-use super::{bad, spec_path};
+use super::{bad, ctx, spec_path};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Restart {
@@ -38,9 +38,39 @@ pub(super) struct Mount {
     pub(super) read_only: bool,
 }
 
+/// What a health check does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Check {
+    /// Runs a command in the container; passes if it exits 0.
+    Exec(Vec<String>),
+    /// Passes if a TCP connection to `ADDR:PORT` opens.
+    Tcp(String),
+    /// Passes if `GET path` at `ADDR:PORT` answers 200 to 399.
+    Http { addr: String, path: String, headers: Vec<String> },
+}
+
+impl Default for Check {
+    fn default() -> Check {
+        Check::Exec(Vec::new())
+    }
+}
+
+/// Which probe a health check is (Kubernetes' names; compose's
+/// healthcheck is readiness).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Passing: the service is healthy (ready).
+    Readiness,
+    /// Failing `retries` times in a row: the container is stopped.
+    Liveness,
+    /// Until it passes once, the other probes wait; failing `retries` times
+    /// in a row: the container is stopped.
+    Startup,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Health {
-    pub(super) args: Vec<String>,
+    pub(super) check: Check,
     pub(super) interval: Duration,
     pub(super) timeout: Duration,
     pub(super) start_period: Duration,
@@ -61,7 +91,15 @@ pub(super) struct Spec {
     pub(super) init: bool,
     pub(super) mounts: Vec<Mount>,
     pub(super) depends: Vec<(u16, Condition)>,
-    pub(super) health: Option<Health>,
+    /// The probes, at most one of each role.
+    pub(super) probes: Vec<(Role, Health)>,
+    /// Between SIGTERM and SIGKILL when a probe stops the container.
+    pub(super) stop_grace: Duration,
+    /// Its init containers' names, run in this order before it.
+    pub(super) init_containers: Vec<String>,
+    /// Where on the node's disk its writable layer is: empty for the
+    /// node's container, `init<k>` for its init container `k`.
+    pub(super) layer: String,
     pub(super) hosts: String,
 }
 
@@ -79,12 +117,15 @@ impl Spec {
             init: false,
             mounts: Vec::new(),
             depends: Vec::new(),
-            health: None,
+            probes: Vec::new(),
+            stop_grace: Duration::from_secs(10),
+            init_containers: Vec::new(),
+            layer: String::new(),
             hosts: String::new(),
         };
-        let ms = |v: &str| {
-            v.parse::<u64>().map(Duration::from_millis).map_err(|_| bad(format!("{v:?} is not milliseconds")))
-        };
+        // The probe the `health_*` fields describe: readiness until a
+        // `probe` field says otherwise.
+        let mut role = Role::Readiness;
         for field in fields(bytes) {
             let (k, v) = field.map_err(|at| bad(format!("malformed field at byte {at}")))?;
             match k {
@@ -125,15 +166,20 @@ impl Spec {
                     };
                     s.depends.push((node, cond));
                 }
-                key::HEALTH_ARG => s.health.get_or_insert_with(Health::default).args.push(v.into()),
-                key::HEALTH_INTERVAL_MS => s.health.get_or_insert_with(Health::default).interval = ms(v)?,
-                key::HEALTH_TIMEOUT_MS => s.health.get_or_insert_with(Health::default).timeout = ms(v)?,
-                key::HEALTH_START_PERIOD_MS => s.health.get_or_insert_with(Health::default).start_period = ms(v)?,
-                key::HEALTH_START_INTERVAL_MS => s.health.get_or_insert_with(Health::default).start_interval = ms(v)?,
-                key::HEALTH_RETRIES => {
-                    s.health.get_or_insert_with(Health::default).retries =
-                        v.parse().map_err(|_| bad(format!("health retries {v:?}")))?
+                key::PROBE => {
+                    role = match v {
+                        "readiness" => Role::Readiness,
+                        "liveness" => Role::Liveness,
+                        "startup" => Role::Startup,
+                        _ => return Err(bad(format!("probe {v:?}"))),
+                    };
+                    if s.probes.iter().any(|(r, _)| *r == role) {
+                        return Err(bad(format!("a second {v} probe")));
+                    }
                 }
+                key::STOP_GRACE_MS => s.stop_grace = ms(v)?,
+                key::INIT_CONTAINER => s.init_containers.push(v.into()),
+                k if k.starts_with("health_") => health_field(probe(&mut s.probes, role), k, v)?,
                 key::HOSTS => s.hosts = v.into(),
                 _ => return Err(bad(format!("unknown field {k:?}"))),
             }
@@ -141,15 +187,72 @@ impl Spec {
         if s.name.is_empty() || s.args.is_empty() || s.image_disk == u16::MAX {
             return Err(bad("a container without a name, an image disk or a command".into()));
         }
-        if s.health.as_ref().is_some_and(|h| h.args.is_empty()) {
+        if s.probes.iter().any(|(_, h)| h.check == Check::Exec(Vec::new())) {
             return Err(bad("a health check without a command".into()));
         }
         Ok(s)
     }
 
+    /// Its probe of `role`, if it has one.
+    #[cfg(test)]
+    pub(super) fn probe(&self, role: Role) -> Option<&Health> {
+        self.probes.iter().find(|(r, _)| *r == role).map(|(_, h)| h)
+    }
+
     pub(super) fn load(node: u16) -> io::Result<Spec> {
         Spec::parse(&std::fs::read(spec_path(node))?)
     }
+
+    /// Node `node`'s init container `k`.
+    pub(super) fn load_init(node: u16, k: usize) -> io::Result<Spec> {
+        let layer = format!("init{k}");
+        let path = spec_path(node).with_extension(&layer);
+        let mut spec = Spec::parse(&std::fs::read(&path).map_err(ctx(&path.display().to_string()))?)?;
+        spec.layer = layer;
+        Ok(spec)
+    }
+}
+
+/// The probe of `role`, made on its first field.
+fn probe(probes: &mut Vec<(Role, Health)>, role: Role) -> &mut Health {
+    if !probes.iter().any(|(r, _)| *r == role) {
+        probes.push((role, Health::default()));
+    }
+    &mut probes.iter_mut().find(|(r, _)| *r == role).expect("just made").1
+}
+
+fn ms(v: &str) -> io::Result<Duration> {
+    v.parse::<u64>().map(Duration::from_millis).map_err(|_| bad(format!("{v:?} is not milliseconds")))
+}
+
+/// One `health_*` field into the probe it describes.
+fn health_field(h: &mut Health, k: &str, v: &str) -> io::Result<()> {
+    let network = |h: &Health| !matches!(&h.check, Check::Exec(args) if args.is_empty());
+    match k {
+        key::HEALTH_ARG => match &mut h.check {
+            Check::Exec(args) => args.push(v.into()),
+            _ => return Err(bad("a health check with both a command and a connection".into())),
+        },
+        key::HEALTH_TCP | key::HEALTH_HTTP if network(h) => {
+            return Err(bad("a health check with two commands or connections".into()))
+        }
+        key::HEALTH_TCP => h.check = Check::Tcp(v.into()),
+        key::HEALTH_HTTP => {
+            let (addr, path) = v.split_once(SEP).ok_or_else(|| bad(format!("HTTP check {v:?}")))?;
+            h.check = Check::Http { addr: addr.into(), path: path.into(), headers: Vec::new() };
+        }
+        key::HEALTH_HTTP_HEADER => match &mut h.check {
+            Check::Http { headers, .. } if !v.contains(['\r', '\n']) => headers.push(v.into()),
+            _ => return Err(bad(format!("HTTP header {v:?} without an HTTP check, or with a line break"))),
+        },
+        key::HEALTH_INTERVAL_MS => h.interval = ms(v)?,
+        key::HEALTH_TIMEOUT_MS => h.timeout = ms(v)?,
+        key::HEALTH_START_PERIOD_MS => h.start_period = ms(v)?,
+        key::HEALTH_START_INTERVAL_MS => h.start_interval = ms(v)?,
+        key::HEALTH_RETRIES => h.retries = v.parse().map_err(|_| bad(format!("health retries {v:?}")))?,
+        _ => return Err(bad(format!("unknown field {k:?}"))),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -184,7 +287,12 @@ pub(super) mod tests {
             Mount { kind: MountKind::Volume, source: "data".into(), target: "/data".into(), read_only: false }
         );
         assert_eq!(s.depends, [(2, Condition::Healthy)]);
-        assert_eq!(s.health.unwrap().interval, Duration::from_millis(500));
+        let ready = s.probe(Role::Readiness).unwrap();
+        assert_eq!(
+            (&ready.check, ready.interval),
+            (&Check::Exec(vec!["redis-cli".into()]), Duration::from_millis(500))
+        );
+        assert_eq!(s.probe(Role::Liveness), None);
         let mut unknown = b.clone();
         field(&mut unknown, "colour", "red");
         assert!(Spec::parse(&unknown).unwrap_err().to_string().contains("colour"));
@@ -198,5 +306,45 @@ pub(super) mod tests {
         assert!(Spec::parse(&no_disk).is_err());
         field(&mut no_disk, key::IMAGE_DISK, "0");
         assert!(Spec::parse(&no_disk).is_ok());
+    }
+
+    #[test]
+    fn probes_parse_by_role_and_refuse_what_is_ambiguous() {
+        let mut b = Vec::new();
+        field(&mut b, key::NAME, "web-0");
+        field(&mut b, key::IMAGE_DISK, "0");
+        field(&mut b, key::ARG, "server");
+        field(&mut b, key::PROBE, "liveness");
+        field(&mut b, key::HEALTH_TCP, "10.0.0.1:80");
+        field(&mut b, key::HEALTH_RETRIES, "2");
+        field(&mut b, key::PROBE, "readiness");
+        field(&mut b, key::HEALTH_HTTP, &format!("10.0.0.1:80{SEP}/ready"));
+        field(&mut b, key::HEALTH_HTTP_HEADER, "X-Probe: 1");
+        field(&mut b, key::INIT_CONTAINER, "migrate");
+        let s = Spec::parse(&b).unwrap();
+        let live = s.probe(Role::Liveness).unwrap();
+        assert_eq!((&live.check, live.retries), (&Check::Tcp("10.0.0.1:80".into()), 2));
+        let ready = &s.probe(Role::Readiness).unwrap().check;
+        let want =
+            Check::Http { addr: "10.0.0.1:80".into(), path: "/ready".into(), headers: vec!["X-Probe: 1".into()] };
+        assert_eq!(ready, &want);
+        assert_eq!((s.probe(Role::Startup), s.init_containers.as_slice()), (None, &["migrate".to_owned()][..]));
+        // Each of these makes the description ambiguous: refused, named.
+        for (k, v, why) in [
+            (key::HEALTH_ARG, "true", "both a command and a connection"),
+            (key::HEALTH_TCP, "10.0.0.1:81", "two commands or connections"),
+            (key::HEALTH_HTTP_HEADER, "X: 1\r\nEvil: 2", "line break"),
+            (key::PROBE, "liveness", "a second liveness probe"),
+            (key::PROBE, "sideways", "probe \"sideways\""),
+        ] {
+            let mut more = b.clone();
+            field(&mut more, k, v);
+            let e = Spec::parse(&more).unwrap_err().to_string();
+            assert!(e.contains(why), "{k}={v:?}: {e}");
+        }
+        let mut empty = b.clone();
+        field(&mut empty, key::PROBE, "startup");
+        field(&mut empty, key::HEALTH_RETRIES, "1");
+        assert!(Spec::parse(&empty).unwrap_err().to_string().contains("without a command"));
     }
 }

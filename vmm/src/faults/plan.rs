@@ -155,27 +155,62 @@ impl<'de> Deserialize<'de> for NodeRef {
 struct Nodes<'a> {
     count: u16,
     names: &'a [String],
+    /// Names that stand for several nodes (a Kubernetes Service: its pods).
+    groups: &'a [(String, Vec<u16>)],
 }
 
 impl Nodes<'_> {
-    fn resolve(&self, r: &NodeRef, what: &str) -> Result<u16, String> {
+    /// The nodes `r` names: one, or a group's.
+    fn resolve(&self, r: &NodeRef, what: &str) -> Result<Vec<u16>, String> {
         match r {
             NodeRef::Index(i) => u16::try_from(*i)
                 .ok()
                 .filter(|&i| i < self.count)
+                .map(|i| vec![i])
                 .ok_or_else(|| format!("{what}: node {i} does not exist (the run has {})", self.count)),
-            NodeRef::Name(n) => match self.names.iter().position(|x| x == n) {
-                Some(i) => Ok(i as u16),
-                None if self.names.is_empty() => {
-                    Err(format!("{what}: node {n:?}: nodes have names only in compose projects"))
+            NodeRef::Name(n) => {
+                if let Some(i) = self.names.iter().position(|x| x == n) {
+                    return Ok(vec![i as u16]);
                 }
-                None => Err(format!("{what}: no node named {n:?} (the nodes are {})", self.names.join(", "))),
-            },
+                if let Some((_, group)) = self.groups.iter().find(|(g, _)| g == n) {
+                    return Ok(group.clone());
+                }
+                if self.names.is_empty() {
+                    return Err(format!("{what}: node {n:?}: nodes have names only in compose projects"));
+                }
+                let groups: Vec<&str> = self.groups.iter().map(|(g, _)| g.as_str()).collect();
+                let and_groups =
+                    if groups.is_empty() { String::new() } else { format!("; groups {}", groups.join(", ")) };
+                Err(format!("{what}: no node named {n:?} (the nodes are {}{and_groups})", self.names.join(", ")))
+            }
         }
     }
 
+    /// The one node `r` names.
+    fn one(&self, r: &NodeRef, what: &str) -> Result<u16, String> {
+        match self.resolve(r, what)?[..] {
+            [node] => Ok(node),
+            ref more => {
+                let name = match r {
+                    NodeRef::Name(n) => format!("{n:?}"),
+                    NodeRef::Index(i) => i.to_string(),
+                };
+                Err(format!("{what}: {name} names {} nodes, not one", more.len()))
+            }
+        }
+    }
+
+    /// The nodes `refs` name, each once, in order.
     fn all(&self, refs: &[NodeRef], what: &str) -> Result<Vec<u16>, String> {
-        refs.iter().map(|r| self.resolve(r, what)).collect()
+        let mut out = Vec::new();
+        for r in refs {
+            for node in self.resolve(r, what)? {
+                if !out.contains(&node) {
+                    out.push(node);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -539,8 +574,22 @@ impl FaultPlan {
     /// project's services): the plan may name them instead of numbering
     /// them.
     pub fn parse_named(text: &str, seed: u64, nodes: u16, names: &[String]) -> Result<FaultPlan, String> {
+        FaultPlan::parse_grouped(text, seed, nodes, names, &[])
+    }
+
+    /// [`FaultPlan::parse_named`] where some names stand for several nodes
+    /// (a Kubernetes Service for the pods it selects). A node's own name
+    /// comes first.
+    pub fn parse_grouped(
+        text: &str,
+        seed: u64,
+        nodes: u16,
+        names: &[String],
+        groups: &[(String, Vec<u16>)],
+    ) -> Result<FaultPlan, String> {
         assert!(names.is_empty() || names.len() == usize::from(nodes), "a name for every node, or none");
-        let nodes = Nodes { count: nodes, names };
+        assert!(groups.iter().all(|(_, g)| !g.is_empty() && g.iter().all(|&n| n < nodes)), "groups of real nodes");
+        let nodes = Nodes { count: nodes, names, groups };
         let file: PlanFile = toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             format!("line {line}: {}", e.message().trim_end().replace('\n', "; "))
@@ -614,7 +663,7 @@ impl FaultPlan {
         let mut crashes = Vec::new();
         for (i, c) in file.crash.iter().enumerate() {
             let what = format!("crash[{i}]");
-            let node = nodes.resolve(&c.node, &what)?;
+            let node = nodes.one(&c.node, &what)?;
             let at_ns = r.dur(&Some(c.at.clone()), &what)?;
             let restart_ns = c.restart.as_ref().map(|d| r.dur(&Some(d.clone()), &what)).transpose()?;
             crashes.push(Crash { node, at_ns, torn: c.torn, restart_ns });
@@ -791,6 +840,28 @@ mod tests {
         assert!(e.contains("nodes have names only in compose projects"), "{e}");
         let e = FaultPlan::parse("[[crash]]\nnode = 1.5\nat = \"1s\"\n", 1, 3).unwrap_err();
         assert!(e.contains("a node number or a service name"), "{e}");
+    }
+
+    /// A group's name (a Kubernetes Service) stands for its nodes wherever
+    /// a list of nodes is written, once each; not where one node is.
+    #[test]
+    fn a_group_names_its_nodes() {
+        let names = ["db-0".to_owned(), "db-1".to_owned(), "client".to_owned()];
+        let groups = [("db".to_owned(), vec![0, 1])];
+        let text =
+            "[[network.partition]]\nstart = \"1s\"\nheal = \"2s\"\ngroups = [[\"db\", \"db-1\"], [\"client\"]]\n";
+        let p = FaultPlan::parse_grouped(text, 1, 3, &names, &groups).unwrap();
+        assert_eq!(p.network.partitions[0].cut, Cut::Groups(vec![vec![0, 1], vec![2]]));
+        let crash = "[[crash]]\nnode = \"db\"\nat = \"3s\"\n";
+        let e = FaultPlan::parse_grouped(crash, 1, 3, &names, &groups).unwrap_err();
+        assert!(e.contains("crash[0]: \"db\" names 2 nodes, not one"), "{e}");
+        let e = FaultPlan::parse_grouped(&crash.replace("\"db\"", "\"dc\""), 1, 3, &names, &groups).unwrap_err();
+        assert!(e.contains("no node named \"dc\" (the nodes are db-0, db-1, client; groups db)"), "{e}");
+        assert_eq!(
+            FaultPlan::parse_grouped(&crash.replace("\"db\"", "\"db-0\""), 1, 3, &names, &groups).unwrap().crashes[0]
+                .node,
+            0
+        );
     }
 
     #[test]
