@@ -180,10 +180,21 @@ fn the_getting_started_example_explores_to_the_same_bug_from_compose_and_from_ma
         let bugs: Vec<String> =
             v["bugs"].as_array().unwrap().iter().map(|b| b["summary"].as_str().unwrap().to_owned()).collect();
         let kill = v["faults"].as_array().unwrap().iter().find(|f| f["kind"] == "node.kill").cloned();
-        (bugs, kill.is_some_and(|k| k["landed"].as_u64() > Some(0)))
+        let records: Vec<String> = v["bugs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| std::fs::read_to_string(b["file"].as_str().unwrap()).unwrap())
+            .collect();
+        ((bugs, kill.is_some_and(|k| k["landed"].as_u64() > Some(0))), records)
     };
-    let compose = findings("--compose", format!("{root}/examples/compose/getting-started/compose.yaml"), "compose");
-    let k8s = findings("--k8s", format!("{root}/examples/k8s/getting-started"), "k8s");
+    let (compose, _) =
+        findings("--compose", format!("{root}/examples/compose/getting-started/compose.yaml"), "compose");
+    let (k8s, records) = findings("--k8s", format!("{root}/examples/k8s/getting-started"), "k8s");
+    // The bug's record pins every manifest's bytes.
+    let manifest = format!("{root}/examples/k8s/getting-started/getting-started.yaml");
+    let sha = hvsim_guest_image::hash::file_hash(std::path::Path::new(&manifest)).unwrap();
+    assert!(records.iter().all(|r| r.contains(&sha)), "{manifest} ({sha}) is not pinned in every record");
     assert_eq!(
         compose,
         (
