@@ -239,6 +239,12 @@ pub mod linux {
     /// (the nodes whose containers hold it). Init composes them once
     /// setup is complete instead of waiting for every service to exit.
     pub const COMPOSER: &str = "/etc/hvsim/composer";
+    /// With Kubernetes ClusterIP Services: the virtual addresses every
+    /// node's init proxies, one line per Service port, `ADDR:PORT` and then,
+    /// space-separated, each pod behind it as `NODE:PORT:WHEN`: it takes
+    /// connections while its container runs and, WHEN `healthy`, passes its
+    /// readiness check (`started`: runs).
+    pub const SERVICES: &str = "/etc/hvsim/services";
     /// With custom faults in the fault plan: their commands, in plan order,
     /// each ended by a NUL byte (`hc::event::CUSTOM_BASE`).
     pub const CUSTOM_FAULTS: &str = "/etc/hvsim/custom-faults";

@@ -88,6 +88,7 @@ pub fn k8s_system(
         Some(dir.file_name()?.to_string_lossy().into_owned())
     });
     system.sources = cluster.files.iter().map(|f| pin(f)).collect::<Result<_>>()?;
+    system.services = cluster.services;
     Ok(system)
 }
 

@@ -1,8 +1,9 @@
 //! Kubernetes manifests, end to end: a StatefulSet of two pods behind a
-//! headless Service, configured by a ConfigMap and a Secret, started in
-//! order by an HTTP readiness probe, and a pod with an init container and
-//! a failing liveness probe, booted in the Linux guest; each pod looks at
-//! itself and its peer from inside. The
+//! headless Service and a ClusterIP one, configured by a ConfigMap and a
+//! Secret, started in order by an HTTP readiness probe; a pod with an init
+//! container and a failing liveness probe; and a Job that talks to the
+//! ClusterIP Service; booted in the Linux guest; each pod looks at itself
+//! and its peers from inside. The
 //! translation itself (names, env, files, refusals) is tested against
 //! golden files in `guest-image/src/k8s`. KVM and the guest kernel are
 //! needed.
@@ -41,6 +42,13 @@ spec:
   selector: {app: web}
   ports: [{port: 8080}]
 ---
+apiVersion: v1
+kind: Service
+metadata: {name: front}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: http}]
+---
 apiVersion: apps/v1
 kind: StatefulSet
 metadata: {name: web}
@@ -58,9 +66,17 @@ spec:
         command: ["sh", "-c"]
         args:
         - |
-          perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => 8080, Listen => 1, ReuseAddr => 1) or die "listen: $!";
-            $c = $s->accept; while (<$c>) { print "probe $_" if /^(GET|X-Probe)/; last if /^\r?$/ }
-            print $c "HTTP/1.1 204 No Content\r\n\r\n"'
+          perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => 8080, Listen => 5, ReuseAddr => 1) or die "listen: $!";
+            while ($served < 2 and $c = $s->accept) {
+              $line = <$c>;
+              if ($line =~ /^GET/) {
+                $show = $line =~ m{^GET /ready} && !$said++;
+                print "probe $line" if $show;
+                while (<$c>) { print "probe $_" if $show && /^X-Probe/; last if /^\r?$/ }
+                print $c "HTTP/1.1 204 No Content\r\n\r\n";
+              } else { print $c "$ENV{POD_NAME}\n"; $served++ }
+              close $c;
+            }'
           echo "I am $(hostname) = $POD_NAME at $POD_IP, $GREETING, token $WEB_TOKEN"
           echo "conf $(cat /etc/web/app.conf)"
           echo "peer $(getent hosts web-1.web.default.svc.cluster.local)"
@@ -108,6 +124,31 @@ spec:
     volumeMounts: [{name: data, mountPath: /data}]
   volumes:
   - {name: data, emptyDir: {}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ask}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: wait
+    image: hvsim-test/redis:bookworm
+    command: ["sh", "-c"]
+    args:
+    - |
+      until perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new("web-1.web:8080") or exit 1;
+          print $s "GET /wait HTTP/1.0\r\n\r\n"; exit(<$s> =~ / 204 / ? 0 : 1)'; do sleep 1; done
+  containers:
+  - name: ask
+    image: hvsim-test/redis:bookworm
+    command: ["sh", "-c"]
+    args:
+    - |
+      sleep 3
+      echo "front $(getent hosts front)"
+      for i in 1 2 3 4; do
+        perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new("front:80") or die "connect: $!"; print $s "hello\n"; print "answer ", scalar <$s>'
+      done
 "#,
     )
     .unwrap();
@@ -144,6 +185,21 @@ spec:
     // container (a pod's restart would run it again, a container's does not).
     assert_eq!(said("live"), ["init left: prepared", "first start", "init left: prepared", "restarted"], "{lines:#?}");
     assert!(at("init container live/prepare completed") < at("service live started"), "{lines:#?}");
+    // The ClusterIP Service: its name resolves to its virtual address, and
+    // every connection to it goes through the proxy of the client's node to
+    // a ready pod's named port, in turn, starting at the client's node
+    // number (ask is node 3: web-1 first).
+    assert_eq!(
+        said("ask"),
+        [
+            "front 127.96.0.1      front.default.svc.cluster.local front.default.svc front.default front",
+            "answer web-1",
+            "answer web-0",
+            "answer web-1",
+            "answer web-0",
+        ],
+        "{lines:#?}"
+    );
     assert!(
         at("live: stopping it, its liveness probe failed 2 times")
             < at("service live exited with status 137; restarting it"),

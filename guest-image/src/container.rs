@@ -373,7 +373,7 @@ pub fn service_states(containers: &[Container], console: &str) -> Vec<ServiceSta
 
 /// /etc/hosts for `containers` (node `i` at 10.0.0.`i+1`): each name,
 /// hostname and alias resolves to its node.
-pub fn hosts(containers: &[Container]) -> String {
+pub fn hosts(containers: &[Container], services: &[VirtualService]) -> String {
     let mut h = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for (i, c) in containers.iter().enumerate() {
         let mut names = vec![c.name.as_str()];
@@ -384,7 +384,48 @@ pub fn hosts(containers: &[Container]) -> String {
         }
         h.push_str(&format!("10.0.0.{}\t{}\n", i + 1, names.join(" ")));
     }
+    for s in services {
+        h.push_str(&format!("{}\t{}\n", s.addr, s.names.join(" ")));
+    }
     h
+}
+
+/// A Kubernetes ClusterIP Service: a virtual address on every node, where
+/// init's proxy takes connections and relays each to one of the ready pods
+/// behind it, in turn (guest-init's `container/proxy.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct VirtualService {
+    /// `namespace/name`, for messages.
+    pub name: String,
+    /// Its address, in 127.96.0.0/16: local in every node's namespace.
+    pub addr: String,
+    /// The DNS names that resolve to it.
+    pub names: Vec<String>,
+    /// Each port, and the pods behind it as (node, port on the pod).
+    pub ports: Vec<(u16, Vec<(u16, u16)>)>,
+    /// Its pods take connections once started, ready or not
+    /// (`publishNotReadyAddresses`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub publish_not_ready: bool,
+}
+
+/// What init's proxies serve (`hvsim_abi::linux::SERVICES`): a pod is
+/// ready when its readiness (or startup) probe passes, else once started.
+pub fn services_file(services: &[VirtualService], containers: &[Container]) -> RunFile {
+    let mut text = String::new();
+    for s in services {
+        for (port, backends) in &s.ports {
+            text.push_str(&format!("{}:{port}", s.addr));
+            for (node, target) in backends {
+                let c = &containers[usize::from(*node)];
+                let probed = c.health.is_some() || c.startup.is_some();
+                let when = if probed && !s.publish_not_ready { "healthy" } else { "started" };
+                text.push_str(&format!(" {node}:{target}:{when}"));
+            }
+            text.push('\n');
+        }
+    }
+    (hvsim_abi::linux::SERVICES.to_owned(), 0o644, text.into_bytes())
 }
 
 /// Bytes a bind mount's source may hold in all: its files are copied into

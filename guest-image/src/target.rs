@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::composer::Composer;
-use crate::container::Container;
+use crate::container::{Container, VirtualService};
 use crate::error::{ImageError, Result};
 use crate::hash::file_hash;
 use crate::host::Host;
@@ -95,6 +95,9 @@ pub struct System {
     /// above are what runs; a replay needs none of these files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<(PathBuf, String)>,
+    /// Kubernetes ClusterIP Services: addresses every node proxies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<VirtualService>,
 }
 
 impl System {
@@ -122,6 +125,7 @@ impl System {
             composer,
             project: None,
             sources: Vec::new(),
+            services: Vec::new(),
         })
     }
 
@@ -160,7 +164,7 @@ impl System {
         let store = Store::open()?;
         let empty = rootfs::empty_ext4(&store, self.disk_bytes)?;
         let disk_base = Base::load(&empty.display().to_string()).map_err(ImageError::Setup)?;
-        let hosts = crate::container::hosts(&self.containers);
+        let hosts = crate::container::hosts(&self.containers, &self.services);
         let mut images = Vec::new();
         // Services of one image share its disk: it is read and hashed once.
         let holders = self.image_disks();
@@ -180,6 +184,9 @@ impl System {
         }
         if !self.composer.is_empty() {
             files.push(self.composer.run_file());
+        }
+        if !self.services.is_empty() {
+            files.push(crate::container::services_file(&self.services, &self.containers));
         }
         Ok(DiskInputs { disk_base: Some(disk_base), images, files })
     }

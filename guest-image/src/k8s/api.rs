@@ -386,8 +386,9 @@ pub struct ServiceSpec {
     /// Only `ClusterIP`: nothing outside the machine can reach it.
     #[serde(rename = "type")]
     pub kind: Option<String>,
-    pub publish_not_ready_addresses: Option<IgnoredAny>,
-    pub session_affinity: Option<IgnoredAny>,
+    /// Its pods take connections before they are ready.
+    pub publish_not_ready_addresses: Option<bool>,
+    pub session_affinity: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -396,7 +397,8 @@ pub struct ServicePort {
     pub name: Option<String>,
     pub port: u16,
     pub target_port: Option<PortRef>,
-    pub protocol: Option<IgnoredAny>,
+    pub protocol: Option<String>,
+    pub app_protocol: Option<IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::container::{contents_sha256, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart};
+use crate::container::{
+    contents_sha256, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart, VirtualService,
+};
 use crate::error::{invalid, io, ImageError, Result};
 use crate::oci::store::Store;
 
@@ -31,6 +33,9 @@ pub const DOMAIN: &str = "cluster.local";
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Cluster {
     pub pods: Vec<Pod>,
+    /// Its ClusterIP Services, numbered by node as `pods` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<VirtualService>,
     /// The manifest files read, in order.
     #[serde(skip)]
     pub files: Vec<PathBuf>,
@@ -67,6 +72,9 @@ pub struct Pod {
     /// a pod's `subdomain`).
     #[serde(skip)]
     subdomain: Option<String>,
+    /// Its container's named ports, which a Service's `targetPort` may name.
+    #[serde(skip)]
+    named_ports: BTreeMap<String, u16>,
 }
 
 /// One of a pod's containers.
@@ -378,8 +386,8 @@ impl Translator {
                 return Err(format!("two pods are named {} (in any namespace: a pod is a node, named once)", p.name));
             }
         }
-        self.services(objects, &mut pods)?;
-        Ok(Cluster { pods, files: Vec::new() })
+        let services = self.services(objects, &mut pods)?;
+        Ok(Cluster { pods, services, files: Vec::new() })
     }
 
     /// The pod `id` of `spec` (at `at` in its document).
@@ -464,6 +472,7 @@ impl Translator {
             stop_grace_ms: spec.termination_grace_period_seconds.map(|s| s * 1000),
             labels: BTreeMap::new(),
             subdomain: None,
+            named_ports: c.ports.iter().filter_map(|p| Some((p.name.clone()?, p.container_port))).collect(),
         })
     }
 
@@ -669,8 +678,14 @@ impl Translator {
         Ok(PodMount::Files { target: m.mount_path.clone(), files })
     }
 
-    /// Services' names, as DNS aliases of their pods.
-    fn services(&self, objects: &[(Origin, Object)], pods: &mut [Pod]) -> std::result::Result<(), String> {
+    /// Services: a ClusterIP Service's names resolve to its virtual
+    /// address, which every node proxies to its ready pods; a headless
+    /// Service's to its first pod, and to each pod it names (`subdomain`).
+    fn services(
+        &self,
+        objects: &[(Origin, Object)],
+        pods: &mut [Pod],
+    ) -> std::result::Result<Vec<VirtualService>, String> {
         let services: Vec<(&Origin, &api::Service)> = objects
             .iter()
             .filter_map(|(o, x)| match x {
@@ -683,6 +698,7 @@ impl Translator {
         for (_, s) in &services {
             namespaces_of.entry(s.metadata.name.as_str()).or_default().insert(namespace(&s.metadata));
         }
+        let mut virtual_services = Vec::new();
         for (o, s) in services {
             let ns = namespace(&s.metadata);
             let name = &s.metadata.name;
@@ -700,20 +716,18 @@ impl Translator {
             if s.spec.selector.is_empty() {
                 return Err(o.err("spec.selector", "a Service without a selector (its own endpoints) is not supported"));
             }
-            for (i, p) in s.spec.ports.iter().enumerate() {
-                let same = match &p.target_port {
-                    None => true,
-                    Some(api::PortRef::Number(n)) => *n == p.port,
-                    Some(api::PortRef::Name(_)) => false,
-                };
-                if !same {
-                    return Err(o.err(
-                        &format!("spec.ports[{i}].targetPort"),
-                        "a targetPort other than the port is not supported yet (the Service's name resolves to a pod's address)",
-                    ));
-                }
+            if let Some(a) = s.spec.session_affinity.as_deref().filter(|a| *a != "None") {
+                return Err(o.err("spec.sessionAffinity", format!("{a}: not supported yet (None is)")));
             }
-            let headless = s.spec.cluster_ip.as_deref() == Some("None");
+            let headless = match s.spec.cluster_ip.as_deref() {
+                Some("None") => true,
+                None | Some("") => false,
+                Some(ip) => {
+                    return Err(
+                        o.err("spec.clusterIP", format!("{ip}: hvsim assigns addresses (leave it out, or None)"))
+                    )
+                }
+            };
             let selected: Vec<usize> = (0..pods.len())
                 .filter(|&i| {
                     pods[i].namespace == ns && s.spec.selector.iter().all(|(k, v)| pods[i].labels.get(k) == Some(v))
@@ -724,14 +738,16 @@ impl Translator {
             };
             let mut names =
                 vec![format!("{name}.{ns}.svc.{DOMAIN}"), format!("{name}.{ns}.svc"), format!("{name}.{ns}")];
-            // The short name, unless another namespace's Service or another
-            // pod (a node, which its name resolves to) has it.
-            let pod_named =
-                pods.iter().enumerate().any(|(i, p)| i != first && (p.name == *name || p.hostname == *name));
+            // The short name, unless another namespace's Service or a pod
+            // (a node, which its name resolves to) has it: a headless
+            // Service's first pod may, its name resolving there anyway.
+            let pod_named = pods
+                .iter()
+                .enumerate()
+                .any(|(i, p)| (p.name == *name || p.hostname == *name) && !(headless && i == first));
             if namespaces_of[name.as_str()].len() == 1 && !pod_named {
                 names.push(name.clone());
             }
-            pods[first].aliases.extend(names);
             // In a fault plan, `svc.ns` and (where no other namespace has
             // it) `svc` name every pod the Service selects.
             for &i in &selected {
@@ -741,6 +757,7 @@ impl Translator {
                 }
             }
             if headless {
+                pods[first].aliases.extend(names);
                 for &i in &selected {
                     if pods[i].subdomain.as_deref() == Some(name.as_str()) {
                         let host = pods[i].hostname.clone();
@@ -752,9 +769,41 @@ impl Translator {
                         ]);
                     }
                 }
+                continue;
             }
+            let mut ports = Vec::new();
+            for (i, p) in s.spec.ports.iter().enumerate() {
+                if let Some(proto) = p.protocol.as_deref().filter(|p| *p != "TCP") {
+                    return Err(o.err(
+                        &format!("spec.ports[{i}].protocol"),
+                        format!("{proto}: a ClusterIP Service's ports are TCP (a headless Service's may be any)"),
+                    ));
+                }
+                // A named targetPort is each pod's own port of that name; a
+                // pod without one is not behind this port.
+                let backends = selected
+                    .iter()
+                    .filter_map(|&k| {
+                        let target = match &p.target_port {
+                            None => Some(p.port),
+                            Some(api::PortRef::Number(n)) => Some(*n),
+                            Some(api::PortRef::Name(n)) => pods[k].named_ports.get(n).copied(),
+                        };
+                        target.map(|t| (k as u16, t))
+                    })
+                    .collect();
+                ports.push((p.port, backends));
+            }
+            let k = virtual_services.len() + 1;
+            virtual_services.push(VirtualService {
+                name: format!("{ns}/{name}"),
+                addr: format!("127.96.{}.{}", k / 256, k % 256),
+                names,
+                ports,
+                publish_not_ready: s.spec.publish_not_ready_addresses.unwrap_or(false),
+            });
         }
-        Ok(())
+        Ok(virtual_services)
     }
 }
 
@@ -1110,8 +1159,16 @@ mod tests {
                 "document 1 (Ingress x): kind: Ingress is not supported",
             ),
             (
-                pod("") + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {a: b}, ports: [{port: 80, targetPort: 8080}]}\n",
-                "document 2 (Service s): spec.ports[0].targetPort",
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {a: b}}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {a: b}, ports: [{port: 53, protocol: UDP}]}\n".to_owned(),
+                "document 2 (Service s): spec.ports[0].protocol: UDP: a ClusterIP Service's ports are TCP",
+            ),
+            (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {a: b}}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {a: b}, clusterIP: 10.96.0.10}\n".to_owned(),
+                "document 2 (Service s): spec.clusterIP: 10.96.0.10: hvsim assigns addresses",
+            ),
+            (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {a: b}}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {a: b}, sessionAffinity: ClientIP}\n".to_owned(),
+                "document 2 (Service s): spec.sessionAffinity: ClientIP: not supported yet",
             ),
             (
                 pod("    env: [{name: A, valueFrom: {configMapKeyRef: {name: nope, key: k}}}]\n"),
@@ -1207,8 +1264,8 @@ mod tests {
                 // Each workload its own label, and a Service selecting it
                 // (headless for a StatefulSet), named as the workload.
                 yaml += &format!(
-                    "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{clusterIP: {}, selector: {{w: w{i}}}}}\n",
-                    if *stateful { "None" } else { "10.1.1.1" }
+                    "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{{}selector: {{w: w{i}}}, ports: [{{port: 80}}]}}\n",
+                    if *stateful { "clusterIP: None, " } else { "" }
                 );
                 yaml += &format!(
                     "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  serviceName: {name}\n  replicas: {replicas}\n  template:\n    metadata: {{labels: {{w: w{i}}}}}\n    spec: {{containers: [{{name: c, image: i}}]}}\n"
@@ -1220,11 +1277,21 @@ mod tests {
                     for p in &c.pods {
                         proptest::prop_assert!(names.insert(p.name.clone()), "pod {} twice", p.name);
                     }
+                    // Each name resolves to one address: a pod's, or a
+                    // Service's virtual one.
                     let mut dns = BTreeMap::new();
                     for (i, p) in c.pods.iter().enumerate() {
                         for n in [&p.name, &p.hostname].into_iter().chain(&p.aliases) {
-                            let before = dns.insert(n.clone(), i);
-                            proptest::prop_assert!(before.is_none() || before == Some(i), "{n} names pods {before:?} and {i}");
+                            let before = dns.insert(n.clone(), format!("10.0.0.{}", i + 1));
+                            proptest::prop_assert!(before.is_none() || before == Some(format!("10.0.0.{}", i + 1)), "{n} names {before:?} and pod {i}");
+                        }
+                    }
+                    let mut addrs = BTreeSet::new();
+                    for s in &c.services {
+                        proptest::prop_assert!(addrs.insert(s.addr.clone()), "{} twice", s.addr);
+                        for n in &s.names {
+                            let before = dns.insert(n.clone(), s.addr.clone());
+                            proptest::prop_assert!(before.is_none(), "{n} names {before:?} and Service {}", s.name);
                         }
                     }
                 }

@@ -22,13 +22,18 @@
 //! 4. records the exit status in the node's state directory, where
 //!    `/init compose-wait` (the run's command) collects them all.
 //!
-//! State directory `/run/hvsim/c/<i>`: `started`, `healthy` and `exit`
-//! (`<status> <monotonic ns>`) markers, and the mount points the
-//! container's mount namespace uses.
+//! With Kubernetes Services, the supervisor first starts the node's proxy
+//! of their virtual addresses (`proxy.rs`).
+//!
+//! State directory `/run/hvsim/c/<i>`: `started` (it started once),
+//! `pid` (it runs: its first process), `healthy` (it runs and its
+//! readiness check passes) and `exit` (`<status> <monotonic ns>`)
+//! markers, and the mount points the container's mount namespace uses.
 
 pub mod composer;
 mod health;
 mod process;
+mod proxy;
 mod relay;
 mod root;
 mod spec;
@@ -119,6 +124,9 @@ impl Supervisor {
     }
 
     fn run(self) -> io::Result<u8> {
+        // Services' addresses answer on the node from its start, whatever
+        // its own container does.
+        proxy::start(self.node);
         if let Some(status) = self.wait_for_dependencies()? {
             record_exit(self.node, status)?;
             return Ok(status);
@@ -134,6 +142,10 @@ impl Supervisor {
         let mut restarts = 0u32;
         loop {
             let status = self.run_once(&self.spec, true)?;
+            // A container that exited is neither ready nor to be entered.
+            for marker in ["healthy", "pid"] {
+                let _ = std::fs::remove_file(self.dir.join(marker));
+            }
             let again = match self.spec.restart {
                 Restart::No => false,
                 Restart::Always => true,
@@ -151,7 +163,6 @@ impl Supervisor {
                 self.spec.name,
                 delay.as_millis()
             );
-            let _ = std::fs::remove_file(self.dir.join("healthy"));
             std::thread::sleep(delay);
         }
     }
@@ -266,9 +277,7 @@ impl Supervisor {
         let mut probes = Probes::new(spec);
         let started = monotonic();
         let elapsed = || monotonic().saturating_sub(started);
-        // When a probe had it stopped: SIGTERM was sent then, SIGKILL
-        // follows after the grace period.
-        let mut stopping: Option<Duration> = None;
+        let mut stop = Stop::No;
         let mut exited = false;
         while !exited || streams.iter().any(Option::is_some) {
             let mut fds: Vec<libc::pollfd> = streams
@@ -284,10 +293,13 @@ impl Supervisor {
                 events: libc::POLLIN,
                 revents: 0,
             });
-            let wake = match stopping {
+            let wake = match stop {
                 _ if exited => None,
-                Some(since) => Some((since + spec.stop_grace).saturating_sub(elapsed()).max(Duration::from_millis(1))),
-                None => probes.next_wake(elapsed()),
+                Stop::No => probes.next_wake(elapsed()),
+                Stop::Terminated(at) => {
+                    Some((at + spec.stop_grace).saturating_sub(elapsed()).max(Duration::from_millis(1)))
+                }
+                Stop::Killed => None,
             };
             let timeout = wake.map_or(-1, |w| w.as_millis().min(i32::MAX as u128) as i32);
             // SAFETY: fds is a valid array.
@@ -314,20 +326,19 @@ impl Supervisor {
             if exited {
                 continue;
             }
-            match stopping {
-                Some(since) if elapsed() >= since + spec.stop_grace => {
+            match stop {
+                Stop::No if probes.tick(pid, spec, &self.dir, elapsed()) == Verdict::Stop => {
+                    probes.stop();
+                    stop = Stop::Terminated(elapsed());
+                    // SAFETY: signalling our own child, not yet reaped.
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                }
+                Stop::Terminated(at) if elapsed() >= at + spec.stop_grace => {
+                    stop = Stop::Killed;
                     // SAFETY: signalling our own child, not yet reaped.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
-                Some(_) => {}
-                None => {
-                    if probes.tick(pid, spec, &self.dir, elapsed()) == Verdict::Stop {
-                        probes.stop();
-                        stopping = Some(elapsed());
-                        // SAFETY: signalling our own child, not yet reaped.
-                        unsafe { libc::kill(pid, libc::SIGTERM) };
-                    }
-                }
+                _ => {}
             }
         }
         probes.stop();
@@ -335,7 +346,17 @@ impl Supervisor {
     }
 }
 
-/// Docker's (and kubelet's) back-off between restarts: 100 ms, doubling,
+/// Where stopping a container a probe failed is.
+#[derive(Clone, Copy)]
+enum Stop {
+    No,
+    /// SIGTERM was sent at this time; SIGKILL follows the grace period.
+    Terminated(Duration),
+    Killed,
+}
+
+/// Docker's back-off between restarts (kubelet's starts at 10 s; see
+/// docs/kubernetes.md): 100 ms, doubling,
 /// at most a minute.
 fn back_off(restarts: u32) -> Duration {
     Duration::from_millis(100u64 << restarts.min(9)).min(Duration::from_secs(60))
