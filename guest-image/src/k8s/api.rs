@@ -319,7 +319,7 @@ pub struct WorkloadSpec {
     pub pod_management_policy: Option<String>,
     #[serde(default)]
     pub volume_claim_templates: Vec<ClaimTemplate>,
-    /// Job: one pod, run once to completion (more are refused).
+    /// Job: how many pods must succeed, and how many run at once.
     pub completions: Option<u32>,
     pub parallelism: Option<u32>,
     // Accepted, changing nothing for pods that start once.

@@ -313,15 +313,28 @@ impl Translator {
                         }
                     }
                     let name = &w.metadata.name;
-                    let replicas = match w.kind.as_str() {
-                        "DaemonSet" => 1,
+                    // How many pods, and how many of them run at once (a
+                    // Job's `parallelism`; all of a workload's otherwise).
+                    let (replicas, parallel) = match w.kind.as_str() {
+                        "DaemonSet" => (1, 1),
                         "Job" => {
-                            if spec.completions.unwrap_or(1) > 1 || spec.parallelism.unwrap_or(1) > 1 {
-                                return Err(o.err("spec.completions", "more than one pod per Job is not supported yet"));
+                            let parallelism = spec.parallelism.unwrap_or(1);
+                            if parallelism == 0 {
+                                return Err(o.err("spec.parallelism", "0 suspends the Job: it would run no pod"));
                             }
-                            1
+                            // Without `completions`, a work queue: `parallelism`
+                            // pods at once, done when they all are.
+                            let pods = spec.completions.unwrap_or(parallelism);
+                            if pods == 0 {
+                                return Err(o.err("spec.completions", "0: the Job would run no pod"));
+                            }
+                            let pods = u16::try_from(pods).unwrap_or(u16::MAX);
+                            (pods, u16::try_from(parallelism).unwrap_or(u16::MAX).min(pods))
                         }
-                        _ => spec.replicas.unwrap_or(1),
+                        _ => {
+                            let n = spec.replicas.unwrap_or(1);
+                            (n, n)
+                        }
                     };
                     let ordered = w.kind == "StatefulSet" && spec.pod_management_policy.as_deref() != Some("Parallel");
                     let restart = match w.kind.as_str() {
@@ -349,6 +362,13 @@ impl Translator {
                         let owner = format!("{} {name}", w.kind);
                         let id = PodId { name: &pod_name, namespace: &ns, node: pods.len(), claims: &claims };
                         let mut pod = self.pod(o, "spec.template.spec", &spec.template.spec, &id, owner, restart)?;
+                        // A Job's pods past its parallelism each start once
+                        // one before it has succeeded (hvsim does not replace
+                        // a failed pod: the Job fails with it).
+                        if i >= parallel {
+                            let before: &Pod = &pods[pods.len() - usize::from(parallel)];
+                            pod.depends.push((before.name.clone(), Condition::ServiceCompletedSuccessfully));
+                        }
                         if ordered && i > 0 {
                             let previous: &Pod = pods.last().expect("the previous ordinal");
                             // Ready: its readiness probe passes, or its
@@ -1154,6 +1174,10 @@ mod tests {
             ),
             (pod("  - name: d\n    image: i\n"), "spec.containers: 2 containers"),
             (pod("  nodeSelector: {disk: ssd}\n"), "spec.nodeSelector.disk: cannot hold"),
+            (
+                "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 0\n  template:\n    spec: {restartPolicy: Never, containers: [{name: c, image: i}]}\n".to_owned(),
+                "document 1 (Job j): spec.parallelism: 0 suspends the Job",
+            ),
             (
                 "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: x}\n".to_owned(),
                 "document 1 (Ingress x): kind: Ingress is not supported",
