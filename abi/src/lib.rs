@@ -364,6 +364,10 @@ pub mod container {
         /// before the container starts (Kubernetes' `initContainers`): its
         /// own description is `CONTAINERS/<node>.init<k>`.
         pub const INIT_CONTAINER: &str = "init_container";
+        /// The name of another container of the pod, run beside this one
+        /// (Kubernetes' second and later `containers`): its description is
+        /// `CONTAINERS/<node>.c<k>`, `k` from 1.
+        pub const SIDECAR: &str = "sidecar";
         /// The contents of the container's /etc/hosts.
         pub const HOSTS: &str = "hosts";
     }

@@ -1,9 +1,9 @@
 //! Kubernetes manifests, end to end: a StatefulSet of two pods behind a
 //! headless Service and a ClusterIP one, configured by a ConfigMap and a
-//! Secret, started in order by an HTTP readiness probe; a pod with an init
-//! container and a failing liveness probe; and a Job that talks to the
-//! ClusterIP Service; booted in the Linux guest; each pod looks at itself
-//! and its peers from inside. The
+//! Secret, started in order by an HTTP readiness probe; a pod of two
+//! containers with an init container and a failing liveness probe; and a
+//! client pod that talks to the ClusterIP Service; booted in the Linux
+//! guest, where each pod looks at itself and its peers from inside. The
 //! translation itself (names, env, files, refusals) is tested against
 //! golden files in `guest-image/src/k8s`. KVM and the guest kernel are
 //! needed.
@@ -122,6 +122,10 @@ spec:
       periodSeconds: 1
       failureThreshold: 2
     volumeMounts: [{name: data, mountPath: /data}]
+  - name: watch
+    image: hvsim-test/redis:bookworm
+    command: ["sh", "-c", "until [ -e /data/started ]; do sleep 1; done; echo \"beside it: $(cat /data/from-init), on $(hostname)\""]
+    volumeMounts: [{name: data, mountPath: /data}]
   volumes:
   - {name: data, emptyDir: {}}
 ---
@@ -185,6 +189,9 @@ spec:
     // container (a pod's restart would run it again, a container's does not).
     assert_eq!(said("live"), ["init left: prepared", "first start", "init left: prepared", "restarted"], "{lines:#?}");
     assert!(at("init container live/prepare completed") < at("service live started"), "{lines:#?}");
+    // The pod's second container ran beside the first, on the same pod
+    // (hostname) and volume.
+    assert_eq!(said("live/watch"), ["beside it: prepared, on live"], "{lines:#?}");
     // The ClusterIP Service: its name resolves to its virtual address, and
     // every connection to it goes through the proxy of the client's node to
     // a ready pod's named port, in turn, starting at the client's node
@@ -269,7 +276,7 @@ fn the_getting_started_example_explores_to_the_same_bug_from_compose_and_from_ma
 /// compose example's budget (seed 1, 10 branches, 2 workers), the register
 /// checker finds no violation while faults land and timelines are decided.
 #[test]
-#[ignore = "slow: an exploration of a three-member etcd cluster takes half an hour here (ci/test.sh --slow)"]
+#[ignore = "slow: an exploration of a three-member etcd cluster takes about 12 minutes here (ci/test.sh --slow)"]
 fn the_etcd_statefulset_stays_linearizable_under_partitions_crashes_and_kills() {
     if !linux_available() {
         return;

@@ -165,6 +165,11 @@ pub struct Container {
     /// volumes, with a writable layer of its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<Container>,
+    /// The pod's other containers, run beside this one on its node,
+    /// sharing its network and volumes (Kubernetes' second and later
+    /// `containers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<Container>,
     /// What the container adds to the guest's RAM, as its compose service
     /// says (`mem_limit`); none: 64 MiB (`target::CONTAINER_MEM`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,6 +194,18 @@ pub struct Overrides {
 }
 
 impl Container {
+    /// Whether a probe decides when its pod is ready (a readiness or
+    /// startup probe, on it or a container beside it).
+    pub fn probed(&self) -> bool {
+        std::iter::once(self).chain(&self.sidecars).any(|c| c.health.is_some() || c.startup.is_some())
+    }
+
+    /// Every container its node runs: its init containers, itself, and the
+    /// containers beside it.
+    pub fn all(&self) -> impl Iterator<Item = &Container> {
+        self.init_containers.iter().chain([self]).chain(&self.sidecars)
+    }
+
     /// The container `name` runs: `image` (from the store) with `o` over
     /// its config, as `docker run` would.
     pub fn resolve(store: &Store, name: &str, image: &str, o: Overrides) -> Result<Container> {
@@ -250,6 +267,7 @@ impl Container {
             startup: None,
             stop_grace_ms: None,
             init_containers: Vec::new(),
+            sidecars: Vec::new(),
             mem_bytes: None,
         })
     }
@@ -263,6 +281,10 @@ impl Container {
         for (k, init) in self.init_containers.iter().enumerate() {
             let path = format!("{}/{node}.init{k}", hvsim_abi::linux::CONTAINERS);
             files.extend(init.describe(&path, image_disk, hosts)?);
+        }
+        for (k, other) in self.sidecars.iter().enumerate() {
+            let path = format!("{}/{node}.c{}", hvsim_abi::linux::CONTAINERS, k + 1);
+            files.extend(other.describe(&path, image_disk, hosts)?);
         }
         Ok(files)
     }
@@ -335,6 +357,9 @@ impl Container {
         }
         for init in &self.init_containers {
             field(key::INIT_CONTAINER, &init.name);
+        }
+        for other in &self.sidecars {
+            field(key::SIDECAR, &other.name);
         }
         field(key::HOSTS, hosts);
         files.insert(0, (path.to_owned(), 0o644, spec));
@@ -418,7 +443,7 @@ pub fn services_file(services: &[VirtualService], containers: &[Container]) -> R
             text.push_str(&format!("{}:{port}", s.addr));
             for (node, target) in backends {
                 let c = &containers[usize::from(*node)];
-                let probed = c.health.is_some() || c.startup.is_some();
+                let probed = c.probed();
                 let when = if probed && !s.publish_not_ready { "healthy" } else { "started" };
                 text.push_str(&format!(" {node}:{target}:{when}"));
             }

@@ -108,8 +108,8 @@ impl System {
         let store = Store::open()?;
         let rootfs = containers.iter().map(|c| container_rootfs(&store, c)).collect::<Result<Vec<_>>>()?;
         let mut largest = rootfs.iter().map(|r| r.fs_bytes).max().unwrap_or(0);
-        for init in containers.iter().flat_map(|c| &c.init_containers) {
-            largest = largest.max(container_rootfs(&store, init)?.fs_bytes);
+        for other in containers.iter().flat_map(|c| c.init_containers.iter().chain(&c.sidecars)) {
+            largest = largest.max(container_rootfs(&store, other)?.fs_bytes);
         }
         let paths: Vec<&Path> = rootfs.iter().map(|r| r.path.as_path()).collect();
         let composer = Composer::discover(&containers, &paths)?;
@@ -137,11 +137,12 @@ impl System {
     }
 
     /// The containers whose images the image disks hold, one per image,
-    /// in the order the containers (each after its init containers) first
-    /// name them: image disk `k` holds `image_disks()[k]`'s image.
+    /// in the order the containers (each after its init containers, and
+    /// before the containers beside it) first name them: image disk `k`
+    /// holds `image_disks()[k]`'s image.
     fn image_disks(&self) -> Vec<&Container> {
         let mut images: Vec<&Container> = Vec::new();
-        for c in self.containers.iter().flat_map(|c| c.init_containers.iter().chain([c])) {
+        for c in self.containers.iter().flat_map(Container::all) {
             if !images.iter().any(|i| i.image_id == c.image_id) {
                 images.push(c);
             }
@@ -427,7 +428,13 @@ pub const NODE_MEM: u64 = 2 << 20;
 /// initialises every page of its RAM at boot, emulated on nested hosts.
 pub fn default_mem(system: &System) -> usize {
     let nodes = (128 << 20).max(NODE_MEM * u64::from(system.nodes));
-    let containers: u64 = system.containers.iter().map(|c| c.mem_bytes.unwrap_or(CONTAINER_MEM)).sum();
+    // A pod's containers run at once (its init containers before them).
+    let containers: u64 = system
+        .containers
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(&c.sidecars))
+        .map(|c| c.mem_bytes.unwrap_or(CONTAINER_MEM))
+        .sum();
     usize::try_from(nodes + containers).unwrap_or(usize::MAX)
 }
 
@@ -543,6 +550,7 @@ mod tests {
             startup: None,
             stop_grace_ms: None,
             init_containers: vec![],
+            sidecars: vec![],
             mem_bytes: None,
         };
         let images = ["redis", "app", "redis", "redis", "proxy"];
@@ -563,6 +571,9 @@ mod tests {
         with_init.containers[1].init_containers.push(container("migrate", "tools"));
         assert_eq!(disks(&with_init), [0, 2, 0, 0, 3]);
         assert_eq!(with_init.image_disks()[1].image, "tools");
+        with_init.containers[0].sidecars.push(container("exporter", "metrics"));
+        assert_eq!(disks(&with_init), [0, 3, 0, 0, 4]);
+        assert_eq!(with_init.image_disks()[1].image, "metrics");
         let spec = system.virtio_spec();
         assert_eq!((spec.image_disks, spec.devices()), (3, 2 * 5 + 3 + 1));
         spec.check().unwrap();

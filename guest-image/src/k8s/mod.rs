@@ -1,6 +1,6 @@
 //! Kubernetes manifests: the YAML a team applies with `kubectl apply -f`
 //! (rendered: no Helm, no Kustomize), run as a single-node cluster would
-//! run it, one container per pod, with hvsim's own container runtime (no
+//! run it, one node per pod, with hvsim's own container runtime (no
 //! K3s: a control plane would cost minutes per start here, and bring its
 //! own nondeterminism). docs/kubernetes.md says what each object and field
 //! does, and where hvsim differs from `kubectl apply`.
@@ -8,7 +8,8 @@
 //! - `api`: the objects as serde reads them; a field hvsim does not know is
 //!   an error that names it.
 //! - here: documents into objects, workloads into pods (names, env, files,
-//!   probes, order), Services into names, and pods into containers.
+//!   probes, order), Services into names and virtual addresses, and pods
+//!   into containers.
 
 pub mod api;
 
@@ -41,8 +42,8 @@ pub struct Cluster {
     pub files: Vec<PathBuf>,
 }
 
-/// One pod: one node, its container, and the init containers run to
-/// completion before it.
+/// One pod: one node, its containers (the first is the node's: its status
+/// is the pod's), and the init containers run to completion before them.
 #[derive(Clone, Debug, Serialize)]
 pub struct Pod {
     pub name: String,
@@ -53,6 +54,9 @@ pub struct Pod {
     pub main: PodContainer,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<PodContainer>,
+    /// Its second and later containers, run beside the first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<PodContainer>,
     pub restart: Restart,
     /// Pods it waits for (a StatefulSet's previous ordinal), and for what.
     pub depends: Vec<(String, Condition)>,
@@ -373,11 +377,10 @@ impl Translator {
                             let previous: &Pod = pods.last().expect("the previous ordinal");
                             // Ready: its readiness probe passes, or its
                             // startup probe passed, or it started.
-                            let wait = if previous.main.readiness.is_some() || previous.main.startup.is_some() {
-                                Condition::ServiceHealthy
-                            } else {
-                                Condition::ServiceStarted
-                            };
+                            let probed = std::iter::once(&previous.main)
+                                .chain(&previous.sidecars)
+                                .any(|c| c.readiness.is_some() || c.startup.is_some());
+                            let wait = if probed { Condition::ServiceHealthy } else { Condition::ServiceStarted };
                             pod.depends.push((previous.name.clone(), wait));
                         }
                         pod.labels = template_labels.clone();
@@ -426,19 +429,21 @@ impl Translator {
                 format!("{:?}: a pod's name is a DNS label (a-z, 0-9, '-', at most 63)", id.name),
             ));
         }
-        let c = match spec.containers.as_slice() {
-            [c] => c,
-            [] => return Err(o.err(&format!("{at}.containers"), "no container")),
-            more => {
-                return Err(o.err(
-                    &format!("{at}.containers"),
-                    format!(
-                        "{} containers: hvsim runs one container per pod (sidecars are not supported yet)",
-                        more.len()
-                    ),
-                ))
-            }
+        let Some(c) = spec.containers.first() else {
+            return Err(o.err(&format!("{at}.containers"), "no container"));
         };
+        // Names are unique across a pod's containers and init containers.
+        let mut names = BTreeSet::new();
+        for (field, list) in [("containers", &spec.containers), ("initContainers", &spec.init_containers)] {
+            for (i, x) in list.iter().enumerate() {
+                if !valid_dns_label(&x.name) || !names.insert(x.name.as_str()) {
+                    return Err(o.err(
+                        &format!("{at}.{field}[{i}].name"),
+                        format!("{:?}: a DNS label, unique in the pod", x.name),
+                    ));
+                }
+            }
+        }
         for (k, v) in &spec.node_selector {
             let holds =
                 matches!((k.as_str(), v.as_str()), ("kubernetes.io/os", "linux") | ("kubernetes.io/arch", "amd64"));
@@ -471,12 +476,11 @@ impl Translator {
             if c.restart_policy.is_some() {
                 return Err(o.err(&format!("{at_i}.restartPolicy"), "sidecar containers are not supported yet"));
             }
-            if !valid_dns_label(&c.name)
-                || spec.init_containers[..i].iter().chain([c]).filter(|x| x.name == c.name).count() > 1
-            {
-                return Err(o.err(&format!("{at_i}.name"), format!("{:?}: a DNS label, unique in the pod", c.name)));
-            }
             init_containers.push(self.container(o, &at_i, spec, c, id)?);
+        }
+        let mut sidecars = Vec::new();
+        for (i, c) in spec.containers.iter().enumerate().skip(1) {
+            sidecars.push(self.container(o, &format!("{at}.containers[{i}]"), spec, c, id)?);
         }
         Ok(Pod {
             name: id.name.to_owned(),
@@ -484,6 +488,7 @@ impl Translator {
             owner,
             main,
             init_containers,
+            sidecars,
             restart,
             depends: Vec::new(),
             hostname: spec.hostname.clone().unwrap_or_else(|| id.name.to_owned()),
@@ -492,7 +497,12 @@ impl Translator {
             stop_grace_ms: spec.termination_grace_period_seconds.map(|s| s * 1000),
             labels: BTreeMap::new(),
             subdomain: None,
-            named_ports: c.ports.iter().filter_map(|p| Some((p.name.clone()?, p.container_port))).collect(),
+            named_ports: spec
+                .containers
+                .iter()
+                .flat_map(|c| &c.ports)
+                .filter_map(|p| Some((p.name.clone()?, p.container_port)))
+                .collect(),
         })
     }
 
@@ -983,7 +993,7 @@ fn suffix(parts: &[&str], len: usize) -> String {
 impl Cluster {
     /// The images its pods run.
     pub fn images(&self) -> Vec<String> {
-        let containers = self.pods.iter().flat_map(|p| p.init_containers.iter().chain([&p.main]));
+        let containers = self.pods.iter().flat_map(|p| p.init_containers.iter().chain([&p.main]).chain(&p.sidecars));
         containers.map(|c| c.image.clone()).collect()
     }
 
@@ -1006,6 +1016,9 @@ impl Cluster {
                     p,
                     Vec::new(),
                 )?);
+            }
+            for other in &p.sidecars {
+                c.sidecars.push(other.resolve(store, &format!("{}/{}", p.name, other.container), p, Vec::new())?);
             }
             c.aliases = p.aliases.clone();
             c.groups = p.services.clone();
@@ -1172,7 +1185,7 @@ mod tests {
                 pod("  initContainers: [{name: i, image: i}, {name: i, image: j}]\n"),
                 "spec.initContainers[1].name: \"i\": a DNS label, unique in the pod",
             ),
-            (pod("  - name: d\n    image: i\n"), "spec.containers: 2 containers"),
+            (pod("  - name: c\n    image: j\n"), "spec.containers[1].name: \"c\": a DNS label, unique in the pod"),
             (pod("  nodeSelector: {disk: ssd}\n"), "spec.nodeSelector.disk: cannot hold"),
             (
                 "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 0\n  template:\n    spec: {restartPolicy: Never, containers: [{name: c, image: i}]}\n".to_owned(),

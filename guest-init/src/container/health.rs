@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::process::{become_user, container_env, exec};
@@ -16,6 +16,53 @@ use super::root::chroot;
 use super::spec::{Check, Health, Role, Spec};
 use super::{atomic_write, ctx, status_code};
 use crate::nodes;
+
+/// Where a container's readiness goes: its own marker in the pod's state
+/// directory and, when every container of the pod has its marker there
+/// and one of them has a probe that decides it, the pod's `healthy`,
+/// which dependencies and Services read. (A container without such a
+/// probe is ready while it runs, as in Kubernetes; a pod without any is
+/// never `healthy`, as a compose service without a healthcheck is not.)
+/// The pod's containers are sibling processes: each change is made under
+/// the state directory's lock.
+pub(super) struct Ready {
+    pub(super) dir: PathBuf,
+    /// This container's marker (`ready`, `ready.c1`...).
+    pub(super) own: String,
+    /// Every container's marker.
+    pub(super) gates: Vec<String>,
+    /// Whether a probe decides when one of them is ready.
+    pub(super) probed: bool,
+}
+
+impl Ready {
+    pub(super) fn set(&self, ready: bool) {
+        let r = (|| -> io::Result<()> {
+            let lock = File::open(&self.dir)?;
+            // SAFETY: flock on a descriptor we hold; released when it closes.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let own = self.dir.join(&self.own);
+            if ready {
+                atomic_write(&own, b"")?;
+            } else if own.exists() {
+                std::fs::remove_file(&own)?;
+            }
+            let healthy = self.dir.join("healthy");
+            if self.probed && self.gates.iter().all(|g| self.dir.join(g).exists()) {
+                atomic_write(&healthy, b"")
+            } else if healthy.exists() {
+                std::fs::remove_file(&healthy)
+            } else {
+                Ok(())
+            }
+        })();
+        if let Err(e) = r {
+            eprintln!("hvsim-init: {}: cannot mark readiness: {e}", self.dir.display());
+        }
+    }
+}
 
 /// A container's probes on their schedules (see [`Role`]).
 pub(super) struct Probes(Vec<HealthState>);
@@ -49,11 +96,11 @@ impl Probes {
     }
 
     /// Starts due checks and collects finished ones.
-    pub(super) fn tick(&mut self, container: libc::pid_t, spec: &Spec, dir: &Path, elapsed: Duration) -> Verdict {
+    pub(super) fn tick(&mut self, container: libc::pid_t, spec: &Spec, ready: &Ready, elapsed: Duration) -> Verdict {
         let starting = self.starting();
         let mut verdict = Verdict::Keep;
         for p in &mut self.0 {
-            if starting == (p.role == Role::Startup) && p.tick(container, spec, dir, elapsed) == Verdict::Stop {
+            if starting == (p.role == Role::Startup) && p.tick(container, spec, ready, elapsed) == Verdict::Stop {
                 verdict = Verdict::Stop;
             }
         }
@@ -116,7 +163,7 @@ impl HealthState {
     }
 
     /// Starts a due check, or collects a finished or timed-out one.
-    fn tick(&mut self, container: libc::pid_t, spec: &Spec, dir: &Path, elapsed: Duration) -> Verdict {
+    fn tick(&mut self, container: libc::pid_t, spec: &Spec, ready: &Ready, elapsed: Duration) -> Verdict {
         let Some((pid, started)) = self.running else {
             if elapsed >= self.next {
                 match start_check(container, spec, &self.health.check) {
@@ -152,13 +199,13 @@ impl HealthState {
                 self.passed = true;
                 if self.role == Role::Readiness {
                     println!("hvsim-init: service {} is healthy", spec.name);
-                    let _ = atomic_write(&dir.join("healthy"), b"");
+                    ready.set(true);
                 } else {
                     println!("hvsim-init: service {} passed its startup probe", spec.name);
                     // Without a readiness probe, started is ready (kubelet).
                     if !spec.probes.iter().any(|(r, _)| *r == Role::Readiness) {
                         println!("hvsim-init: service {} is healthy", spec.name);
-                        let _ = atomic_write(&dir.join("healthy"), b"");
+                        ready.set(true);
                     }
                 }
             }
@@ -183,7 +230,7 @@ impl HealthState {
                 if self.passed {
                     self.passed = false;
                     println!("hvsim-init: service {} is unhealthy", spec.name);
-                    let _ = std::fs::remove_file(dir.join("healthy"));
+                    ready.set(false);
                 }
                 Verdict::Keep
             }
@@ -359,5 +406,32 @@ mod tests {
         p.0[1].passed = true;
         assert_eq!(p.active().map(|h| h.role).collect::<Vec<_>>(), [Role::Readiness, Role::Liveness]);
         assert_eq!(probes(&[]).next_wake(Duration::ZERO), None);
+    }
+
+    /// The pod is healthy when every container is ready and a probe
+    /// decides for one of them; never without such a probe.
+    #[test]
+    fn a_pod_is_healthy_when_every_container_is_ready() {
+        let dir = std::env::temp_dir().join(format!("hvsim-ready-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gates = vec!["ready".to_owned(), "ready.c1".to_owned()];
+        let of = |own: &str, probed| Ready { dir: dir.clone(), own: own.into(), gates: gates.clone(), probed };
+        let healthy = || dir.join("healthy").exists();
+        let (main, side) = (of("ready", true), of("ready.c1", true));
+        side.set(true); // the sidecar runs, and has no probe
+        assert!(!healthy(), "the main container's probe has not passed");
+        main.set(true);
+        assert!(healthy());
+        side.set(false); // the sidecar exited
+        assert!(!healthy());
+        side.set(true);
+        assert!(healthy());
+        main.set(false);
+        assert!(!healthy());
+        // No probe anywhere: running is not healthy (compose's meaning).
+        let unprobed = Ready { gates: vec!["ready".into()], ..of("ready", false) };
+        unprobed.set(true);
+        assert!(!healthy());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use health::{Probes, Verdict};
+use health::{Probes, Ready, Verdict};
 use process::enter;
 use relay::Relay;
 use root::set_hostname;
@@ -110,6 +110,27 @@ struct Supervisor {
     node: u16,
     spec: Spec,
     dir: PathBuf,
+    /// The pod's other containers, run beside `spec`'s.
+    sidecars: Vec<Spec>,
+}
+
+/// Which of a pod's containers one is: messages and markers differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// The node's container (a pod's first): its markers are the node's.
+    Service,
+    Init,
+    Sidecar,
+}
+
+impl Part {
+    fn label(self) -> &'static str {
+        match self {
+            Part::Service => "service",
+            Part::Init => "init container",
+            Part::Sidecar => "container",
+        }
+    }
 }
 
 impl Supervisor {
@@ -117,10 +138,16 @@ impl Supervisor {
         let dir = state_dir(node);
         std::fs::create_dir_all(&dir)?;
         // A restarted node starts over: what it said before its crash is stale.
-        for marker in ["started", "healthy", "exit", "pid"] {
-            let _ = std::fs::remove_file(dir.join(marker));
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if ["started", "healthy", "exit", "pid"].contains(&name.as_ref()) || name.starts_with("ready") {
+                let _ = std::fs::remove_file(dir.join(name.as_ref()));
+            }
         }
-        Ok(Supervisor { node, spec, dir })
+        let sidecars =
+            (1..=spec.sidecars.len()).map(|k| Spec::load_part(node, &format!("c{k}"))).collect::<io::Result<_>>()?;
+        Ok(Supervisor { node, spec, dir, sidecars })
     }
 
     fn run(self) -> io::Result<u8> {
@@ -133,37 +160,82 @@ impl Supervisor {
         }
         set_hostname(&self.spec.hostname)?;
         for k in 0..self.spec.init_containers.len() {
-            let init = Spec::load_init(self.node, k)?;
+            let init = Spec::load_part(self.node, &format!("init{k}"))?;
             if let Some(status) = self.run_init_container(&init)? {
                 record_exit(self.node, status)?;
                 return Ok(status);
             }
         }
+        // The pod's other containers each under a supervisor of its own,
+        // a child of this one; the pod ends when they all have, with the
+        // first's status, or the first failure of the others.
+        let mut beside = Vec::new();
+        for spec in &self.sidecars {
+            // SAFETY: the supervisor is single-threaded: the child may run any code.
+            match unsafe { libc::fork() } {
+                0 => {
+                    let status = self.keep_running(spec, Part::Sidecar).unwrap_or_else(|e| {
+                        eprintln!("hvsim-init: container {}: {e}", spec.name);
+                        125
+                    });
+                    // SAFETY: the child ends here, without the parent's destructors.
+                    unsafe { libc::_exit(i32::from(status)) }
+                }
+                pid if pid < 0 => return Err(io::Error::last_os_error()),
+                pid => beside.push(pid),
+            }
+        }
+        let mut status = self.keep_running(&self.spec, Part::Service)?;
+        for pid in beside {
+            let other = wait_status(pid);
+            if status == 0 {
+                status = other;
+            }
+        }
+        record_exit(self.node, status)?;
+        Ok(status)
+    }
+
+    /// Runs a container of the pod as its restart policy says, until it
+    /// has exited for good; its last status.
+    fn keep_running(&self, spec: &Spec, part: Part) -> io::Result<u8> {
+        let label = part.label();
         let mut restarts = 0u32;
         loop {
-            let status = self.run_once(&self.spec, true)?;
+            let status = self.run_once(spec, part)?;
             // A container that exited is neither ready nor to be entered.
-            for marker in ["healthy", "pid"] {
-                let _ = std::fs::remove_file(self.dir.join(marker));
+            self.ready(spec).set(false);
+            if part == Part::Service {
+                let _ = std::fs::remove_file(self.dir.join("pid"));
             }
-            let again = match self.spec.restart {
+            let again = match spec.restart {
                 Restart::No => false,
                 Restart::Always => true,
                 Restart::OnFailure => status != 0,
             };
             if !again {
-                println!("hvsim-init: service {} exited with status {status}", self.spec.name);
-                record_exit(self.node, status)?;
+                println!("hvsim-init: {label} {} exited with status {status}", spec.name);
                 return Ok(status);
             }
             let delay = back_off(restarts);
             restarts += 1;
             println!(
-                "hvsim-init: service {} exited with status {status}; restarting it in {} ms (restart {restarts})",
-                self.spec.name,
+                "hvsim-init: {label} {} exited with status {status}; restarting it in {} ms (restart {restarts})",
+                spec.name,
                 delay.as_millis()
             );
             std::thread::sleep(delay);
+        }
+    }
+
+    /// Where `spec`'s readiness goes (`health::Ready`).
+    fn ready(&self, spec: &Spec) -> Ready {
+        let all = || std::iter::once(&self.spec).chain(&self.sidecars);
+        Ready {
+            dir: self.dir.clone(),
+            own: spec.ready_marker(),
+            gates: all().map(Spec::ready_marker).collect(),
+            probed: all().any(Spec::probed),
         }
     }
 
@@ -173,7 +245,7 @@ impl Supervisor {
     fn run_init_container(&self, init: &Spec) -> io::Result<Option<u8>> {
         let mut restarts = 0u32;
         loop {
-            let status = self.run_once(init, false)?;
+            let status = self.run_once(init, Part::Init)?;
             if status == 0 {
                 println!("hvsim-init: init container {} completed", init.name);
                 return Ok(None);
@@ -222,9 +294,8 @@ impl Supervisor {
         Ok(None)
     }
 
-    /// Runs a container once, the node's service or (not `service`) one of
-    /// its init containers; returns its exit status.
-    fn run_once(&self, spec: &Spec, service: bool) -> io::Result<u8> {
+    /// Runs a container of the pod once; returns its exit status.
+    fn run_once(&self, spec: &Spec, part: Part) -> io::Result<u8> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
@@ -252,14 +323,16 @@ impl Supervisor {
         drop(out_w);
         drop(err_w);
         let pid = pid as libc::pid_t;
-        if service {
+        if part == Part::Service {
             // Where Test Composer commands enter the container.
             atomic_write(&self.dir.join("pid"), pid.to_string().as_bytes())?;
             atomic_write(&self.dir.join("started"), b"")?;
-            println!("hvsim-init: service {} started", spec.name);
-        } else {
-            println!("hvsim-init: init container {} started", spec.name);
         }
+        if part != Part::Init && !spec.probed() {
+            // Without a probe that decides it, running is ready.
+            self.ready(spec).set(true);
+        }
+        println!("hvsim-init: {} {} started", part.label(), spec.name);
         self.relay_and_wait(spec, pid, out_r, err_r)
     }
 
@@ -275,6 +348,7 @@ impl Supervisor {
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
         let mut streams = [Some(Relay::new(out, &spec.name)), Some(Relay::new(err, &spec.name))];
         let mut probes = Probes::new(spec);
+        let ready = self.ready(spec);
         let started = monotonic();
         let elapsed = || monotonic().saturating_sub(started);
         let mut stop = Stop::No;
@@ -327,7 +401,7 @@ impl Supervisor {
                 continue;
             }
             match stop {
-                Stop::No if probes.tick(pid, spec, &self.dir, elapsed()) == Verdict::Stop => {
+                Stop::No if probes.tick(pid, spec, &ready, elapsed()) == Verdict::Stop => {
                     probes.stop();
                     stop = Stop::Terminated(elapsed());
                     // SAFETY: signalling our own child, not yet reaped.

@@ -97,8 +97,11 @@ pub(super) struct Spec {
     pub(super) stop_grace: Duration,
     /// Its init containers' names, run in this order before it.
     pub(super) init_containers: Vec<String>,
+    /// The names of the pod's other containers, run beside it.
+    pub(super) sidecars: Vec<String>,
     /// Where on the node's disk its writable layer is: empty for the
-    /// node's container, `init<k>` for its init container `k`.
+    /// node's container, `init<k>` for its init container `k`, `c<k>` for
+    /// the pod's container `k` beside it.
     pub(super) layer: String,
     pub(super) hosts: String,
 }
@@ -120,6 +123,7 @@ impl Spec {
             probes: Vec::new(),
             stop_grace: Duration::from_secs(10),
             init_containers: Vec::new(),
+            sidecars: Vec::new(),
             layer: String::new(),
             hosts: String::new(),
         };
@@ -179,6 +183,7 @@ impl Spec {
                 }
                 key::STOP_GRACE_MS => s.stop_grace = ms(v)?,
                 key::INIT_CONTAINER => s.init_containers.push(v.into()),
+                key::SIDECAR => s.sidecars.push(v.into()),
                 k if k.starts_with("health_") => health_field(probe(&mut s.probes, role), k, v)?,
                 key::HOSTS => s.hosts = v.into(),
                 _ => return Err(bad(format!("unknown field {k:?}"))),
@@ -203,13 +208,28 @@ impl Spec {
         Spec::parse(&std::fs::read(spec_path(node))?)
     }
 
-    /// Node `node`'s init container `k`.
-    pub(super) fn load_init(node: u16, k: usize) -> io::Result<Spec> {
-        let layer = format!("init{k}");
-        let path = spec_path(node).with_extension(&layer);
+    /// Another container of node `node`'s pod: `init<k>` (its init
+    /// container `k`) or `c<k>` (its container `k` beside the first).
+    pub(super) fn load_part(node: u16, layer: &str) -> io::Result<Spec> {
+        let path = spec_path(node).with_extension(layer);
         let mut spec = Spec::parse(&std::fs::read(&path).map_err(ctx(&path.display().to_string()))?)?;
-        spec.layer = layer;
+        spec.layer = layer.to_owned();
         Ok(spec)
+    }
+
+    /// Whether a probe decides when it is ready (a readiness probe, or a
+    /// startup probe without one).
+    pub(super) fn probed(&self) -> bool {
+        self.probes.iter().any(|(r, _)| matches!(r, Role::Readiness | Role::Startup))
+    }
+
+    /// Its readiness marker in the pod's state directory.
+    pub(super) fn ready_marker(&self) -> String {
+        if self.layer.is_empty() {
+            "ready".to_owned()
+        } else {
+            format!("ready.{}", self.layer)
+        }
     }
 }
 
