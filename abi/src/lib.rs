@@ -243,7 +243,8 @@ pub mod linux {
     /// node's init proxies, one line per Service port, `ADDR:PORT` and then,
     /// space-separated, each pod behind it as `NODE:PORT:WHEN`: it takes
     /// connections while its container runs and, WHEN `healthy`, passes its
-    /// readiness check (`started`: runs).
+    /// readiness check (`started`: runs); and `!NODE` for each node whose
+    /// pod serves that port number itself, where the proxy does not listen.
     pub const SERVICES: &str = "/etc/hvsim/services";
     /// With custom faults in the fault plan: their commands, in plan order,
     /// each ended by a NUL byte (`hc::event::CUSTOM_BASE`).

@@ -78,7 +78,7 @@ spec:
               close $c;
             }'
           echo "I am $(hostname) = $POD_NAME at $POD_IP, $GREETING, token $WEB_TOKEN"
-          echo "conf $(cat /etc/web/app.conf)"
+          echo "conf $(cat /etc/web/app.conf), $(cat /etc/app.conf)"
           echo "peer $(getent hosts web-1.web.default.svc.cluster.local)"
           echo "service $(getent hosts web.default.svc.cluster.local)"
         ports: [{name: http, containerPort: 8080}]
@@ -90,7 +90,7 @@ spec:
         - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
         - {name: GREETING, valueFrom: {configMapKeyRef: {name: web-config, key: GREETING}}}
         envFrom: [{secretRef: {name: web-secret}, prefix: WEB_}]
-        volumeMounts: [{name: config, mountPath: /etc/web}]
+        volumeMounts: [{name: config, mountPath: /etc/web}, {name: config, mountPath: /etc/app.conf, subPath: app.conf}]
       volumes:
       - name: config
         configMap: {name: web-config, items: [{key: app.conf, path: app.conf}]}
@@ -171,7 +171,7 @@ spec:
                 "probe GET /ready HTTP/1.1".to_owned(),
                 "probe X-Probe: hvsim".to_owned(),
                 format!("I am {pod} = {pod} at {ip}, hello, token s3cr3t"),
-                "conf port=8080".to_owned(),
+                "conf port=8080, port=8080".to_owned(),
                 format!("peer {peer}"),
                 format!("service {service}"),
             ],

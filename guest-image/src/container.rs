@@ -426,12 +426,26 @@ pub struct VirtualService {
     pub addr: String,
     /// The DNS names that resolve to it.
     pub names: Vec<String>,
-    /// Each port, and the pods behind it as (node, port on the pod).
-    pub ports: Vec<(u16, Vec<(u16, u16)>)>,
+    pub ports: Vec<VirtualPort>,
     /// Its pods take connections once started, ready or not
     /// (`publishNotReadyAddresses`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub publish_not_ready: bool,
+}
+
+/// One port of a [`VirtualService`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct VirtualPort {
+    pub port: u16,
+    /// The pods behind it, as (node, port on the pod).
+    pub backends: Vec<(u16, u16)>,
+    /// Nodes whose pod serves this port number itself: their proxy leaves
+    /// it to the pod (a listener on the Service's address would keep a
+    /// server listening on all addresses from binding it), so a connection
+    /// from such a pod to the Service reaches the pod itself, if it
+    /// listens on all addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own: Vec<u16>,
 }
 
 /// What init's proxies serve (`hvsim_abi::linux::SERVICES`): a pod is
@@ -439,8 +453,11 @@ pub struct VirtualService {
 pub fn services_file(services: &[VirtualService], containers: &[Container]) -> RunFile {
     let mut text = String::new();
     for s in services {
-        for (port, backends) in &s.ports {
+        for VirtualPort { port, backends, own } in &s.ports {
             text.push_str(&format!("{}:{port}", s.addr));
+            for node in own {
+                text.push_str(&format!(" !{node}"));
+            }
             for (node, target) in backends {
                 let c = &containers[usize::from(*node)];
                 let probed = c.probed();

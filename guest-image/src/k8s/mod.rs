@@ -22,7 +22,7 @@ use serde_yaml_ng::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::container::{
-    contents_sha256, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart, VirtualService,
+    contents_sha256, Check, Condition, Container, HealthCheck, Mount, Overrides, Restart, VirtualPort, VirtualService,
 };
 use crate::error::{invalid, io, ImageError, Result};
 use crate::oci::store::Store;
@@ -76,9 +76,12 @@ pub struct Pod {
     /// a pod's `subdomain`).
     #[serde(skip)]
     subdomain: Option<String>,
-    /// Its container's named ports, which a Service's `targetPort` may name.
+    /// Its containers' named ports, which a Service's `targetPort` may name.
     #[serde(skip)]
     named_ports: BTreeMap<String, u16>,
+    /// Every port its containers declare.
+    #[serde(skip)]
+    ports: BTreeSet<u16>,
 }
 
 /// One of a pod's containers.
@@ -132,6 +135,35 @@ pub enum PodMount {
     /// A ConfigMap's or Secret's keys as files (path below the target,
     /// mode, contents).
     Files { target: String, files: Vec<(String, u32, Vec<u8>)> },
+    /// One of them, at the target (a `subPath`).
+    File { target: String, mode: u32, data: Vec<u8> },
+}
+
+impl PodMount {
+    /// The part of it at `sub` (a `subPath`): a directory of a volume
+    /// (made if missing), or a ConfigMap's or Secret's file or directory.
+    fn below(self, sub: &str) -> std::result::Result<PodMount, String> {
+        match self {
+            PodMount::Volume { name, target, read_only } => {
+                Ok(PodMount::Volume { name: format!("{name}/{sub}"), target, read_only })
+            }
+            PodMount::Files { target, files } => {
+                if let Some((_, mode, data)) = files.iter().find(|(path, _, _)| path == sub) {
+                    return Ok(PodMount::File { target, mode: *mode, data: data.clone() });
+                }
+                let prefix = format!("{sub}/");
+                let inside: Vec<_> = files
+                    .into_iter()
+                    .filter_map(|(path, mode, data)| Some((path.strip_prefix(&prefix)?.to_owned(), mode, data)))
+                    .collect();
+                if inside.is_empty() {
+                    return Err(format!("{sub:?}: no such key or path in the volume"));
+                }
+                Ok(PodMount::Files { target, files: inside })
+            }
+            PodMount::File { .. } => unreachable!("a volume is made a file only by its subPath"),
+        }
+    }
 }
 
 /// Where an object came from, for errors: `file: document N (Kind name)`.
@@ -503,6 +535,7 @@ impl Translator {
                 .flat_map(|c| &c.ports)
                 .filter_map(|p| Some((p.name.clone()?, p.container_port)))
                 .collect(),
+            ports: spec.containers.iter().flat_map(|c| &c.ports).map(|p| p.container_port).collect(),
         })
     }
 
@@ -542,11 +575,15 @@ impl Translator {
         let mut mounts = Vec::new();
         for (i, m) in c.volume_mounts.iter().enumerate() {
             let at_m = format!("{at}.volumeMounts[{i}]");
-            if m.sub_path.is_some() {
-                return Err(o.err(&format!("{at_m}.subPath"), "not supported yet"));
-            }
+            let sub = match m.sub_path.as_deref() {
+                None | Some("") => None,
+                Some(p) if p.starts_with('/') || p.split('/').any(|c| c == ".." || c.is_empty()) => {
+                    return Err(o.err(&format!("{at_m}.subPath"), format!("{p:?}: a relative path inside the volume")))
+                }
+                Some(p) => Some(p),
+            };
             let volume = spec.volumes.iter().find(|v| v.name == m.name);
-            mounts.push(match volume {
+            let mount = match volume {
                 None if id.claims.contains(&m.name.as_str()) => {
                     PodMount::Volume { name: m.name.clone(), target: m.mount_path.clone(), read_only: m.read_only }
                 }
@@ -555,6 +592,10 @@ impl Translator {
                     let pod_at = at.rsplit_once('.').map_or("", |(pod, _)| pod);
                     self.volume(o, &format!("{pod_at}.volumes"), v, id.namespace, m)?
                 }
+            };
+            mounts.push(match sub {
+                None => mount,
+                Some(sub) => mount.below(sub).map_err(|e| o.err(&format!("{at_m}.subPath"), e))?,
             });
         }
         let mem_bytes = match c.resources.limits.get("memory") {
@@ -728,6 +769,24 @@ impl Translator {
         for (_, s) in &services {
             namespaces_of.entry(s.metadata.name.as_str()).or_default().insert(namespace(&s.metadata));
         }
+        let selects = |s: &api::Service, pod: &Pod| {
+            pod.namespace == namespace(&s.metadata) && s.spec.selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v))
+        };
+        // A port a Service sends to a pod: its target, on that pod.
+        let target = |p: &api::ServicePort, pod: &Pod| match &p.target_port {
+            None => Some(p.port),
+            Some(api::PortRef::Number(n)) => Some(*n),
+            Some(api::PortRef::Name(n)) => pod.named_ports.get(n).copied(),
+        };
+        // The ports each pod serves itself: those it declares, and those
+        // any Service sends to it. A proxy must not hold them on its node.
+        let served: Vec<BTreeSet<u16>> = pods
+            .iter()
+            .map(|pod| {
+                let sent = services.iter().filter(|(_, s)| selects(s, pod)).flat_map(|(_, s)| &s.spec.ports);
+                pod.ports.iter().copied().chain(sent.filter_map(|p| target(p, pod))).collect()
+            })
+            .collect();
         let mut virtual_services = Vec::new();
         for (o, s) in services {
             let ns = namespace(&s.metadata);
@@ -758,11 +817,7 @@ impl Translator {
                     )
                 }
             };
-            let selected: Vec<usize> = (0..pods.len())
-                .filter(|&i| {
-                    pods[i].namespace == ns && s.spec.selector.iter().all(|(k, v)| pods[i].labels.get(k) == Some(v))
-                })
-                .collect();
+            let selected: Vec<usize> = (0..pods.len()).filter(|&i| selects(s, &pods[i])).collect();
             let Some(&first) = selected.first() else {
                 return Err(o.err("spec.selector", "selects no pod"));
             };
@@ -811,18 +866,9 @@ impl Translator {
                 }
                 // A named targetPort is each pod's own port of that name; a
                 // pod without one is not behind this port.
-                let backends = selected
-                    .iter()
-                    .filter_map(|&k| {
-                        let target = match &p.target_port {
-                            None => Some(p.port),
-                            Some(api::PortRef::Number(n)) => Some(*n),
-                            Some(api::PortRef::Name(n)) => pods[k].named_ports.get(n).copied(),
-                        };
-                        target.map(|t| (k as u16, t))
-                    })
-                    .collect();
-                ports.push((p.port, backends));
+                let backends = selected.iter().filter_map(|&k| Some((k as u16, target(p, &pods[k])?))).collect();
+                let own = (0..pods.len()).filter(|&n| served[n].contains(&p.port)).map(|n| n as u16).collect();
+                ports.push(VirtualPort { port: p.port, backends, own });
             }
             let k = virtual_services.len() + 1;
             virtual_services.push(VirtualService {
@@ -1042,6 +1088,11 @@ impl PodContainer {
                     let (host, sha256) = files_dir(files)?;
                     Mount::Bind { host, sha256, target: target.clone(), read_only: true }
                 }
+                PodMount::File { target, mode, data } => {
+                    let (dir, _) = files_dir(&[("file".to_owned(), *mode, data.clone())])?;
+                    let sha256 = contents_sha256([("", *mode, &data[..])]);
+                    Mount::Bind { host: dir.join("file"), sha256, target: target.clone(), read_only: true }
+                }
             });
         }
         let o = Overrides {
@@ -1188,6 +1239,10 @@ mod tests {
             (pod("  - name: c\n    image: j\n"), "spec.containers[1].name: \"c\": a DNS label, unique in the pod"),
             (pod("  nodeSelector: {disk: ssd}\n"), "spec.nodeSelector.disk: cannot hold"),
             (
+                pod("    volumeMounts: [{name: v, mountPath: /v, subPath: ../x}]\n  volumes: [{name: v, emptyDir: {}}]\n"),
+                "spec.containers[0].volumeMounts[0].subPath: \"../x\": a relative path inside the volume",
+            ),
+            (
                 "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 0\n  template:\n    spec: {restartPolicy: Never, containers: [{name: c, image: i}]}\n".to_owned(),
                 "document 1 (Job j): spec.parallelism: 0 suspends the Job",
             ),
@@ -1232,6 +1287,34 @@ mod tests {
         let text = std::fs::read_to_string(root.join("examples/k8s/etcd/faults.toml")).unwrap();
         let plan = hvsim_vmm::faults::FaultPlan::parse_grouped(&text, 1, names.len() as u16, &names, &groups);
         assert!(plan.is_ok(), "{plan:?}");
+    }
+
+    /// A Service's port is left to the pods that serve that port number
+    /// themselves (a server listening on all addresses would otherwise
+    /// find it taken by the proxy): its own, those it is sent to by
+    /// another Service, and those a pod declares.
+    #[test]
+    fn a_proxy_leaves_a_port_to_the_pods_that_serve_it() {
+        let pod = |name: &str, app: &str, ports: &str| {
+            format!("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\nspec: {{containers: [{{name: c, image: i, ports: [{ports}]}}]}}\n")
+        };
+        let service = |name: &str, app: &str, port: u16, target: u16| {
+            format!("---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec: {{selector: {{app: {app}}}, ports: [{{port: {port}, targetPort: {target}}}]}}\n")
+        };
+        let yaml = [
+            pod("cache", "cache", ""),
+            pod("store", "store", ""),
+            pod("other", "other", "{containerPort: 6379}"),
+            pod("client", "client", ""),
+            service("cache", "cache", 6379, 6379),
+            service("store", "store", 6380, 6379),
+        ]
+        .concat();
+        let c = one(&yaml).unwrap();
+        let own: Vec<&[u16]> = c.services.iter().map(|s| &s.ports[0].own[..]).collect();
+        // cache's 6379 is served by cache itself, by store (sent 6379 by
+        // its Service) and by other (declared); store's 6380 by no one.
+        assert_eq!(own, [&[0, 1, 2][..], &[][..]]);
     }
 
     #[test]

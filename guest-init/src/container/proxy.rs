@@ -52,6 +52,8 @@ impl Backend {
 struct Route {
     listen: SocketAddrV4,
     backends: Vec<Backend>,
+    /// Nodes whose pod serves the port number itself: no listener there.
+    own: Vec<u16>,
 }
 
 /// The routes of `SERVICES`' text (untrusted: parsed strictly).
@@ -65,7 +67,12 @@ fn parse(text: &str) -> io::Result<Vec<Route>> {
             return Err(bad(format!("service address {listen}: not in 127.0.0.0/8")));
         }
         let mut backends = Vec::new();
+        let mut own = Vec::new();
         for b in words {
+            if let Some(node) = b.strip_prefix('!') {
+                own.push(node.parse().map_err(|_| bad(format!("service node {b:?}")))?);
+                continue;
+            }
             let parts: Vec<&str> = b.split(':').collect();
             let [node, port, when] = parts[..] else { return Err(bad(format!("service backend {b:?}"))) };
             let when = match when {
@@ -77,7 +84,7 @@ fn parse(text: &str) -> io::Result<Vec<Route>> {
             let port = port.parse().map_err(|_| bad(format!("service backend {b:?}")))?;
             backends.push(Backend { node, port, when });
         }
-        routes.push(Route { listen, backends });
+        routes.push(Route { listen, backends, own });
     }
     Ok(routes)
 }
@@ -91,10 +98,12 @@ pub(super) fn start(node: u16) {
         Err(e) => return eprintln!("hvsim-init: node {node}: cannot read the services: {e}"),
     };
     let routes = match parse(&text) {
-        Ok(r) if r.is_empty() => return,
-        Ok(r) => r,
+        Ok(r) => r.into_iter().filter(|r| !r.own.contains(&node)).collect::<Vec<_>>(),
         Err(e) => return eprintln!("hvsim-init: node {node}: services: {e}"),
     };
+    if routes.is_empty() {
+        return;
+    }
     // SAFETY: the supervisor is single-threaded: the child may run any code.
     match unsafe { libc::fork() } {
         0 => {
@@ -182,12 +191,20 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn new(node: u16, routes: Vec<Route>) -> io::Result<Proxy> {
-        let mut listeners = Vec::new();
-        for r in &routes {
-            let l = TcpListener::bind(r.listen).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", r.listen)))?;
-            l.set_nonblocking(true)?;
-            listeners.push(l);
+    fn new(node: u16, all: Vec<Route>) -> io::Result<Proxy> {
+        let (mut routes, mut listeners) = (Vec::new(), Vec::new());
+        for r in all {
+            // The port may be taken (a server of the node's listening on
+            // all addresses, on a port its pod does not declare): then the
+            // Service's address reaches that server, and no pod behind it.
+            match TcpListener::bind(r.listen) {
+                Ok(l) => {
+                    l.set_nonblocking(true)?;
+                    listeners.push(l);
+                    routes.push(r);
+                }
+                Err(e) => println!("hvsim-init: node {node}: service {} is not proxied here: {e}", r.listen),
+            }
         }
         let n = routes.len();
         Ok(Proxy {
@@ -377,6 +394,7 @@ mod tests {
         let text = "127.96.0.1:6379 1:6379:healthy 2:6380:started\n\n127.96.0.2:80\n";
         let routes = parse(text).unwrap();
         assert_eq!(routes[0].listen, "127.96.0.1:6379".parse().unwrap());
+        assert_eq!(parse("127.96.0.1:80 !0 !2 1:80:started").unwrap()[0].own, [0, 2]);
         assert_eq!(
             routes[0].backends,
             [
@@ -391,6 +409,7 @@ mod tests {
             ("127.96.0.1:80 1:80", "service backend"),
             ("127.96.0.1:80 1:80:soon", "\"soon\""),
             ("127.96.0.1:80 x:80:started", "service backend"),
+            ("127.96.0.1:80 !x", "service node"),
         ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");

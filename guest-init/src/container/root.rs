@@ -60,8 +60,12 @@ pub(super) fn build_root(node: u16, spec: &Spec) -> io::Result<()> {
     for m in &spec.mounts {
         let source = match m.kind {
             MountKind::Volume => {
+                // A directory of the volume (a subPath) may be a file an
+                // init container made; what is missing is made a directory.
                 let v = format!("{disk}/volumes/{}", m.source);
-                std::fs::create_dir_all(&v)?;
+                if std::fs::symlink_metadata(&v).is_err() {
+                    std::fs::create_dir_all(&v)?;
+                }
                 v
             }
             MountKind::File => m.source.clone(),

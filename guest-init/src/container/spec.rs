@@ -153,6 +153,10 @@ impl Spec {
                     let p: Vec<&str> = v.split(SEP).collect();
                     let [kind, source, target, ro] = p[..] else { return Err(bad(format!("mount {v:?}"))) };
                     let kind = match kind {
+                        // A volume's name, or a path inside one: never out of it.
+                        "volume" if source.starts_with('/') || source.split('/').any(|c| c == ".." || c.is_empty()) => {
+                            return Err(bad(format!("volume {source:?}")))
+                        }
                         "volume" => MountKind::Volume,
                         "file" => MountKind::File,
                         _ => return Err(bad(format!("mount kind {kind:?}"))),
@@ -313,6 +317,14 @@ pub(super) mod tests {
             (&Check::Exec(vec!["redis-cli".into()]), Duration::from_millis(500))
         );
         assert_eq!(s.probe(Role::Liveness), None);
+        for escape in ["../etc", "data/../../etc", "/etc", "data//x"] {
+            let mut out = b.clone();
+            field(&mut out, key::MOUNT, &format!("volume{SEP}{escape}{SEP}/x{SEP}0"));
+            assert!(Spec::parse(&out).unwrap_err().to_string().contains("volume"), "{escape}");
+        }
+        let mut inside = b.clone();
+        field(&mut inside, key::MOUNT, &format!("volume{SEP}data/conf{SEP}/etc/app{SEP}1"));
+        assert_eq!(Spec::parse(&inside).unwrap().mounts[1].source, "data/conf");
         let mut unknown = b.clone();
         field(&mut unknown, "colour", "red");
         assert!(Spec::parse(&unknown).unwrap_err().to_string().contains("colour"));
