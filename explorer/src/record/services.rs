@@ -250,15 +250,19 @@ mod tests {
     #[test]
     fn init_says_what_is_parsed() {
         let init = include_str!("../../../guest-init/src/container/mod.rs");
-        assert!(init.contains(r#""hvsim-init: service {} exited with status {status}""#));
-        assert!(init.contains(r#""hvsim-init: service {} exited with status {status}; restarting it"#));
+        // A node's own container says `service`; the containers beside it
+        // say `container`, and are not services here.
+        assert!(init.contains(r#"Part::Service => "service""#));
+        assert!(init.contains(r#""hvsim-init: {label} {} exited with status {status}""#));
+        assert!(init.contains(r#""hvsim-init: {label} {} exited with status {status}; restarting it"#));
+        assert_eq!(exit_line("container web-0/exporter exited with status 1"), None);
         assert_eq!(exit_line("service db exited with status 1"), Some(("db", 1)));
         assert_eq!(exit_line("service db exited with status 1; restarting it in 100 ms (restart 1)"), None);
         assert_eq!(exit_line("service db is healthy"), None);
         assert_eq!(exit_line("composer: main/x exited with status 2"), None);
         assert_eq!(exit_line("service db not started: the service on node 0 it depends on exited with status 1"), None);
         for said in [
-            r#""hvsim-init: service {} started""#,
+            r#""hvsim-init: {} {} started", part.label()"#,
             r#""hvsim-init: service {} is healthy""#,
             r#""hvsim-init: service {} is unhealthy""#,
             r#""hvsim-init: service {} not started: the service on node {dep} it depends on"#,
